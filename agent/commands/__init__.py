@@ -1,0 +1,17 @@
+"""One module per command; each exposes ``register(app)``. Keep module imports light."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+#: Command modules, in the order ``--help`` lists them.
+COMMANDS: list[str] = [
+    "version",
+]
+
+
+def register_all(app: typer.Typer) -> None:
+    for name in COMMANDS:
+        importlib.import_module(f"agent.commands.{name}").register(app)

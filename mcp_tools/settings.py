@@ -1,0 +1,74 @@
+"""Settings shared by every face of gemma-sre.
+
+The names users of the existing Gemma-on-Cloud-Run tooling already export are read as they are
+(``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_CLOUD_LOCATION``, ``VLLM_BASE_URL``, ``MODEL_NAME``); everything
+of our own is ``GEMMA_SRE_*``. Nothing here has a default that names anyone's project, region,
+bucket or URL: an unset value stays ``None`` and the code that needs it says so.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Policy(StrEnum):
+    """What the agent and the MCP server may do to a service."""
+
+    READ_ONLY = "read-only"  # observe and diagnose; mutating tools are not even listed
+    SUGGEST = "suggest"  # plan and show diffs, never apply
+    APPROVE = "approve"  # apply after a recorded human approval (default)
+    AUTO = "auto"  # apply the kinds listed in GEMMA_SRE_AUTO_KINDS without asking
+
+
+def _default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gemma-sre"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GEMMA_SRE_", extra="ignore", populate_by_name=True)
+
+    # Names the existing tooling uses (no prefix).
+    project: str | None = Field(default=None, validation_alias=AliasChoices("GOOGLE_CLOUD_PROJECT", "project"))
+    location: str | None = Field(
+        default=None, validation_alias=AliasChoices("GOOGLE_CLOUD_LOCATION", "location")
+    )
+    vllm_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("VLLM_BASE_URL", "vllm_base_url")
+    )
+    model_name: str | None = Field(default=None, validation_alias=AliasChoices("MODEL_NAME", "model_name"))
+
+    # Our own (GEMMA_SRE_*).
+    service: str | None = None
+    policy: Policy = Policy.APPROVE
+    auto_kinds: list[str] = Field(default_factory=list)
+    # The model that diagnoses; defaults to the monitored endpoint. A fallback is tried when it is down.
+    model_url: str | None = None
+    fallback_model_url: str | None = None
+    model_api_key: SecretStr | None = None
+    model_timeout_s: float = 60.0
+    http_timeout_s: float = 30.0
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    checkpoint_url: str | None = None  # sqlite path (default under state_dir) or postgresql:// URL
+    mcp_servers_file: Path | None = None  # an mcpServers JSON file, as Antigravity / Gemini CLI write it
+    mcp_token: SecretStr | None = None  # bearer token required when the MCP HTTP server binds off-loopback
+    # Test and sandbox seams: point the official clients at another endpoint (e.g. the sandbox).
+    run_api_endpoint: str | None = None
+    logging_api_endpoint: str | None = None
+    anonymous_credentials: bool = False
+
+    @property
+    def diagnosis_model_url(self) -> str | None:
+        return self.model_url or self.vllm_base_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()
