@@ -72,8 +72,12 @@ def main() -> None:
     except Exception as e:
         if _state["debug"]:
             raise
-        print(f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

@@ -80,7 +80,24 @@ class LogLine(_Lenient):
         return ""
 
 
+class StartupProbe(_Lenient):
+    """Cloud Run's startup probe (TCP on the container port unless ``http_path`` is set)."""
+
+    initial_delay_seconds: int = 0
+    period_seconds: int = 240
+    timeout_seconds: int = 240
+    failure_threshold: int = 1
+    http_path: str | None = None
+
+    @property
+    def budget_seconds(self) -> int:
+        """How long a container may take to start before the probe gives up."""
+        return self.initial_delay_seconds + self.period_seconds * self.failure_threshold
+
+
 class ServiceSpec(_Lenient):
+    """The neutral description of a vLLM service on Cloud Run (also what an incident records)."""
+
     name: str = "vllm"
     region: str | None = None
     gpu_type: str | None = None
@@ -93,6 +110,8 @@ class ServiceSpec(_Lenient):
     min_instances: int = 0
     max_instances: int | None = None
     concurrency: int | None = None
+    startup_probe: StartupProbe | None = None
+    gpu_zonal_redundancy: bool | None = None
 
 
 class Expected(_Lenient):
@@ -129,7 +148,7 @@ class Incident(_Lenient):
     path: Path | None = Field(default=None, exclude=True)
 
 
-def _loc(err: dict[str, Any]) -> str:
+def _loc(err: Any) -> str:
     parts = [str(p) for p in err.get("loc", ())]
     return ".".join(parts) or "(top level)"
 

@@ -20,7 +20,9 @@ class RemediationKind(StrEnum):
 
 
 #: Which kinds change the service. The tool layer decides this, never a model's own flag.
-MUTATING_KINDS: frozenset[RemediationKind] = frozenset(k for k in RemediationKind if k != RemediationKind.ESCALATE)
+MUTATING_KINDS: frozenset[RemediationKind] = frozenset(
+    k for k in RemediationKind if k != RemediationKind.ESCALATE
+)
 
 
 class PlanStep(BaseModel):

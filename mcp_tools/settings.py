@@ -35,7 +35,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GEMMA_SRE_", extra="ignore", populate_by_name=True)
 
     # Names the existing tooling uses (no prefix).
-    project: str | None = Field(default=None, validation_alias=AliasChoices("GOOGLE_CLOUD_PROJECT", "project"))
+    project: str | None = Field(
+        default=None, validation_alias=AliasChoices("GOOGLE_CLOUD_PROJECT", "project")
+    )
     location: str | None = Field(
         default=None, validation_alias=AliasChoices("GOOGLE_CLOUD_LOCATION", "location")
     )

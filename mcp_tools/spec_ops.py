@@ -1,0 +1,167 @@
+"""Typed plan steps applied to a service spec, and the diff a person approves.
+
+This is the only place a remediation step turns into a concrete change. It is pure: it never talks
+to Cloud Run. Preflight, the graph's apply node and the MCP server's two-step mutations all use it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import yaml
+
+from mcp_tools.errors import UserError
+from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.remediation import PlanStep, RemediationKind
+
+_RESOURCE_KEYS = {"cpu", "memory", "gpu_type", "gpu_count"}
+_SCALING_KEYS = {"min_instances", "max_instances", "concurrency"}
+_PROBE_KEYS = set(StartupProbe.model_fields)
+
+
+def _flag_name(flag: str) -> str:
+    f = flag.strip()
+    if not f.startswith("--"):
+        f = "--" + f.lstrip("-")
+    return f.replace("_", "-")
+
+
+def _split(arg: str) -> tuple[str, str | None]:
+    if arg.startswith("--") and "=" in arg:
+        name, value = arg.split("=", 1)
+        return name.replace("_", "-"), value
+    return (arg.replace("_", "-") if arg.startswith("--") else arg), None
+
+
+def get_flag(args: list[str], flag: str) -> str | bool | None:
+    """The value of ``--flag`` in an argument list (``--flag=v`` or ``--flag v``); True for a bare flag."""
+    want = _flag_name(flag)
+    for i, a in enumerate(args):
+        name, value = _split(a)
+        if name != want:
+            continue
+        if value is not None:
+            return value
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        return nxt if nxt is not None and not nxt.startswith("--") else True
+    return None
+
+
+def set_flag(args: list[str], flag: str, value: Any) -> list[str]:
+    """A copy of ``args`` with ``--flag`` set to ``value`` (True: a bare flag; None/False: removed)."""
+    want = _flag_name(flag)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        name, v = _split(args[i])
+        if name == want:
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            i += 2 if v is None and nxt is not None and not nxt.startswith("--") else 1
+            continue
+        out.append(args[i])
+        i += 1
+    if value is None or value is False:
+        return out
+    if value is True:
+        return [*out, want]
+    return [*out, f"{want}={value}"]
+
+
+def get_model(args: list[str]) -> str | None:
+    """The checkpoint an argument list serves: ``--model``, or the positional after ``serve``."""
+    m = get_flag(args, "--model")
+    if isinstance(m, str):
+        return m
+    if "serve" in args:
+        i = args.index("serve")
+        if i + 1 < len(args) and not args[i + 1].startswith("-"):
+            return args[i + 1]
+    return None
+
+
+def set_model(args: list[str], model: str) -> list[str]:
+    if not model or not isinstance(model, str):
+        raise UserError("set_model needs a non-empty 'model'")
+    if isinstance(get_flag(args, "--model"), str) or "serve" not in args:
+        return set_flag(args, "--model", model)
+    out = list(args)
+    i = out.index("serve")
+    if i + 1 < len(out) and not out[i + 1].startswith("-"):
+        out[i + 1] = model
+    else:
+        out.insert(i + 1, model)
+    return out
+
+
+def _check_keys(step: PlanStep, allowed: set[str]) -> None:
+    bad = sorted(set(step.change) - allowed)
+    if bad:
+        raise UserError(f"{step.kind.value}: unknown change key(s) {bad}; allowed: {sorted(allowed)}")
+
+
+def _positive_int(kind: str, key: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{kind}: '{key}' must be a whole number >= {minimum}, not {value!r}")
+    return value
+
+
+def apply_step(spec: ServiceSpec, step: PlanStep) -> ServiceSpec:
+    """The spec after one step. ``rollback`` and ``escalate`` change no spec (traffic / a person)."""
+    new = spec.model_copy(deep=True)
+    kind = step.kind
+    if kind is RemediationKind.SET_VLLM_ARGS:
+        if not step.change:
+            raise UserError("set_vllm_args needs at least one flag in 'change'")
+        args = list(new.args)
+        for flag, value in step.change.items():
+            if _flag_name(flag) == "--model":
+                raise UserError("set_vllm_args cannot change --model; use a set_model step")
+            args = set_flag(args, flag, value)
+        new.args = args
+    elif kind is RemediationKind.SET_MODEL:
+        _check_keys(step, {"model"})
+        new.args = set_model(new.args, step.change.get("model", ""))
+    elif kind is RemediationKind.SET_RESOURCES:
+        _check_keys(step, _RESOURCE_KEYS)
+        for key, value in step.change.items():
+            if key == "gpu_count":
+                value = _positive_int(kind.value, key, value, 1)
+            setattr(new, key, value)
+    elif kind is RemediationKind.SET_SCALING:
+        _check_keys(step, _SCALING_KEYS)
+        for key, value in step.change.items():
+            value = _positive_int(kind.value, key, value, 1 if key == "concurrency" else 0)
+            setattr(new, key, value)
+        if new.max_instances is not None and new.min_instances > new.max_instances:
+            raise UserError(
+                f"set_scaling: min_instances {new.min_instances} is above max_instances {new.max_instances}"
+            )
+    elif kind is RemediationKind.SET_PROBE:
+        _check_keys(step, _PROBE_KEYS)
+        probe = (new.startup_probe or StartupProbe()).model_dump()
+        probe.update(step.change)
+        new.startup_probe = StartupProbe.model_validate(probe)
+    return new
+
+
+def apply_steps(spec: ServiceSpec, steps: list[PlanStep]) -> ServiceSpec:
+    for step in steps:
+        spec = apply_step(spec, step)
+    return spec
+
+
+def render(spec: ServiceSpec) -> str:
+    """A stable YAML rendering of a spec, for diffs and reports."""
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def spec_diff(old: ServiceSpec, new: ServiceSpec, *, label: str = "service") -> str:
+    """A unified diff of two specs ('' when they are the same)."""
+    lines = difflib.unified_diff(
+        render(old).splitlines(keepends=True),
+        render(new).splitlines(keepends=True),
+        fromfile=f"{label} (current)",
+        tofile=f"{label} (proposed)",
+    )
+    return "".join(lines)
