@@ -1,0 +1,58 @@
+"""The loop's fixed steps reach the outside world only through here, and only through ``mcp_tools``.
+
+One ``World`` per node run, built from the run's ``Configuration``: the Cloud Run client, the
+Cloud Logging reader and the vLLM endpoint client, each with the configuration's endpoints and
+credentials. Keeping this seam in one module means the nodes read as the loop, not as client code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from graph.config import Configuration
+from mcp_tools.incident import LogLine, ServiceSpec
+
+
+class World:
+    def __init__(self, cfg: Configuration) -> None:
+        self.cfg = cfg
+        self.settings = cfg.settings()
+        self._cloudrun: Any = None
+
+    @property
+    def cloudrun(self) -> Any:
+        if self._cloudrun is None:
+            from mcp_tools.cloudrun import CloudRun
+
+            # The loop does its own bounded retries around each step; keep the client's short.
+            self._cloudrun = CloudRun(self.settings, retry_attempts=2, retry_max_wait_s=2.0)
+        return self._cloudrun
+
+    # -- Cloud Run --
+
+    def get_service(self, name: str) -> Any:
+        return self.cloudrun.get_service(name)
+
+    def list_revisions(self, name: str) -> list[Any]:
+        return list(self.cloudrun.list_revisions(name))
+
+    def update_service(self, name: str, spec: ServiceSpec, *, approval_id: str, deadline_s: float) -> Any:
+        return self.cloudrun.update_service(name, spec, approval_id=approval_id, deadline_s=deadline_s)
+
+    def rollback(self, name: str, revision: str, *, approval_id: str, deadline_s: float) -> Any:
+        return self.cloudrun.rollback(name, revision, approval_id=approval_id, deadline_s=deadline_s)
+
+    # -- Cloud Logging --
+
+    def list_entries(self, service: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]:
+        from mcp_tools.cloudlogging import list_entries
+
+        return list(list_entries(service, since=since, until=until, limit=limit, settings=self.settings))
+
+    # -- the vLLM endpoint --
+
+    def endpoint(self, base_url: str) -> Any:
+        from mcp_tools.endpoint import VllmEndpoint
+
+        return VllmEndpoint(base_url, settings=self.settings)
