@@ -38,7 +38,10 @@ class World:
         return list(self.cloudrun.list_revisions(name))
 
     def update_service(self, name: str, spec: ServiceSpec, *, approval_id: str, deadline_s: float) -> Any:
-        return self.cloudrun.update_service(name, spec, approval_id=approval_id, deadline_s=deadline_s)
+        # A remediation's revision is meant to serve: send traffic to the latest ready revision.
+        return self.cloudrun.update_service(
+            name, spec, approval_id=approval_id, deadline_s=deadline_s, traffic_to_latest=True
+        )
 
     def rollback(self, name: str, revision: str, *, approval_id: str, deadline_s: float) -> Any:
         return self.cloudrun.rollback(name, revision, approval_id=approval_id, deadline_s=deadline_s)
