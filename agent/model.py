@@ -17,10 +17,10 @@ those two flags vLLM answers a request with ``tool_choice: auto`` with HTTP 400.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +37,26 @@ def _root(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def _needs_id_token(url: str) -> bool:
-    host = httpx.URL(url).host or ""
-    return host.endswith(".run.app")
+def auth_for(url: str, explicit: str | None = None) -> tuple[str, dict[str, str]]:
+    """(bearer for the OpenAI client, extra headers) for an endpoint, from ``VllmEndpoint.headers()``.
+
+    A Cloud Run URL gets a Google ID token (cached until it expires); with an explicit API key the
+    key is the bearer and the ID token travels in ``X-Serverless-Authorization``. The model is built
+    once per diagnosis, well inside a token's lifetime.
+    """
+    from mcp_tools.endpoint import VllmEndpoint
+
+    headers = VllmEndpoint(_root(url), api_key=explicit).headers()
+    bearer = headers.pop("Authorization", "Bearer EMPTY").removeprefix("Bearer ")
+    return bearer or "EMPTY", headers
 
 
-def api_key_for(url: str, explicit: str | None = None) -> str | Callable[[], str]:
-    """What the OpenAI client sends as the bearer: a key, a Cloud Run ID token provider, or a dummy."""
-    if explicit:
-        return explicit
-    if _needs_id_token(url):
-        from mcp_tools.endpoint import id_token_provider
-
-        provider = id_token_provider(_root(url))
-        return lambda: provider() or "EMPTY"
-    return "EMPTY"  # vLLM without --api-key accepts anything
-
-
-def served_model_name(url: str, *, api_key: str | Callable[[], str], timeout_s: float) -> str | None:
+def served_model_name(url: str, *, bearer: str, headers: dict[str, str], timeout_s: float) -> str | None:
     """The first id ``/v1/models`` lists (vLLM's ``--served-model-name``), or None if unreachable."""
-    key = api_key() if callable(api_key) else api_key
     try:
-        r = httpx.get(_v1(url) + "/models", headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
+        r = httpx.get(
+            _v1(url) + "/models", headers={"Authorization": f"Bearer {bearer}", **headers}, timeout=timeout_s
+        )
         r.raise_for_status()
         data = r.json().get("data") or []
         return str(data[0]["id"]) if data else None
@@ -76,17 +74,24 @@ def chat_model(
     max_retries: int = DEFAULT_MAX_RETRIES,
     temperature: float = 0.0,
 ) -> Any:
-    """A ChatOpenAI for one vLLM endpoint, or None when the endpoint does not answer ``/v1/models``."""
+    """A ChatOpenAI for one vLLM endpoint, or None when the endpoint does not answer ``/v1/models``.
+
+    The reachability probe doubles as the served-model lookup, so a down endpoint costs one short
+    request, not a full retry cycle per diagnosis.
+    """
     from langchain_openai import ChatOpenAI
 
-    key = api_key_for(url, api_key)
-    name = model or served_model_name(url, api_key=key, timeout_s=min(timeout_s, 10.0))
+    bearer, headers = auth_for(url, api_key)
+    name = served_model_name(url, bearer=bearer, headers=headers, timeout_s=min(timeout_s, 10.0))
     if name is None:
         return None
+    if model and model != name:
+        log.info("the endpoint serves %r, not the configured %r: using %r", name, model, name)
     return ChatOpenAI(
         model=name,
         base_url=_v1(url),
-        api_key=key,  # type: ignore[arg-type]
+        api_key=SecretStr(bearer),
+        default_headers=headers or None,
         timeout=timeout_s,
         max_retries=max_retries,
         temperature=temperature,

@@ -7,6 +7,7 @@ credentials. Keeping this seam in one module means the nodes read as the loop, n
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -55,7 +56,28 @@ class World:
 
     # -- the vLLM endpoint --
 
-    def endpoint(self, base_url: str) -> Any:
+    def endpoint(self, base_url: str) -> SyncEndpoint:
         from mcp_tools.endpoint import VllmEndpoint
 
-        return VllmEndpoint(base_url, settings=self.settings)
+        api_key = self.settings.model_api_key if base_url == self.settings.vllm_base_url else None
+        return SyncEndpoint(VllmEndpoint(base_url, timeout_s=self.settings.http_timeout_s, api_key=api_key))
+
+
+class SyncEndpoint:
+    """``mcp_tools.endpoint.VllmEndpoint`` (async) for the loop's synchronous nodes.
+
+    Nodes run in a thread without an event loop (LangGraph runs sync nodes in an executor under an
+    async driver), so each call gets its own short-lived loop.
+    """
+
+    def __init__(self, endpoint: Any) -> None:
+        self.endpoint = endpoint
+
+    def health(self) -> bool:
+        return bool(asyncio.run(self.endpoint.health()))
+
+    def metrics_text(self) -> str:
+        return str(asyncio.run(self.endpoint.metrics_text()))
+
+    def chat(self, messages: list[dict[str, Any]], *, max_tokens: int = 8) -> Any:
+        return asyncio.run(self.endpoint.chat(messages, stream=False, max_tokens=max_tokens, temperature=0.0))
