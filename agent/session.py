@@ -87,7 +87,12 @@ def configuration_for(opts: CycleOptions, sb: Any) -> Any:
     return Configuration.from_settings(**overrides)
 
 
-def run_interactive(opts: CycleOptions, *, banner: Callable[[Console, Any], None] | None = None) -> int:
+def run_interactive(
+    opts: CycleOptions,
+    *,
+    banner: Callable[[Console, Any], None] | None = None,
+    before_decision: Callable[[Console, Any], None] | None = None,
+) -> int:
     """Run one cycle with the person in the loop. The exit code: 0 done or awaiting a decision, 1 failed."""
     from agent.display import print_outcome, print_request, print_update
     from agent.loop import resume_cycle, run_cycle
@@ -107,6 +112,8 @@ def run_interactive(opts: CycleOptions, *, banner: Callable[[Console, Any], None
 
         result = run_cycle(cfg, on_update=show)
         if result.status == "awaiting_approval" and result.pending is not None:
+            if before_decision is not None:
+                before_decision(console, result)
             print_request(console, result.pending)
             decision: str | None = None
             approver = opts.approver or _user()
