@@ -90,12 +90,18 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         unread.append("/health and /metrics: the service has no URL")
 
     obs = Observation(
+        id=name,
+        title=f"Cloud Run service {name}",
         service=info.spec if info is not None else None,
         logs=logs,
         metrics=metrics,
         conditions=conditions,
         health=health,
         source="cloud-run",
+        latest_ready_revision=info.latest_ready_revision if info is not None else None,
+        latest_created_revision=info.latest_created_revision if info is not None else None,
+        serving_revision=info.serving_revision if info is not None else None,
+        ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
     )
     summary = ObservationSummary(
         service=name,
