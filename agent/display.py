@@ -44,7 +44,9 @@ def print_request(console: Console, pending: dict[str, Any]) -> None:
     for i, s in enumerate(plan.get("steps") or [], 1):
         pred = s.get("predicted") or {}
         pred_txt = ", ".join(f"{k}={v}" for k, v in pred.items() if not isinstance(v, (dict, list)))
-        table.add_row(str(i), s.get("kind", ""), json.dumps(s.get("change") or {}), pred_txt, s.get("why", ""))
+        table.add_row(
+            str(i), s.get("kind", ""), json.dumps(s.get("change") or {}), pred_txt, s.get("why", "")
+        )
     console.print(table)
     diff = pending.get("diff") or ""
     if diff:

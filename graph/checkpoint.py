@@ -26,8 +26,10 @@ def sqlite_path(url: str | None, state_dir: Path) -> Path:
     if url.startswith("sqlite:///"):
         return Path(url.removeprefix("sqlite:///"))
     if "://" in url:
-        raise UserError(f"GEMMA_SRE_CHECKPOINT_URL: unsupported scheme in {url.split('://')[0]!r}; "
-                        "use a file path, sqlite:///path or postgresql://...")
+        raise UserError(
+            f"GEMMA_SRE_CHECKPOINT_URL: unsupported scheme in {url.split('://')[0]!r}; "
+            "use a file path, sqlite:///path or postgresql://..."
+        )
     return Path(url).expanduser()
 
 

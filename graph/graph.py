@@ -1,4 +1,4 @@
-"""The loop, wired. Nodes live in ``graph/nodes/``, routes in ``graph/policy.py``, state in ``graph/state.py``.
+"""The loop, wired. Nodes: ``graph/nodes/``; routes: ``graph/policy.py``; state: ``graph/state.py``.
 
     observe -> diagnose -> propose -> preflight -> approve (interrupt) -> apply -> verify -> report
                       \\-> report (healthy)   \\-> report (read-only, suggest,      \\-> rollback -> report

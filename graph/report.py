@@ -24,7 +24,9 @@ def outcome_of(state: SREState, policy: Policy) -> Outcome:
         return Outcome(status="diagnosed", summary=f"Diagnosed {category} (read-only: nothing applied).")
     if policy is Policy.SUGGEST:
         ok = "accepted" if pf.get("ok") else "refused"
-        return Outcome(status="suggested", summary=f"Diagnosed {category}; plan {ok} by preflight, not applied.")
+        return Outcome(
+            status="suggested", summary=f"Diagnosed {category}; plan {ok} by preflight, not applied."
+        )
     if not approval:
         if pf and not pf.get("ok"):
             notes = "; ".join(pf.get("notes") or []) or "preflight refused the plan"
@@ -68,7 +70,8 @@ def render_json(state: SREState, outcome: Outcome) -> dict[str, Any]:
     obs_summary = dict(state.get("observation_summary") or {})
     doc = {
         "thread_id": (state.get("meta") or {}).get("thread_id"),
-        "service": obs_summary.get("service") or ((state.get("meta") or {}).get("config") or {}).get("service"),
+        "service": obs_summary.get("service")
+        or ((state.get("meta") or {}).get("config") or {}).get("service"),
         "cycle": state.get("cycle"),
         "outcome": outcome.model_dump(mode="json"),
         "observation": obs_summary,
@@ -174,20 +177,26 @@ def render_markdown(state: SREState, outcome: Outcome) -> str:
         add("")
         add("## Outcome")
         add("")
-        add(f"- applied: revision {applied.get('revision') or 'none'}"
+        add(
+            f"- applied: revision {applied.get('revision') or 'none'}"
             + (f" ({applied.get('error')})" if applied.get("error") else "")
-            + (" (already applied before a restart; sent once)" if applied.get("already_applied") else ""))
+            + (" (already applied before a restart; sent once)" if applied.get("already_applied") else "")
+        )
         v = doc.get("verification") or {}
         if v:
-            add(f"- verification: {'passed' if v.get('ok') else 'failed'} (ready {v.get('ready')}, "
-                f"/health {v.get('health')}, smoke {v.get('smoke')}, {v.get('seconds')} s)")
+            add(
+                f"- verification: {'passed' if v.get('ok') else 'failed'} (ready {v.get('ready')}, "
+                f"/health {v.get('health')}, smoke {v.get('smoke')}, {v.get('seconds')} s)"
+            )
             for r in v.get("reasons") or []:
                 add(f"  - {r}")
         rb = doc.get("rollback") or {}
         if rb:
             state_txt = "done" if rb.get("ok") else "not done"
-            add(f"- rollback to {rb.get('to_revision') or '(none)'}: {state_txt}"
-                + (f" ({rb.get('error')})" if rb.get("error") else ""))
+            add(
+                f"- rollback to {rb.get('to_revision') or '(none)'}: {state_txt}"
+                + (f" ({rb.get('error')})" if rb.get("error") else "")
+            )
     add("")
     return "\n".join(out)
 

@@ -37,7 +37,9 @@ def _tool_text(result: Any) -> str:
         text = json.dumps(result, default=str)
     text = redact(text)
     if len(text) > MAX_TOOL_RESULT_CHARS:
-        text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
+        text = (
+            text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
+        )
     return text
 
 
@@ -48,14 +50,12 @@ async def run_tool_loop(model: Any, tools: list[Any], messages: list[Any], *, ma
     by_name = {t.name: t for t in tools}
     bound = model.bind_tools(tools) if tools else model
     history = list(messages)
-    steps_used = 0
-    for _ in range(max(0, max_steps)):
+    for step in range(1, max(0, max_steps) + 1):
         ai = await bound.ainvoke(history)
         calls = getattr(ai, "tool_calls", None) or []
         if not calls:
             return ai
         history.append(ai)
-        steps_used += 1
         for call in calls:
             name = call.get("name", "")
             tool = by_name.get(name)
@@ -66,7 +66,7 @@ async def run_tool_loop(model: Any, tools: list[Any], messages: list[Any], *, ma
                     content = _tool_text(await tool.ainvoke(call.get("args") or {}))
                 except Exception as e:  # a failing tool is information for the model, not a crash
                     content = f"error: {e.__class__.__name__}: {str(e)[:300]}"
-            log.info("tool %s called by the model (step %d)", name, steps_used)
+            log.info("tool %s called by the model (step %d)", name, step)
             history.append(ToolMessage(content=content, tool_call_id=call.get("id") or name, name=name))
     history.append(HumanMessage(content=FINAL_NUDGE))
     return await model.ainvoke(history)

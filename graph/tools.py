@@ -79,7 +79,6 @@ async def read_only_tools(cfg: Configuration) -> AsyncIterator[list[Any]]:
     """The read-only LangChain tools for one diagnosis, their MCP sessions open for the block."""
     from langchain_mcp_adapters.tools import load_mcp_tools
     from mcp.shared.memory import create_connected_server_and_client_session
-
     from mcp_tools.server import READ_ONLY_TOOLS, build_server
 
     tools: list[Any] = []
@@ -102,6 +101,8 @@ async def read_only_tools(cfg: Configuration) -> AsyncIterator[list[Any]]:
                     log.warning("MCP server %r unavailable (%s); its tools are not bound", name, e)
                     continue
                 kept = [t for t in theirs if _declared_read_only(t)]
-                log.info("MCP server %r: %d of %d tools are read-only and bound", name, len(kept), len(theirs))
+                log.info(
+                    "MCP server %r: %d of %d tools are read-only and bound", name, len(kept), len(theirs)
+                )
                 tools.extend(kept)
         yield tools

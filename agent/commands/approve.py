@@ -36,8 +36,12 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
         on_update=lambda n, u: print_update(console, n, u),
     )
     if as_json:
-        doc = {"thread_id": result.thread_id, "status": result.status, "summary": result.summary,
-               "report": result.report}
+        doc = {
+            "thread_id": result.thread_id,
+            "status": result.status,
+            "summary": result.summary,
+            "report": result.report,
+        }
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
         print_outcome(console, result.status, result.summary, result.report)

@@ -50,7 +50,10 @@ def planner_options(console: Any, result: Any) -> None:
         return
     try:
         cap = plan_capacity(
-            resolve_model(model_ref), gpu=spec.gpu_type, gpu_count=spec.gpu_count, flags=parse_vllm_args(spec.args)
+            resolve_model(model_ref),
+            gpu=spec.gpu_type,
+            gpu_count=spec.gpu_count,
+            flags=parse_vllm_args(spec.args),
         )
     except Exception as e:  # the planner cannot place this model: the plan table still shows
         console.print(f"[dim]planner: {e}[/]")
@@ -71,7 +74,10 @@ def planner_options(console: Any, result: Any) -> None:
     for s in cap.suggestions:
         change = ", ".join(f"{k}={v}" for k, v in {**s.change, **s.also}.items())
         table.add_row(
-            s.summary, f"{s.kind}: {change}", f"{s.weights_gib:.1f}", f"{s.kv_cache_tokens:,}",
+            s.summary,
+            f"{s.kind}: {change}",
+            f"{s.weights_gib:.1f}",
+            f"{s.kv_cache_tokens:,}",
             "yes" if s.fits else "no",
         )
     console.print(table)

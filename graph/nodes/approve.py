@@ -72,8 +72,13 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     thread_id = thread_id_of(config)
     key = apply_key(thread_id, plan)
 
+    decision: str
+    approver: str
+    reason: str | None
+    at: str | None
     if auto_allowed(plan, cfg):
-        decision, approver, reason, at = "approve", "policy:auto", "kinds listed in GEMMA_SRE_AUTO_KINDS", None
+        decision, approver, at = "approve", "policy:auto", None
+        reason = "every mutating step is of a kind listed in GEMMA_SRE_AUTO_KINDS"
     else:
         # Everything above is pure; the interrupt is the first thing with an effect.
         answer = interrupt(approval_request(state, config))

@@ -43,8 +43,8 @@ def resolve_model(cfg: Configuration) -> tuple[Any, str | None]:
 
 def _with_tools(cfg: Configuration, model: Any, run: Any) -> Any:
     """Run ``run(model_with_tools)`` in a worker thread while this thread's loop serves the MCP sessions."""
-    from graph.tools import read_only_tools
     from graph.toolloop import ToolLoopModel
+    from graph.tools import read_only_tools
 
     async def main() -> Any:
         async with read_only_tools(cfg) as tools:

@@ -45,7 +45,9 @@ def rollback(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             base_delay_s=cfg.retry_base_s,
         )
     except Exception as e:
-        result = RollbackResult(attempted=False, reason=reason, error=f"could not list revisions: {short_error(e)}")
+        result = RollbackResult(
+            attempted=False, reason=reason, error=f"could not list revisions: {short_error(e)}"
+        )
         return _done(result)
     if target is None:
         result = RollbackResult(
