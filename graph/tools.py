@@ -1,8 +1,10 @@
 """The model's tools: read-only MCP tools, through langchain-mcp-adapters, on sessions opened once.
 
-- Our own server (``mcp_tools.server.build_server``) runs in-process on an in-memory MCP session;
-  only the tools in its own read-only list (``READ_ONLY_TOOLS``) are bound. The tool layer decides
-  what is read-only, never a model and never a tool's self-description.
+- Our own server (``mcp_tools.server.build_server``) runs in-process on an in-memory MCP session,
+  built under the ``read-only`` policy, so its mutating tools are not even registered; on top of
+  that, names in the server's ``MUTATING_TOOLS`` are never bound, and neither are tools that would
+  call a model themselves or put load on the endpoint (``NOT_FOR_DIAGNOSIS``). The tool layer
+  decides what is read-only, never a model.
 - Servers in the user's ``mcpServers`` file (``GEMMA_SRE_MCP_SERVERS_FILE``, the JSON that Antigravity
   and Gemini CLI write) are opened once each (stdio, streamable HTTP or SSE); from them only tools
   the server annotates ``readOnlyHint: true`` and not ``destructiveHint`` are bound, prefixed with the
@@ -25,6 +27,39 @@ from graph.config import Configuration
 from mcp_tools.errors import UserError
 
 log = logging.getLogger(__name__)
+
+#: Read-only tools of our server that a diagnosing model still does not get: they call a model
+#: themselves (recursion through the patient), send load to the endpoint, or touch a secret.
+NOT_FOR_DIAGNOSIS = frozenset(
+    {
+        "analyze_cloud_logging",
+        "analyze_gpu_logs",
+        "suggest_sre_remediation",
+        "query_vllm",
+        "query_gemma4",
+        "query_gemma4_with_stats",
+        "run_benchmark",
+        "save_hf_token",
+    }
+)
+
+
+def our_read_only(tools: list[Any]) -> list[Any]:
+    """Our server's tools a diagnosing model may call."""
+    from mcp_tools import server as ours
+
+    mutating = set(getattr(ours, "MUTATING_TOOLS", ()))
+    allow = getattr(ours, "READ_ONLY_TOOLS", None)
+    kept = []
+    for t in tools:
+        if t.name in mutating or t.name in NOT_FOR_DIAGNOSIS:
+            continue
+        if allow is not None and t.name not in allow:
+            continue
+        if not _declared_read_only(t):
+            continue
+        kept.append(t)
+    return kept
 
 
 def connections_from_file(path: Path | str) -> dict[str, dict[str, Any]]:
@@ -79,14 +114,15 @@ async def read_only_tools(cfg: Configuration) -> AsyncIterator[list[Any]]:
     """The read-only LangChain tools for one diagnosis, their MCP sessions open for the block."""
     from langchain_mcp_adapters.tools import load_mcp_tools
     from mcp.shared.memory import create_connected_server_and_client_session
-    from mcp_tools.server import READ_ONLY_TOOLS, build_server
+    from mcp_tools.server import build_server
+    from mcp_tools.settings import Policy
 
     tools: list[Any] = []
     async with AsyncExitStack() as stack:
-        server = build_server(cfg.settings())
+        settings = cfg.settings().model_copy(update={"policy": Policy.READ_ONLY})
+        server = build_server(settings)
         session = await stack.enter_async_context(create_connected_server_and_client_session(server))
-        ours = await load_mcp_tools(session, server_name="gemma-sre")
-        tools.extend(t for t in ours if t.name in READ_ONLY_TOOLS)
+        tools.extend(our_read_only(await load_mcp_tools(session, server_name="gemma-sre")))
 
         if cfg.mcp_servers_file:
             from langchain_mcp_adapters.client import MultiServerMCPClient
