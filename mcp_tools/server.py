@@ -451,6 +451,7 @@ def build_server(
         log_level="WARNING",
     )
     _register_read_tools(mcp, state)
+    _register_extras(mcp, state)
     if state.policy is not Policy.READ_ONLY:
         _register_mutating_tools(mcp, state)
     for registrar in extra_registrars:
@@ -909,6 +910,71 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
             else f"no model analysis ({out.model_error})"
         )
         return result(out, text + f"\n\nselected lines ({logs.lines_fetched} read):\n{logs.text}")
+
+
+# --------------------------------------------------------------------------------------------------
+# The GCP extras (plain functions in mcp_tools.extras), registered as tools
+# --------------------------------------------------------------------------------------------------
+
+
+def _extra_text(model: BaseModel) -> str:
+    """A readable rendering of an extras result: its own text when it has one, else YAML."""
+    for attr in ("text", "command"):
+        v = getattr(model, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    summary = getattr(model, "summary", None)
+    if isinstance(summary, list) and summary:
+        notes = getattr(model, "notes", None) or []
+        return "\n".join([*map(str, summary), *map(str, notes)])
+    import yaml
+
+    return yaml.safe_dump(model.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str] = _extra_text) -> Callable[..., Any]:
+    """An async MCP tool around a blocking extras function (run in a thread), same parameters."""
+    sig = inspect.signature(fn, eval_str=True)
+    out_type = sig.return_annotation
+
+    async def tool(**kwargs: Any) -> Any:
+        res = await asyncio.to_thread(fn, **kwargs)
+        return result(res, text(res))
+
+    tool.__name__ = fn.__name__
+    tool.__doc__ = fn.__doc__
+    tool.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()],
+        return_annotation=Annotated[CallToolResult, out_type],
+    )
+    return tool_errors(tool)
+
+
+def _register_extras(mcp: FastMCP, state: ServerState) -> None:
+    from mcp_tools import extras
+
+    for fn in (
+        extras.get_help,
+        extras.get_vllm_deployment_config,
+        extras.get_vllm_gpu_deployment_config,
+        extras.check_gpu_quotas,
+        extras.list_bucket_models,
+        extras.list_vertex_models,
+        extras.get_vertex_ai_model_copy_instructions,
+        extras.get_huggingface_model_copy_instructions,
+        extras.get_huggingfacehub_download_path,
+    ):
+        mcp.tool(annotations=READ_ONLY)(_as_tool(fn))
+
+    @mcp.resource(extras.TEMPLATE_URI, name="vllm-deployment-template", mime_type="application/yaml")
+    def vllm_deployment_template() -> str:
+        """Cloud Run service YAML for vLLM on an L4, with documented ${PARAMETERS}."""
+        return str(extras.vllm_deployment_template().text)
+
+    if state.policy is not Policy.READ_ONLY:  # it writes a secret
+        mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))(
+            _as_tool(extras.save_hf_token)
+        )
 
 
 # --------------------------------------------------------------------------------------------------
