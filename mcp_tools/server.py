@@ -201,6 +201,15 @@ class StatsResult(BaseModel):
     chunk_gap_p90_s: float | None = None
 
 
+class BenchRunResult(BaseModel):
+    url: str
+    model: str
+    run_dir: str | None = None
+    points: list[dict[str, Any]]
+    stopped: list[str] = Field(default_factory=list)
+    errors: dict[str, int] = Field(default_factory=dict)
+
+
 class StatusResult(BaseModel):
     service: ServiceInfo
     truncated_revisions: int = 0
@@ -743,6 +752,70 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
         ep, info = await s.endpoint_for(service_name)
         m = parse_vllm_metrics(await ep.metrics_text())
         return result(m, f"{info.url}\n{m.summary()}")
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True))
+    @tool_errors
+    async def run_benchmark(
+        service_name: str | None = None,
+        concurrencies: list[int] | None = None,
+        context_lengths: list[int] | None = None,
+        output_tokens: int = 128,
+        requests_per_point: int = 20,
+        seconds_per_point: float = 60.0,
+        ttft_slo_ms: float | None = None,
+    ) -> Annotated[CallToolResult, BenchRunResult]:
+        """Load-test the vLLM endpoint: a sweep over concurrency and prompt length, with TTFT, inter-token
+        latency, throughput (tokens from usage) and goodput per point. Bounded: at most 12 points and
+        2000 requests; the full run (samples, CSV, charts) is written under the state directory."""
+        from mcp_tools.bench import engine as bench_engine
+        from mcp_tools.bench.config import SLO, BenchConfig
+
+        conc = concurrencies or [1, 4]
+        ctx = context_lengths or [256]
+        points = len(conc) * len(ctx)
+        if points > 12:
+            raise UserError(f"{points} load points asked for; at most 12 (concurrencies x context_lengths)")
+        if not 1 <= requests_per_point <= 500 or points * requests_per_point > 2000:
+            raise UserError("requests_per_point must be from 1 to 500, and at most 2000 requests in all")
+        if not 1 <= seconds_per_point <= 300:
+            raise UserError("seconds_per_point must be from 1 to 300")
+        if not 1 <= output_tokens <= 4096:
+            raise UserError("output_tokens must be from 1 to 4096")
+        ep, info = await s.endpoint_for(service_name)
+        try:
+            config = BenchConfig(
+                url=info.url,
+                concurrencies=conc,
+                context_lengths=ctx,
+                output_tokens=output_tokens,
+                requests_per_point=requests_per_point,
+                seconds_per_point=seconds_per_point,
+                warmup_requests=min(2, requests_per_point),
+                slo=SLO(ttft_s=ttft_slo_ms / 1000) if ttft_slo_ms else SLO(),
+                output_dir=s.settings.state_dir / "bench-runs",
+                label=info.service or "endpoint",
+                request_timeout_s=max(30.0, s.settings.http_timeout_s),
+            )
+        except ValueError as e:
+            raise UserError(f"benchmark settings: {e}") from None
+        provider = None
+        if ep.wants_id_token():
+            from mcp_tools.endpoint import ID_TOKENS
+
+            def provider() -> str:
+                return ID_TOKENS.get(ep.audience)
+
+        res = await bench_engine.run_benchmark(config, token_provider=provider)
+        out = BenchRunResult(
+            url=info.url,
+            model=res.metadata.model,
+            run_dir=res.run_dir,
+            points=[p.model_dump(mode="json") for p in res.points],
+            stopped=res.stopped,
+            errors=res.errors,
+        )
+        more = f"\nfull run (samples, CSV, charts): {res.run_dir}" if res.run_dir else ""
+        return result(out, res.summary_markdown(max_rows=20) + more)
 
     @mcp.tool(annotations=READ_ONLY)
     @tool_errors

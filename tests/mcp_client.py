@@ -21,10 +21,12 @@ from mcp.types import CallToolResult
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def server_env(extra: dict[str, str]) -> dict[str, str]:
-    """The test process's environment without any GEMMA_SRE_* / Google settings, plus ``extra``."""
+def server_env(extra: dict[str, str], state_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """The test process's environment without any GEMMA_SRE_* / Google settings, plus ``extra``;
+    the server's state (benchmark runs, ...) goes to ``state_dir``."""
     drop = ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "VLLM_BASE_URL", "MODEL_NAME")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_") and k not in drop}
+    env["GEMMA_SRE_STATE_DIR"] = str(state_dir)
     env.update(extra)
     return env
 

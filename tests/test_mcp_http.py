@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_serv
 
 
 @pytest.fixture(scope="module")
-def http_server() -> Iterator[str]:
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     dead = free_port()  # nothing listens here: the "unreachable endpoint"
     env = server_env(
@@ -35,7 +36,8 @@ def http_server() -> Iterator[str]:
             "GEMMA_SRE_POLICY": "read-only",
             "VLLM_BASE_URL": f"http://127.0.0.1:{dead}",
             "GEMMA_SRE_HTTP_TIMEOUT_S": "3",
-        }
+        },
+        tmp_path_factory.mktemp("state"),
     )
     p = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)],
@@ -134,8 +136,8 @@ def test_unreachable_endpoint_is_a_clear_error(client: SessionThread) -> None:
     assert "cannot reach" in h.structuredContent["problems"][0]
 
 
-def test_non_loopback_bind_without_token_is_refused() -> None:
-    env = server_env({})
+def test_non_loopback_bind_without_token_is_refused(tmp_path: Path) -> None:
+    env = server_env({}, tmp_path)
     p = subprocess.run(
         [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
         env=env,

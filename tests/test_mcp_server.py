@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from mcp.client.stdio import stdio_client
@@ -46,9 +47,9 @@ def model() -> Iterator[tuple[str, Script]]:
 
 
 @pytest.fixture(scope="module")
-def client(model: tuple[str, Script]) -> Iterator[SessionThread]:
+def client(model: tuple[str, Script], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
     url, _ = model
-    env = server_env({"VLLM_BASE_URL": url})
+    env = server_env({"VLLM_BASE_URL": url}, tmp_path_factory.mktemp("state"))
     st = SessionThread(lambda: stdio_client(stdio_params(env)))
     yield st
     st.close()
@@ -154,10 +155,10 @@ def test_no_service_configured_says_so(client: SessionThread) -> None:
     assert r.isError and "GEMMA_SRE_SERVICE" in text_of(r)
 
 
-def test_stdout_carries_only_protocol(model: tuple[str, Script]) -> None:
+def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path) -> None:
     """Raw stdio: every line the server writes to stdout is a JSON-RPC message."""
     url, _ = model
-    env = server_env({"VLLM_BASE_URL": url, "GEMMA_SRE_LOG_LEVEL": "DEBUG"})
+    env = server_env({"VLLM_BASE_URL": url}, tmp_path)
     msgs = [
         {
             "jsonrpc": "2.0",
@@ -223,3 +224,19 @@ def test_stdout_carries_only_protocol(model: tuple[str, Script]) -> None:
         p.stdout.close()
         if p.stderr is not None:
             p.stderr.close()
+
+
+def test_run_benchmark_against_local_model(client: SessionThread) -> None:
+    r = client.call(
+        "run_benchmark",
+        {"concurrencies": [1, 2], "context_lengths": [64], "output_tokens": 8, "requests_per_point": 4},
+        timeout=120,
+    )
+    assert not r.isError, text_of(r)
+    sc = r.structuredContent
+    assert [p["level"] for p in sc["points"]] == [1.0, 2.0]
+    assert all(p["ok"] == p["requests"] > 0 for p in sc["points"])
+    assert sc["points"][0]["ttft"]["p50"] is not None
+    assert sc["run_dir"] and Path(sc["run_dir"]).is_dir()  # the full run, where the result says
+    too_big = client.call("run_benchmark", {"concurrencies": list(range(1, 14))})
+    assert too_big.isError and "at most 12" in text_of(too_big)
