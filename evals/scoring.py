@@ -125,7 +125,7 @@ def score_case(
     forbidden_ok = not any(k in exp.forbidden_kinds for k in kinds)
     ev_ok = evidence_ok(incident, d, messages)
     tokens = d.get("prompt_tokens")
-    return CaseResult(
+    return CaseResult(  # type: ignore[call-arg]  # "pass" is set by its field name, pass_
         id=incident.id,
         expected_category=exp.category,
         category=category if isinstance(category, str) else None,
@@ -134,7 +134,7 @@ def score_case(
         remediation_ok=remediation_ok,
         evidence_ok=ev_ok,
         forbidden_ok=forbidden_ok,
-        pass_=category_ok and remediation_ok and forbidden_ok and ev_ok is not False,  # type: ignore[call-arg]  (populate_by_name)
+        pass_=category_ok and remediation_ok and forbidden_ok and ev_ok is not False,
         seconds=round(seconds, 4),
         prompt_tokens=int(tokens)
         if isinstance(tokens, int | float) and not isinstance(tokens, bool)
@@ -152,7 +152,7 @@ def error_case(
     seconds: float = 0.0,
 ) -> CaseResult:
     """A case that could not be scored (a bad file, a diagnosis that raised): it fails, and says why."""
-    return CaseResult(
+    return CaseResult(  # type: ignore[call-arg]  # "pass" is set by its field name, pass_
         id=case_id,
         expected_category=expected_category,
         category=None,
@@ -161,7 +161,7 @@ def error_case(
         remediation_ok=False,
         evidence_ok=None,
         forbidden_ok=True,
-        pass_=False,  # type: ignore[call-arg]  (populate_by_name)
+        pass_=False,
         seconds=round(seconds, 4),
         prompt_tokens=None,
         file=file,
