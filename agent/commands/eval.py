@@ -69,12 +69,22 @@ def register(app: typer.Typer) -> None:
 
 
 def _make_model(url: str) -> object:
-    """The diagnosing model behind an OpenAI-compatible URL, as the diagnosis expects it."""
-    from mcp_tools.errors import UserError
+    """The diagnosing model behind an OpenAI-compatible URL (a ChatOpenAI from ``agent.model``)."""
+    from mcp_tools.errors import ExternalError, UserError
+    from mcp_tools.settings import get_settings
 
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--model-url must be an http(s) URL, not {url!r}")
-    return url
+    try:
+        from agent.model import chat_model
+    except ImportError as e:
+        raise UserError(f"--model-url needs the model client (agent.model), not in this build: {e}") from None
+    settings = get_settings()
+    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+    model = chat_model(url, api_key=key, timeout_s=settings.model_timeout_s)
+    if model is None:
+        raise ExternalError(f"--model-url {url}: the endpoint does not answer /v1/models")
+    return model
 
 
 def _load_diagnoser(spec: str) -> Callable[..., Any]:
