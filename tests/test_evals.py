@@ -380,3 +380,18 @@ def test_cli_exit_2_on_bad_input(
     code, out, err = _cli(monkeypatch, capsys, *args, *extra, "--json")
     assert code == 2
     assert out == "" and message in err and "Traceback" not in err
+
+
+# --- the real diagnosis ----------------------------------------------------------------------------
+
+
+def test_replay_of_the_whole_library_with_the_real_diagnosis() -> None:
+    """Runs once graph.diagnosis has landed: every incident gets a diagnosis (no crash, no error case)."""
+    pytest.importorskip("graph.diagnosis", reason="graph.diagnosis.diagnose_incident has not landed yet")
+    result = run_eval(LIBRARY_DIR)
+    files = [*LIBRARY_DIR.glob("*.yaml"), *LIBRARY_DIR.glob("*.yml")]
+    assert result.summary["cases"] == len(files)
+    assert [c.error for c in result.cases if c.error] == []
+    assert result.summary["mutations_without_approval"] == 0
+    for c in result.cases:
+        assert c.category is not None and c.prompt_tokens is None  # no model: replay is deterministic
