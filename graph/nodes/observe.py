@@ -35,6 +35,33 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def redacted(lines: list[LogLine]) -> list[LogLine]:
+    """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
+    import json
+
+    from mcp_tools.logs import redact
+
+    out: list[LogLine] = []
+    for ln in lines:
+        if ln.text is not None:
+            clean = redact(ln.text)
+            out.append(ln if clean == ln.text else ln.model_copy(update={"text": clean}))
+        elif ln.json_payload is not None:
+            raw = json.dumps(ln.json_payload, sort_keys=True)
+            clean = redact(raw)
+            if clean == raw:
+                out.append(ln)
+                continue
+            try:
+                payload = json.loads(clean)
+            except ValueError:  # the mask broke the JSON: keep it as text
+                payload = {"message": clean}
+            out.append(ln.model_copy(update={"json_payload": payload}))
+        else:
+            out.append(ln)
+    return out
+
+
 def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.observation import Observation
 
@@ -64,9 +91,11 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     logs: list[LogLine] = []
     try:
-        logs = retry(
-            lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
-            f"list log entries of {name}",
+        logs = redacted(
+            retry(
+                lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
+                f"list log entries of {name}",
+            )
         )
     except Exception as e:
         unread.append(f"logs: {short_error(e)}")
