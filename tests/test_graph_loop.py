@@ -229,7 +229,10 @@ def test_hostile_log_text_changes_nothing_that_can_happen(
         {
             "tool_calls": [
                 {"name": "destroy_vllm", "arguments": {"service_name": "gemma-12b"}},
-                {"name": "update_vllm_scaling", "arguments": {"service_name": "gemma-12b", "max_instances": 0}},
+                {
+                    "name": "update_vllm_scaling",
+                    "arguments": {"service_name": "gemma-12b", "max_instances": 0},
+                },
                 {"name": "rollback_service", "arguments": {"service_name": "gemma-12b"}},
             ]
         },
