@@ -214,7 +214,7 @@ logs:
   - {severity: INFO, text: "Starting to load model /mnt/models/gemma-4-12B-it..."}
   - {severity: ERROR, text: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 240.00 MiB. GPU 0 has a total capacity of 22.03 GiB of which 95.06 MiB is free."}
   - {severity: ERROR, text: "RuntimeError: Engine core initialization failed. See root cause above."}
-"""
+"""  # noqa: E501
 
 
 def test_hostile_log_text_changes_nothing_that_can_happen(
