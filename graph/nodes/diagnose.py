@@ -87,8 +87,13 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import diagnose
     from graph.observation import Observation
 
+    from graph.nodes.observe import cached_observation
+
     cfg = Configuration.from_runnable_config(config)
-    obs = Observation.model_validate(state["observation"])
+    thread = str(((config or {}).get("configurable") or {}).get("thread_id"))
+    obs = cached_observation(thread, int(state.get("cycle") or 0))
+    if obs is None:
+        obs = Observation.model_validate(state["observation"])
     endpoint, why_not = resolve_endpoint(cfg)
     diag = None
     if endpoint is not None:

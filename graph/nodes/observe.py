@@ -35,6 +35,16 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: The last observation this process made, by (thread id, cycle): the diagnose step that follows in
+#: the same process uses it as is instead of re-validating tens of thousands of log lines from the
+#: state. A resumed process (or any miss) reads the state, which always holds the same observation.
+_LAST: dict[tuple[str, int], Any] = {}
+
+
+def cached_observation(thread_id: str, cycle: int) -> Any:
+    return _LAST.get((thread_id, cycle))
+
+
 def redacted(lines: list[LogLine]) -> list[LogLine]:
     """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
     import json
@@ -155,8 +165,11 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         msg += f"; could not read: {'; '.join(unread)}"
     for u in unread:
         log.warning("observe %s: %s", name, u)
+    cycle = int(state.get("cycle") or 0) + 1
+    _LAST.clear()
+    _LAST[(str(((config or {}).get("configurable") or {}).get("thread_id")), cycle)] = obs
     return {
-        "cycle": int(state.get("cycle") or 0) + 1,
+        "cycle": cycle,
         "since": _iso(until),
         "observation": obs.model_dump(mode="json", by_alias=True),
         "observation_summary": summary.model_dump(mode="json"),
