@@ -262,3 +262,16 @@ def test_hostile_log_text_changes_nothing_that_can_happen(
     assert r.status == "awaiting_approval"  # approval is still required
     assert mutations(sb) == []
     assert "hf_SECRETSECRETSECRETSECRET12345" not in json.dumps(r.values, default=str)
+
+
+def test_transient_endpoint_faults_during_verify_are_retried(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="kv-starvation")
+    first = run_cycle(config_for(sb))
+    assert first.status == "awaiting_approval"
+    # The new revision's first answers fail: a 503, then a dropped connection.
+    sb.faults.inject("endpoint", "status", status=503, count=1)
+    sb.faults.inject("endpoint", "drop", count=1)
+    r = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert r.status == "fixed", r.summary
+    assert sb.faults.pending() == []  # both faults were met, and retried past
+    assert len(mutations(sb)) == 1

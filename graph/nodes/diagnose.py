@@ -85,9 +85,8 @@ def key_evidence(diag: Any) -> Any:
 
 def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import diagnose
-    from graph.observation import Observation
-
     from graph.nodes.observe import cached_observation
+    from graph.observation import Observation
 
     cfg = Configuration.from_runnable_config(config)
     thread = str(((config or {}).get("configurable") or {}).get("thread_id"))
