@@ -1,0 +1,113 @@
+"""The Postgres checkpointer (``GEMMA_SRE_CHECKPOINT_URL=postgresql://...``): a thread stopped at the
+approval in one connection is decided through another. Runs against a throw-away local Postgres
+cluster; skipped when the server binaries or the optional extra are not installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_tools.settings import get_settings
+
+pytest.importorskip("langgraph.checkpoint.postgres")
+if not (shutil.which("initdb") and shutil.which("pg_ctl")):
+    pytest.skip("no local PostgreSQL server binaries", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="gemma-sre-pg-"))  # not under pytest's 0700 root directory
+    data = base / "pg"
+    port = _free_port()
+    env = {**os.environ, "LC_ALL": "C"}
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root: run the cluster as nobody in a directory it owns
+        shutil.chown(base, "nobody")
+        run_as = ["runuser", "-u", "nobody", "--"]
+    subprocess.run(
+        [*run_as, "initdb", "-D", str(data), "-U", "gemma", "--auth=trust", "--encoding=UTF8", "--locale=C"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    # The server outlives pg_ctl: give it a log file, not our pipes (or run() waits for it forever).
+    subprocess.run(
+        [
+            *run_as,
+            "pg_ctl",
+            "-D",
+            str(data),
+            "-l",
+            str(base / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "-o",
+            f"-p {port} -k {base} -h 127.0.0.1",
+            "start",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        timeout=60,
+    )
+    try:
+        yield f"postgresql://gemma@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*run_as, "pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_postgres_checkpoints_resume_a_thread(
+    postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox_factory: Any,  # noqa: F811
+) -> None:
+    from agent.loop import resume_cycle, run_cycle
+    from graph.config import Configuration
+
+    monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
+    get_settings.cache_clear()
+    sb = sandbox_factory(scenario="kv-starvation")
+    cfg = Configuration.from_settings(
+        service="llama-3-8b",
+        project=sb.project,
+        location=sb.location,
+        run_api_endpoint=sb.url,
+        logging_api_endpoint=sb.url,
+        anonymous_credentials=True,
+        use_model=False,
+        verify_poll_s=0.05,
+    )
+    first = run_cycle(cfg)
+    assert first.status == "awaiting_approval"
+    assert not (get_settings().state_dir / "checkpoints.sqlite").exists()  # nothing went to SQLite
+    t = time.monotonic()
+    done = resume_cycle(first.thread_id, decision="approve", approver="dana")
+    assert done.status == "fixed", done.summary
+    assert time.monotonic() - t < 60
+
+
+from sandbox.testing import sandbox_factory  # noqa: E402,F401  (fixture)
