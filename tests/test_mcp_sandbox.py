@@ -436,3 +436,23 @@ async def test_suggest_policy_plans_but_never_applies(world: World) -> None:
         )
         assert r2.isError and "suggest" in text_of(r2)
     assert len(_mutations(world)) == n0
+
+
+# --- agent-level tools (graph analyzers and diagnosis) ----------------------------------------------------
+
+
+def test_suggest_sre_remediation_on_the_live_service(world: World) -> None:
+    r = ok(
+        world.client.call("suggest_sre_remediation", {"service_name": SERVICE, "since": "6h"}, timeout=120)
+    )
+    assert r["category"] == "weights_oom" and r["source"] == f"cloud_run:{SERVICE}"
+    assert r["evidence"] and any("out of memory" in e["text"].lower() for e in r["evidence"])
+    kinds = [s["kind"] for s in r["plan"]["steps"]]
+    assert kinds and set(kinds) <= {"set_model", "set_vllm_args", "set_resources", "rollback", "escalate"}
+    assert "verysecrettokenvalue" not in str(r)
+
+
+def test_analyze_gpu_logs_cites_lines(world: World) -> None:
+    r = ok(world.client.call("analyze_gpu_logs", {"service_name": SERVICE, "since": "6h"}, timeout=120))
+    assert r["findings"] and r["findings"][0]["category"] == "weights_oom"
+    assert all("line" in e for e in r["findings"][0]["evidence"])
