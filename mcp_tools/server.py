@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 from mcp_tools.capacity.planner import CapacityPlan
 from mcp_tools.cloudrun import MutationResult, RevisionInfo, ServiceInfo
 from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.extras.secrets import SavedSecret
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.metrics import VllmMetrics
 from mcp_tools.settings import Policy, Settings, get_settings
@@ -1045,9 +1046,74 @@ def _register_extras(mcp: FastMCP, state: ServerState) -> None:
         return str(extras.vllm_deployment_template().text)
 
     if state.policy is not Policy.READ_ONLY:  # it writes a secret
-        mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))(
-            _as_tool(extras.save_hf_token)
+        _register_save_hf_token(mcp)
+
+
+class _TokenForm(BaseModel):
+    token: str = Field(description="Hugging Face access token (hf_...); stored in Secret Manager only")
+
+
+def _register_save_hf_token(mcp: FastMCP) -> None:
+    from mcp_tools import extras
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+    @tool_errors
+    async def save_hf_token(
+        ctx: Context,
+        secret_id: str = "hf-token",
+        from_env: str | None = "HF_TOKEN",
+        from_file: str | None = None,
+        project: str | None = None,
+    ) -> Annotated[CallToolResult, SavedSecret]:
+        """Store the Hugging Face token in Secret Manager (a new version of secret_id). The token is read
+        from the environment variable from_env or the file from_file, never passed as an argument; when
+        neither has it and the client supports elicitation, the user is asked for it directly. The token
+        is never returned or logged."""
+        try:
+            res = await asyncio.to_thread(
+                extras.save_hf_token, secret_id, from_env=from_env, from_file=from_file, project=project
+            )
+        except UserError as e:
+            if from_file is not None or "is not set" not in str(e) or not _can_elicit(ctx):
+                raise
+            res = await _save_elicited_token(ctx, secret_id, project)
+        return result(res, f"saved {res.version} (token read from {res.source}; not shown)")
+
+
+def _can_elicit(ctx: Context) -> bool:
+    from mcp.types import ClientCapabilities, ElicitationCapability
+
+    try:
+        return bool(
+            ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
         )
+    except Exception:  # no session details: do not ask
+        return False
+
+
+async def _save_elicited_token(ctx: Context, secret_id: str, project: str | None) -> Any:
+    """Ask the user (MCP elicitation), hand the answer to save_hf_token through a private temp file."""
+    import shutil
+    import tempfile
+
+    from mcp_tools import extras
+
+    answer = await ctx.elicit(
+        "Paste your Hugging Face access token. It goes to Secret Manager only; the model never sees it.",
+        _TokenForm,
+    )
+    if answer.action != "accept" or answer.data is None:
+        raise UserError("no token given: export it in an environment variable or name a file (from_file)")
+    tmp = tempfile.mkdtemp(prefix="gemma-sre-")
+    try:
+        path = os.path.join(tmp, "token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(answer.data.token)
+        res = await asyncio.to_thread(extras.save_hf_token, secret_id, from_file=path, project=project)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res.model_copy(update={"source": "the MCP client (elicitation)"})
 
 
 # --------------------------------------------------------------------------------------------------
