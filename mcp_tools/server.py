@@ -247,7 +247,10 @@ class LogAnalysis(BaseModel):
 class MutationPlan(BaseModel):
     tool: str
     service: str
-    status: Literal["planned", "applied", "not_applied", "planning_only"]
+    # planned: nothing changed yet (a token is offered); applied: the change is live and Ready;
+    # incomplete: the change was sent but did not become Ready (see result.message);
+    # planning_only: policy 'suggest', nothing will be applied.
+    status: Literal["planned", "applied", "incomplete", "planning_only"]
     summary: str
     diff: str = ""
     current: ServiceSpec | None = None
@@ -1148,9 +1151,7 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
         approval = s.confirmations.redeem(token, tool, fp)
         log.info("applying %s on %s with approval %s", tool, service, approval)
         res = await asyncio.to_thread(apply, approval)
-        plan.status = "applied" if res.ready else "not_applied"
-        if res.operation == "delete":
-            plan.status = "applied" if res.ready else "not_applied"
+        plan.status = "applied" if res.ready else "incomplete"
         plan.approval_id = approval
         plan.result = res
         return result(plan, _plan_text(plan))

@@ -397,6 +397,19 @@ def test_deploy_and_destroy_two_step(world: World) -> None:
     assert r.isError and "not found" in text_of(r)
 
 
+def test_a_change_that_does_not_become_ready_is_reported_incomplete(world: World) -> None:
+    """SERVICE's template is the bf16 checkpoint that does not fit: a new revision of it fails again."""
+    c = world.client
+    base = {"service_name": SERVICE, "min_instances": 0, "max_instances": 2}
+    plan = ok(c.call("update_vllm_scaling", base))
+    r = ok(c.call("update_vllm_scaling", {**base, "confirmation_token": plan["confirmation_token"]}))
+    assert r["status"] == "incomplete" and r["result"]["ready"] is False
+    assert r["result"]["revision"] and r["result"]["message"]
+    st = ok(c.call("status_vllm", {"service_name": SERVICE}))["service"]
+    serving = st["traffic"][0]["revision"]
+    assert serving == st["latest_ready_revision"] != r["result"]["revision"]  # the old one still serves
+
+
 async def test_suggest_policy_plans_but_never_applies(world: World) -> None:
     """In-process server, official client over memory streams, policy 'suggest'."""
     from mcp.shared.memory import create_connected_server_and_client_session
