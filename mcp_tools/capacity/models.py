@@ -39,6 +39,10 @@ class Quantization(BaseModel):
     group_size: int = 0  # 0 = per channel / per tensor
     scale_bytes: float = 2
     zero_point: bool = False
+    # Which decoder linears the checkpoint quantizes: "all" (attention, MLP, experts), "mlp"
+    # (MLP and experts; attention kept 16-bit, e.g. nvidia/Gemma-4-31B-IT-NVFP4 ignores self_attn),
+    # or "experts" (gpt-oss MXFP4).
+    scope: str = "all"
 
     def bytes_per_param(self) -> float:
         """Bytes per quantized linear weight, scales (and zero points) included."""
@@ -154,12 +158,16 @@ class ModelSpec(BaseModel):
     # --- parameter count -----------------------------------------------------------------------
 
     def param_breakdown(self) -> dict[str, int]:
-        """Parameters by how they are stored: ``linear`` (quantizable decoder linears),
-        ``embedding`` (token and per-layer embeddings, lm_head), ``other`` (norms, routers,
-        scalars, towers outside the decoder). As vLLM allocates them: a Gemma 4 k_eq_v layer has
-        a V slot in ``qkv_proj``."""
+        """Parameters by how they are stored.
+
+        ``attention`` and ``mlp``: quantizable decoder linears (per-layer-embedding gates count as
+        MLP); ``experts``: MoE experts; ``embedding``: token and per-layer embeddings and an untied
+        lm_head; ``other``: norms, routers, scalars and towers outside the decoder. Counted as vLLM
+        allocates them: a Gemma 4 k_eq_v layer has a V slot in ``qkv_proj``."""
         h = self.hidden_size
-        linear = 0
+        attention = 0
+        mlp = 0
+        experts = 0
         other = 0
         kinds = self.layer_kinds()
         first_shared = self.num_hidden_layers - self.num_kv_shared_layers
@@ -170,10 +178,10 @@ class ModelSpec(BaseModel):
             kv = kv_heads * hd
             if self.kv_lora_rank:
                 # MLA: q projection + compressed KV projection + up-projections (approximate).
-                linear += h * q + h * (self.kv_lora_rank + self.qk_rope_head_dim)
-                linear += self.kv_lora_rank * self.num_attention_heads * (hd * 2) + q * h
+                attention += h * q + h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                attention += self.kv_lora_rank * self.num_attention_heads * (hd * 2) + q * h
             else:
-                linear += h * (q + 2 * kv) + q * h
+                attention += h * (q + 2 * kv) + q * h
                 if self.attention_bias:
                     other += q + 2 * kv
             other += 2 * hd  # q/k norms where present (tiny either way)
@@ -183,15 +191,15 @@ class ModelSpec(BaseModel):
             if self.use_double_wide_mlp and self.num_kv_shared_layers and i >= first_shared:
                 inter *= 2
             if not is_moe or self.moe_with_dense_mlp:
-                linear += 3 * h * inter
+                mlp += 3 * h * inter
             if is_moe:
-                linear += self.num_experts * 3 * h * self.moe_intermediate_size
+                experts += self.num_experts * 3 * h * self.moe_intermediate_size
                 if self.shared_expert_intermediate_size:
-                    linear += 3 * h * self.shared_expert_intermediate_size
+                    mlp += 3 * h * self.shared_expert_intermediate_size
                     other += h  # shared expert gate
                 other += h * self.num_experts + h + self.num_experts  # router
             if self.hidden_size_per_layer_input:
-                linear += 2 * h * self.hidden_size_per_layer_input
+                mlp += 2 * h * self.hidden_size_per_layer_input
                 other += h
         embedding = self.vocab_size * h
         if not self.tie_word_embeddings:
@@ -202,7 +210,13 @@ class ModelSpec(BaseModel):
             other += h * ple + self.hidden_size_per_layer_input
         other += h  # final norm
         other += self.extra_params
-        return {"linear": linear, "embedding": embedding, "other": other}
+        return {
+            "attention": attention,
+            "mlp": mlp,
+            "experts": experts,
+            "embedding": embedding,
+            "other": other,
+        }
 
     @property
     def num_params(self) -> int:
@@ -228,6 +242,7 @@ def _catalog() -> dict[str, ModelSpec]:
         base = entries.get(entry["base"]) if entry.get("base") else None
         arch_entry = base or entry
         cfg = dict(arch_entry["config"])
+        cfg.update(entry.get("config_overrides", {}))
         if "layer_pattern" in arch_entry:
             cfg["layer_types"] = _expand_layer_pattern(arch_entry["layer_pattern"], cfg["num_hidden_layers"])
         ckpt = entry.get("checkpoint", {})
