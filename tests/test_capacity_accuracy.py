@@ -89,3 +89,14 @@ def test_reported_tokens_follow_concurrency_times_length() -> None:
         assert rep["kv_cache_tokens"] == pytest.approx(rep["max_concurrency"] * length, rel=0.01), c["id"]
         checked += 1
     assert checked >= 3
+
+
+def test_kv_needed_for_one_request_and_estimated_max_len_match_vllm(results: list[CaseResult]) -> None:
+    """vLLM's own 'X GiB KV cache is needed' and 'estimated maximum model length is N' errors."""
+    needed = [r for r in results if r.kv_needed_error is not None]
+    lengths = [r for r in results if r.max_len_error is not None]
+    assert len(needed) >= 2 and len(lengths) >= 2
+    for r in needed:
+        assert (r.kv_needed_error or 0) <= 0.01, (r.id, r.kv_needed_predicted_gib, r.kv_needed_reported_gib)
+    for r in lengths:
+        assert (r.max_len_error or 0) <= 0.01, (r.id, r.max_len_predicted, r.max_len_reported)

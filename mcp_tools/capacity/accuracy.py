@@ -11,7 +11,14 @@ from pydantic import BaseModel, Field
 from mcp_tools.capacity.flags import parse_vllm_args
 from mcp_tools.capacity.gpus import GpuSpec, resolve_gpu
 from mcp_tools.capacity.models import DTYPE_BYTES, resolve_model
-from mcp_tools.capacity.planner import GIB, KV_DTYPE_BYTES, kv_layout, plan_capacity, vllm_behaviour
+from mcp_tools.capacity.planner import (
+    GIB,
+    KV_DTYPE_BYTES,
+    kv_layout,
+    max_len_that_fits,
+    plan_capacity,
+    vllm_behaviour,
+)
 from mcp_tools.errors import UserError
 
 
@@ -31,6 +38,12 @@ class CaseResult(BaseModel):
     # layout alone: tokens from vLLM's own reported available memory
     layout_tokens_predicted: int | None = None
     layout_error: float | None = None
+    kv_needed_reported_gib: float | None = None
+    kv_needed_predicted_gib: float | None = None
+    kv_needed_error: float | None = None
+    max_len_reported: int | None = None
+    max_len_predicted: int | None = None
+    max_len_error: float | None = None
     fits_reported: bool | None = None
     fits_predicted: bool | None = None
     notes: list[str] = Field(default_factory=list)
@@ -90,9 +103,9 @@ def evaluate_case(case: dict[str, Any]) -> CaseResult:
     if "weights_gib" in rep and not case.get("model_inferred"):
         res.weights_reported_gib = float(rep["weights_gib"])
         res.weights_error = _rel(res.weights_predicted_gib or 0.0, res.weights_reported_gib)
-    if "available_kv_gib" in rep and "kv_cache_tokens" in rep:
+    behaviour = vllm_behaviour(version)
+    if "available_kv_gib" in rep and ("kv_cache_tokens" in rep or "kv_needed_gib" in rep):
         # The layout alone, from vLLM's own figure for the memory left.
-        behaviour = vllm_behaviour(version)
         act_bytes = DTYPE_BYTES.get(spec.dtype, 2)
         kv_bytes = act_bytes if flags.kv_cache_dtype == "auto" else KV_DTYPE_BYTES[flags.kv_cache_dtype]
         tp = flags.tensor_parallel_size if flags.tensor_parallel_size > 1 else gpu_count
@@ -101,13 +114,23 @@ def evaluate_case(case: dict[str, Any]) -> CaseResult:
         )
         blocks = layout.num_blocks(int(float(rep["available_kv_gib"]) * GIB))
         max_len = flags.max_model_len or spec.max_position_embeddings
-        mnbt = flags.max_num_batched_tokens or 2048
-        if behaviour.tokens_from_concurrency and not layout.is_uniform:
-            tokens = int(layout.max_concurrency(blocks, max_len, mnbt) * max_len)
-        else:
-            tokens = layout.reported_tokens(blocks)
-        res.layout_tokens_predicted = tokens
-        res.layout_error = _rel(tokens, int(rep["kv_cache_tokens"]))
+        mnbt = (flags.max_num_batched_tokens or 2048) * behaviour.sliding_inflight_batches
+        if "kv_cache_tokens" in rep:
+            if behaviour.tokens_from_concurrency and not layout.is_uniform:
+                tokens = int(layout.max_concurrency(blocks, max_len, mnbt) * max_len)
+            else:
+                tokens = layout.reported_tokens(blocks)
+            res.layout_tokens_predicted = tokens
+            res.layout_error = _rel(tokens, int(rep["kv_cache_tokens"]))
+        if "kv_needed_gib" in rep:
+            res.kv_needed_reported_gib = float(rep["kv_needed_gib"])
+            res.kv_needed_predicted_gib = round(layout.max_memory_usage_bytes(max_len, mnbt) / GIB, 2)
+            res.kv_needed_error = _rel(res.kv_needed_predicted_gib, res.kv_needed_reported_gib)
+        if "estimated_max_model_len" in rep:
+            avail = int(float(rep["available_kv_gib"]) * GIB)
+            res.max_len_reported = int(rep["estimated_max_model_len"])
+            res.max_len_predicted = max_len_that_fits(layout, avail, spec.max_position_embeddings, mnbt)
+            res.max_len_error = _rel(res.max_len_predicted, res.max_len_reported)
     return res
 
 
@@ -131,6 +154,12 @@ def summary(
         "available_within": sum(1 for r in av if (r.available_error or 0) <= kv_tolerance),
         "layout_cases": len(lay),
         "layout_within": sum(1 for r in lay if (r.layout_error or 0) <= 0.02),
+        "kv_needed_cases": sum(1 for r in results if r.kv_needed_error is not None),
+        "kv_needed_within": sum(
+            1 for r in results if r.kv_needed_error is not None and r.kv_needed_error <= 0.01
+        ),
+        "max_len_cases": sum(1 for r in results if r.max_len_error is not None),
+        "max_len_within": sum(1 for r in results if r.max_len_error is not None and r.max_len_error <= 0.01),
     }
 
 

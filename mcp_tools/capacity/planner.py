@@ -44,12 +44,16 @@ class VllmBehaviour:
     # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, vllm-project/vllm#30515, on by default by mid-2026,
     # vllm-project/vllm#45178). Older releases capture graphs after sizing the KV cache.
     subtract_cuda_graphs: bool
+    # Sliding-window layers keep sliding_window - 1 + N x max_num_batched_tokens tokens per
+    # request, N in-flight batches: 1 before 0.26, 2 with async scheduling since 0.26
+    # (vllm-project/vllm#47728, analysed in vllm-project/vllm#49878).
+    sliding_inflight_batches: int = 1
 
 
 def vllm_behaviour(version: str | None) -> VllmBehaviour:
     """``None`` means the current release."""
     if not version:
-        return VllmBehaviour("v1", True, True)
+        return VllmBehaviour("v1", True, True, 2)
     parts: list[int] = []
     for piece in version.lstrip("v").split(".")[:3]:
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -63,6 +67,7 @@ def vllm_behaviour(version: str | None) -> VllmBehaviour:
         engine="v0" if v < (0, 8, 0) else "v1",
         tokens_from_concurrency=v >= (0, 21, 0),
         subtract_cuda_graphs=v >= (0, 19, 0),
+        sliding_inflight_batches=2 if v >= (0, 26, 0) else 1,
     )
 
 
@@ -112,8 +117,8 @@ class CapacityPlan(BaseModel):
     activation_gib: float
     overhead_gib: float
     kv_cache_gib: float
-    kv_bytes_per_token: int
-    kv_cache_tokens: int
+    kv_bytes_per_token: int  # KV bytes per extra token of context (full-attention layers; per GPU)
+    kv_cache_tokens: int  # as vLLM logs "GPU KV cache size: N tokens" (release-specific)
     max_concurrency: float
     fits: bool
     verdict: str
@@ -215,6 +220,15 @@ class _KVLayout:
             return 0
         min_block = min(spec.block_size for spec, _ in self.groups)
         return num_blocks // len(self.groups) * min_block
+
+    def marginal_bytes_per_token(self) -> int:
+        """KV bytes one more token of context costs once sliding windows are full: the
+        full-attention layers only (a sliding-window layer holds a fixed window)."""
+        total = 0
+        for spec, n in self.groups:
+            if spec.kind == "full":
+                total += int(spec.num_kv_heads * spec.head_dim * 2 * spec.dtype_bytes) * n
+        return total
 
     def bytes_per_reported_token(self) -> float:
         """Memory vLLM spends per token of its reported 'GPU KV cache size'."""
@@ -581,13 +595,14 @@ def plan_capacity(
         spec, tp=tp, block_size=flags.block_size, kv_bytes=kv_bytes, hybrid=behaviour.engine == "v1"
     )
     num_blocks = layout.num_blocks(int(available))
-    concurrency = layout.max_concurrency(num_blocks, max_model_len, mnbt)
+    kv_mnbt = mnbt * behaviour.sliding_inflight_batches
+    concurrency = layout.max_concurrency(num_blocks, max_model_len, kv_mnbt)
     if behaviour.tokens_from_concurrency and layout.groups and not layout.is_uniform:
         tokens = int(concurrency * max_model_len)
     else:
         tokens = layout.reported_tokens(num_blocks)
-    needed = layout.max_memory_usage_bytes(max_model_len, mnbt)
-    fit_len = _max_len_that_fits(layout, int(available), limit, mnbt)
+    needed = layout.max_memory_usage_bytes(max_model_len, kv_mnbt)
+    fit_len = max_len_that_fits(layout, int(available), limit, kv_mnbt)
 
     binding: str | None = None
     if unsupported:
@@ -648,7 +663,7 @@ def plan_capacity(
         activation_gib=gib(activation),
         overhead_gib=gib(non_torch + graphs),
         kv_cache_gib=gib(max(0.0, available)),
-        kv_bytes_per_token=int(round(layout.bytes_per_reported_token())),
+        kv_bytes_per_token=layout.marginal_bytes_per_token(),
         kv_cache_tokens=tokens,
         max_concurrency=round(concurrency, 2),
         fits=fits,
@@ -683,7 +698,7 @@ def plan_capacity(
     return plan
 
 
-def _max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
+def max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
     """vLLM's _estimate_max_model_len_from_groups: binary search on max_model_len."""
     if available <= 0 or not layout.groups:
         return 0
