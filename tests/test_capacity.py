@@ -506,3 +506,23 @@ def test_cli_lists_and_vllm_version() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["fits"] is True
+
+
+def test_language_model_only_drops_the_towers() -> None:
+    full = plan_capacity("google/gemma-4-31B-it", gpu="h100", flags=VllmFlags(max_model_len=8192))
+    text = plan_capacity(
+        "google/gemma-4-31B-it",
+        gpu="h100",
+        flags=parse_vllm_args(["--max-model-len=8192", "--language-model-only"]),
+    )
+    assert text.weights_gib < full.weights_gib - 0.5  # the 31B vision tower is ~0.55 B params
+
+
+def test_published_totals_match_the_architecture_count() -> None:
+    # google/gemma-4-31B-it: 31,273,088,876 parameters in the published safetensors.
+    assert resolve_model("google/gemma-4-31B-it").num_params == 31_273_088_876
+    # Published safetensors totals of the others, counted from their configs alone.
+    assert resolve_model("meta-llama/Llama-3.1-8B-Instruct").num_params == 8_030_261_248
+    assert resolve_model("Qwen/Qwen2.5-7B-Instruct").num_params == 7_615_616_512
+    assert resolve_model("Qwen/Qwen3-8B").num_params == 8_190_735_360
+    assert resolve_model("mistralai/Mistral-7B-Instruct-v0.3").num_params == 7_248_023_552

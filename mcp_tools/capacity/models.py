@@ -172,6 +172,9 @@ class ModelSpec(BaseModel):
         kinds = self.layer_kinds()
         first_shared = self.num_hidden_layers - self.num_kv_shared_layers
         moe_layers = set(range(self.num_hidden_layers)) if self.moe_layers is None else set(self.moe_layers)
+        mt = self.model_type
+        layer_norms = 4 if mt.startswith("gemma") else 2  # Gemma: pre/post attention and MLP norms
+        qk_norm = mt.startswith(("gemma3", "gemma4", "qwen3", "olmo2"))
         for i, kind in enumerate(kinds):
             kv_heads, hd = self._layer_attention(kind)
             q = self.num_attention_heads * hd
@@ -184,8 +187,9 @@ class ModelSpec(BaseModel):
                 attention += h * (q + 2 * kv) + q * h
                 if self.attention_bias:
                     other += q + 2 * kv
-            other += 2 * hd  # q/k norms where present (tiny either way)
-            other += 4 * h  # layer norms
+            if qk_norm:
+                other += 2 * hd
+            other += layer_norms * h
             is_moe = self.num_experts > 0 and i in moe_layers
             inter = self.intermediate_size
             if self.use_double_wide_mlp and self.num_kv_shared_layers and i >= first_shared:
@@ -219,8 +223,18 @@ class ModelSpec(BaseModel):
         }
 
     @property
-    def num_params(self) -> int:
+    def allocated_params(self) -> int:
+        """Parameters as vLLM allocates them (a k_eq_v layer gets a V slot)."""
         return sum(self.param_breakdown().values())
+
+    @property
+    def num_params(self) -> int:
+        """Parameters as the checkpoint stores them (comparable to a published total)."""
+        n = self.allocated_params
+        if self.attention_k_eq_v and self.global_head_dim:
+            heads, dim = self._layer_attention("full")
+            n -= self.layer_kinds().count("full") * self.hidden_size * heads * dim
+        return n
 
     def checkpoint_label(self) -> str:
         return self.quantization.format if self.quantization else self.dtype
@@ -259,7 +273,7 @@ def _catalog() -> dict[str, ModelSpec]:
         if "published_num_params" in arch_entry:
             text_only = spec.model_copy(update={"extra_params": 0})
             # published count excludes the duplicated V slot vLLM allocates for k_eq_v layers
-            extra_params = max(0, arch_entry["published_num_params"] - _checkpoint_params(text_only))
+            extra_params = max(0, arch_entry["published_num_params"] - text_only.num_params)
         spec = spec.model_copy(
             update={
                 "extra_params": extra_params,
@@ -272,15 +286,6 @@ def _catalog() -> dict[str, ModelSpec]:
         )
         out[entry["id"]] = spec
     return out
-
-
-def _checkpoint_params(spec: ModelSpec) -> int:
-    """Parameters as stored in the checkpoint (k_eq_v layers have no v_proj there)."""
-    n = spec.num_params
-    if spec.attention_k_eq_v and spec.global_head_dim:
-        heads, dim = spec._layer_attention("full")
-        n -= spec.layer_kinds().count("full") * spec.hidden_size * heads * dim
-    return n
 
 
 def list_catalog() -> list[str]:
@@ -377,6 +382,30 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
     raise UserError(f"quantization_config: quant_method {method!r} is not one the planner knows")
 
 
+def _tower_params(top: dict[str, Any]) -> tuple[int, str]:
+    """Rough parameter count of vision / audio towers from their sub-configs (estimate)."""
+    total = 0
+    parts = []
+    for key in ("vision_config", "audio_config"):
+        sub = top.get(key)
+        if not isinstance(sub, dict):
+            continue
+        h = int(sub.get("hidden_size") or 0)
+        layers = int(sub.get("num_hidden_layers") or sub.get("depth") or 0)
+        if not h or not layers:
+            continue
+        inter = int(sub.get("intermediate_size") or 4 * h)
+        if key == "vision_config":
+            per_layer = 4 * h * h + 3 * h * inter  # attention + gated MLP
+        else:
+            per_layer = 4 * h * h + 2 * 2 * h * 4 * h + 3 * h * h  # conformer: attention, 2 FFNs, conv
+        total += layers * per_layer
+        parts.append(key)
+    if not total:
+        return 0, ""
+    return total, "estimated from " + " and ".join(parts) + " (layers x attention + MLP)"
+
+
 def spec_from_config(
     config: dict[str, Any],
     *,
@@ -461,6 +490,7 @@ def spec_from_config(
         if not isinstance(qc, dict):
             raise UserError(f"{source}: quantization_config is not an object")
         quantization = quantization_from_config(qc)
+    extra, extra_source = _tower_params(top)
     name = model_id.split("/")[-1] if "/" in model_id else model_id
     try:
         return ModelSpec(
@@ -503,6 +533,8 @@ def spec_from_config(
             qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             dtype=dtype,
             quantization=quantization,
+            extra_params=extra,
+            extra_params_source=extra_source,
         )
     except (TypeError, ValueError) as e:
         raise UserError(f"{source}: config has a field of the wrong type ({e})") from e
@@ -530,12 +562,13 @@ def resolve_model(ref: str) -> ModelSpec:
     ref = (ref or "").strip()
     if not ref:
         raise UserError("model: empty name")
+    p = Path(ref).expanduser()
+    # A real checkpoint directory on this machine is more authoritative than the catalog.
+    if ref.endswith(".json") or p.is_dir() and (p / "config.json").is_file():
+        return load_config_file(p)
     spec = catalog_entry(ref)
     if spec is not None:
         return spec
-    p = Path(ref).expanduser()
-    if ref.endswith(".json") or p.is_dir() and (p / "config.json").is_file():
-        return load_config_file(p)
     stripped = ref.rstrip("/")
     if "://" in stripped:
         stripped = stripped.split("://", 1)[1]

@@ -549,6 +549,12 @@ def plan_capacity(
             f"--tensor-parallel-size {tp} does not divide the {spec.num_attention_heads} attention heads"
         )
 
+    # --language-model-only: vLLM skips the vision / audio towers (the Gemma 4 12B "unified" model
+    # has no towers, only small embedders that are always built).
+    text_only = any(a.split("=")[0] == "--language-model-only" for a in flags.extra)
+    if spec.extra_params and text_only and "Unified" not in spec.architecture:
+        spec = spec.model_copy(update={"extra_params": 0})
+
     # Precision.
     ckpt_dtype = spec.dtype if spec.dtype in DTYPE_BYTES else "bfloat16"
     if flags.dtype == "auto":
@@ -646,8 +652,8 @@ def plan_capacity(
         )
     if any(k == "sliding" for k in spec.layer_kinds()):
         warnings.append(
-            "sliding-window layers keep at most sliding_window + max_num_batched_tokens tokens; "
-            "vLLM's reported 'GPU KV cache size' counts tokens at the cost of every layer"
+            "sliding-window layers hold at most sliding_window + max_num_batched_tokens tokens per request; "
+            "kv_cache_tokens is max concurrency x max_model_len, as vLLM 0.21+ reports it"
         )
     if spec.derived:
         warnings.append(
