@@ -615,9 +615,9 @@ def plan_capacity(
         binding = "unsupported"
     elif weights >= requested or weights >= total:
         binding = "weights"
-    elif available <= 0:
-        binding = "weights" if weights + activation + non_torch >= requested else "kv_cache"
-    elif needed > available:
+    elif available <= 0 or needed > available:
+        # The weights load, but too little is left for the cache (vLLM: "No available memory for
+        # the cache blocks" or "... KV cache is needed, which is larger than the available ...").
         binding = "kv_cache"
     fits = binding is None
 
