@@ -640,3 +640,61 @@ def test_get_help_lists_every_tool_once() -> None:
     assert h.resources[0].uri == "config://vllm-deployment-template"
     assert "check_gpu_quotas: " in h.text
     json.loads(h.model_dump_json())
+
+
+# ---------------------------------------------------------------- through the official MCP client
+
+
+async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.extras.mcp_register import register_extras
+
+    seed_run_gpu_quotas(extras.state, PROJECT)
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    server = FastMCP("extras-test")
+    register_extras(server)
+    async with create_connected_server_and_client_session(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"get_help", "check_gpu_quotas", "save_hf_token", "get_vllm_deployment_config"} <= set(tools)
+        assert "token" not in tools["save_hf_token"].inputSchema["properties"]
+        assert tools["check_gpu_quotas"].outputSchema is not None
+
+        res = await client.call_tool("check_gpu_quotas", {"region": "us-central1"})
+        assert not res.isError and res.structuredContent is not None
+        assert (
+            "us-central1 nvidia-l4: with zonal redundancy 1, without zonal redundancy 3"
+            in res.content[0].text
+        )
+        assert res.structuredContent["project"] == PROJECT
+
+        cfg = await client.call_tool(
+            "get_vllm_deployment_config", {"model": "google/gemma-4-12B-it", "bucket": "weights"}
+        )
+        assert not cfg.isError and "--no-gpu-zonal-redundancy" in cfg.content[0].text
+
+        bad = await client.call_tool("get_vllm_deployment_config", {"model": "nope", "cpu": 2})
+        assert bad.isError and "org/name" in bad.content[0].text and "Traceback" not in bad.content[0].text
+
+        saved = await client.call_tool("save_hf_token", {})
+        assert not saved.isError and FAKE_TOKEN not in saved.content[0].text
+        assert FAKE_TOKEN not in json.dumps(saved.structuredContent)
+
+        template = await client.read_resource("config://vllm-deployment-template")  # type: ignore[arg-type]
+        assert yaml.safe_load(template.contents[0].text)["kind"] == "Service"  # type: ignore[union-attr]
+
+
+async def test_read_only_policy_leaves_out_save_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.extras.mcp_register import register_extras
+
+    monkeypatch.setenv("GEMMA_SRE_POLICY", "read-only")
+    get_settings.cache_clear()
+    server = FastMCP("extras-test")
+    register_extras(server)
+    async with create_connected_server_and_client_session(server) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert "save_hf_token" not in names and "check_gpu_quotas" in names
