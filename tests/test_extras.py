@@ -645,6 +645,14 @@ def test_get_help_lists_every_tool_once() -> None:
 # ---------------------------------------------------------------- through the official MCP client
 
 
+def _text(result: object) -> str:
+    from mcp.types import TextContent
+
+    first = result.content[0]  # type: ignore[attr-defined]
+    assert isinstance(first, TextContent)
+    return first.text
+
+
 async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp.server.fastmcp import FastMCP
     from mcp.shared.memory import create_connected_server_and_client_session
@@ -663,22 +671,19 @@ async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.
 
         res = await client.call_tool("check_gpu_quotas", {"region": "us-central1"})
         assert not res.isError and res.structuredContent is not None
-        assert (
-            "us-central1 nvidia-l4: with zonal redundancy 1, without zonal redundancy 3"
-            in res.content[0].text
-        )
+        assert "us-central1 nvidia-l4: with zonal redundancy 1, without zonal redundancy 3" in _text(res)
         assert res.structuredContent["project"] == PROJECT
 
         cfg = await client.call_tool(
             "get_vllm_deployment_config", {"model": "google/gemma-4-12B-it", "bucket": "weights"}
         )
-        assert not cfg.isError and "--no-gpu-zonal-redundancy" in cfg.content[0].text
+        assert not cfg.isError and "--no-gpu-zonal-redundancy" in _text(cfg)
 
         bad = await client.call_tool("get_vllm_deployment_config", {"model": "nope", "cpu": 2})
-        assert bad.isError and "org/name" in bad.content[0].text and "Traceback" not in bad.content[0].text
+        assert bad.isError and "org/name" in _text(bad) and "Traceback" not in _text(bad)
 
         saved = await client.call_tool("save_hf_token", {})
-        assert not saved.isError and FAKE_TOKEN not in saved.content[0].text
+        assert not saved.isError and FAKE_TOKEN not in _text(saved)
         assert FAKE_TOKEN not in json.dumps(saved.structuredContent)
 
         template = await client.read_resource("config://vllm-deployment-template")  # type: ignore[arg-type]
