@@ -22,7 +22,7 @@ from sandbox.extras import (
     seed_run_gpu_quotas,
     vertex_model,
 )
-from sandbox.extras.serve import start_in_thread
+from sandbox.serve import start_in_thread
 
 PROJECT = "sandbox-project"
 REGION = "us-central1"
