@@ -1,0 +1,843 @@
+"""Will this model, at these vLLM flags, fit this GPU, and how much KV cache is left?
+
+The budget follows vLLM v1's ``Worker.determine_available_memory``:
+
+    kv_cache_memory = total x gpu_memory_utilization - weights - peak activation (profile run)
+                      - non-torch memory - CUDA-graph memory (none with --enforce-eager)
+
+and the KV cache is laid out as ``vllm/v1/core/kv_cache_utils.py`` lays it out: one group when
+every layer has the same spec, otherwise page sizes unified by growing the block size of the
+smaller pages, layers split into equal-size groups per attention type, ``num_blocks =
+memory // page_size // group_size``, and the reported "GPU KV cache size" is
+``num_blocks // num_groups * min_block_size`` tokens. A sliding-window layer needs at most
+``sliding_window - 1 + max_num_batched_tokens`` tokens per request (plus one block).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from mcp_tools.capacity.flags import VllmFlags
+from mcp_tools.capacity.gpus import GpuSpec, resolve_gpu, supports_for_cc
+from mcp_tools.capacity.models import DTYPE_BYTES, ModelSpec, Quantization, catalog_entry, resolve_model
+from mcp_tools.errors import UserError
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class VllmBehaviour:
+    """What changes between vLLM releases in the memory accounting (each with its evidence)."""
+
+    engine: str  # "v0" (LLMEngine, default before 0.8) | "v1"
+    # v1 >= 0.21 logs "GPU KV cache size" as int(max_concurrency * max_model_len); before, as
+    # num_blocks // num_groups * min_block_size (vllm-project/vllm#43308: ~10x more tokens reported
+    # for Gemma 4 from 0.21.0 with the same memory).
+    tokens_from_concurrency: bool
+    # CUDA-graph memory estimated and taken from the KV budget at start-up
+    # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, vllm-project/vllm#30515, on by default by mid-2026,
+    # vllm-project/vllm#45178). Older releases capture graphs after sizing the KV cache.
+    subtract_cuda_graphs: bool
+    # Sliding-window layers keep sliding_window - 1 + N x max_num_batched_tokens tokens per
+    # request, N in-flight batches: 1 before 0.26, 2 with async scheduling since 0.26
+    # (vllm-project/vllm#47728, analysed in vllm-project/vllm#49878).
+    sliding_inflight_batches: int = 1
+
+
+def vllm_behaviour(version: str | None) -> VllmBehaviour:
+    """``None`` means the current release."""
+    if not version:
+        return VllmBehaviour("v1", True, True, 2)
+    parts: list[int] = []
+    for piece in version.lstrip("v").split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    if len(parts) < 2:
+        raise UserError(f"vLLM version {version!r}: expected something like 0.11.0")
+    v = tuple(parts + [0] * (3 - len(parts)))
+    return VllmBehaviour(
+        engine="v0" if v < (0, 8, 0) else "v1",
+        tokens_from_concurrency=v >= (0, 21, 0),
+        subtract_cuda_graphs=v >= (0, 19, 0),
+        sliding_inflight_batches=2 if v >= (0, 26, 0) else 1,
+    )
+
+
+# --- calibration constants (one set for every model; see tests/data/vllm_startup_cases.yaml) ----
+#: non-torch memory vLLM measures on one GPU (CUDA context growth, cuBLAS workspaces), GiB.
+NON_TORCH_GIB_SINGLE = 0.15
+#: extra non-torch memory per worker with tensor parallelism (NCCL buffers, custom all-reduce), GiB.
+NON_TORCH_GIB_TP = 0.45
+#: forward-pass activation bytes per token = ACT_HIDDEN_FACTOR x hidden + ACT_INTER_FACTOR x MLP width
+ACT_HIDDEN_FACTOR = 2
+ACT_INTER_FACTOR = 3
+#: bytes per (request x vocabulary entry) in the dummy sampler run (bf16 logits, fp32 copy, sort).
+SAMPLER_BYTES_PER_LOGIT = 14
+#: CUDA-graph memory per captured graph per layer, GiB (piecewise graphs, default capture sizes).
+CUDA_GRAPH_GIB_PER_LAYER = 0.008
+
+KV_DTYPE_BYTES: dict[str, float] = {
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "nvfp4": 0.5 + 1 / 16,  # FP4 values plus one FP8 scale per 16
+    "int8_per_token_head": 1,
+    "fp8_per_token_head": 1,
+    "bfloat16": 2,
+    "float16": 2,
+}
+
+
+class Suggestion(BaseModel):
+    kind: str  # "set_model" | "set_vllm_args" | "set_resources"
+    change: dict[str, object]
+    summary: str
+    fits: bool
+    kv_cache_tokens: int = 0
+    weights_gib: float = 0.0
+    also: dict[str, object] = Field(default_factory=dict)  # a companion change needed with it
+
+
+class CapacityPlan(BaseModel):
+    # SPEC section 4 keys.
+    model: str
+    gpu: str
+    gpu_memory_gib: float
+    weights_gib: float
+    activation_gib: float
+    overhead_gib: float
+    kv_cache_gib: float
+    kv_bytes_per_token: int  # KV bytes per extra token of context (full-attention layers; per GPU)
+    kv_cache_tokens: int  # as vLLM logs "GPU KV cache size: N tokens" (release-specific)
+    max_concurrency: float
+    fits: bool
+    verdict: str
+    warnings: list[str] = Field(default_factory=list)
+    # Beyond the SPEC.
+    binding_constraint: str | None = None  # "weights" | "kv_cache" | "unsupported" | None
+    unsupported: list[str] = Field(default_factory=list)
+    suggestions: list[Suggestion] = Field(default_factory=list)
+    gpu_count: int = 1
+    gpu_compute_capability: str | None = None
+    gpu_bandwidth_gbps: float | None = None
+    num_params: int = 0
+    weight_format: str = ""
+    dtype: str = ""
+    kv_cache_dtype: str = "auto"
+    max_model_len: int = 0
+    model_context_limit: int = 0
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    enforce_eager: bool = False
+    non_torch_gib: float = 0.0
+    cuda_graph_gib: float = 0.0
+    gpu_blocks: int = 0
+    kv_needed_gib_one_request: float = 0.0
+    max_model_len_that_fits: int = 0
+
+    SPEC_KEYS: tuple[str, ...] = (
+        "model",
+        "gpu",
+        "gpu_memory_gib",
+        "weights_gib",
+        "activation_gib",
+        "overhead_gib",
+        "kv_cache_gib",
+        "kv_bytes_per_token",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "fits",
+        "verdict",
+        "warnings",
+    )
+
+    def to_spec_json(self) -> dict[str, object]:
+        """Exactly the SPEC section 4 ``plan`` keys."""
+        d = self.model_dump()
+        return {k: d[k] for k in self.SPEC_KEYS}
+
+
+# --- the KV cache as vLLM lays it out -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _KVSpec:
+    kind: str  # "full" | "sliding"
+    num_kv_heads: int  # per GPU
+    head_dim: int
+    sliding_window: int | None
+    block_size: int
+    dtype_bytes: float
+
+    @property
+    def page_bytes(self) -> int:
+        return int(self.block_size * self.num_kv_heads * self.head_dim * 2 * self.dtype_bytes)
+
+    def with_block_size(self, block_size: int) -> _KVSpec:
+        return _KVSpec(
+            self.kind, self.num_kv_heads, self.head_dim, self.sliding_window, block_size, self.dtype_bytes
+        )
+
+    def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        if self.kind == "sliding" and self.sliding_window:
+            tokens = min(self.sliding_window - 1 + max_num_batched_tokens, max_model_len)
+            return (math.ceil(tokens / self.block_size) + 1) * self.page_bytes
+        return math.ceil(max_model_len / self.block_size) * self.page_bytes
+
+
+@dataclass
+class _KVLayout:
+    groups: list[tuple[_KVSpec, int]]  # (spec, number of layers in the group)
+    uniform_type: bool  # one group of same-type layers with different shapes (per-layer pages)
+    group_size: int
+    page_bytes: int  # per layer per block (uniform), or the sum over layers (uniform_type)
+
+    @property
+    def is_uniform(self) -> bool:
+        return len(self.groups) == 1 and not self.uniform_type
+
+    def num_blocks(self, available_bytes: int) -> int:
+        if available_bytes <= 0 or not self.groups:
+            return 0
+        if self.uniform_type:
+            return int(available_bytes // self.page_bytes)
+        return int(available_bytes // self.page_bytes // self.group_size)
+
+    def reported_tokens(self, num_blocks: int) -> int:
+        if not self.groups:
+            return 0
+        min_block = min(spec.block_size for spec, _ in self.groups)
+        return num_blocks // len(self.groups) * min_block
+
+    def marginal_bytes_per_token(self) -> int:
+        """KV bytes one more token of context costs once sliding windows are full: the
+        full-attention layers only (a sliding-window layer holds a fixed window)."""
+        total = 0
+        for spec, n in self.groups:
+            if spec.kind == "full":
+                total += int(spec.num_kv_heads * spec.head_dim * 2 * spec.dtype_bytes) * n
+        return total
+
+    def bytes_per_reported_token(self) -> float:
+        """Memory vLLM spends per token of its reported 'GPU KV cache size'."""
+        if not self.groups:
+            return 0.0
+        min_block = min(spec.block_size for spec, _ in self.groups)
+        if self.uniform_type:
+            return self.page_bytes / min_block
+        return self.page_bytes * self.group_size * len(self.groups) / min_block
+
+    def max_memory_usage_bytes(self, max_model_len: int, mnbt: int) -> int:
+        """What one request of max_model_len tokens needs (vLLM's check_enough_kv_cache_memory)."""
+        if not self.groups:
+            return 0
+        if self.uniform_type:
+            spec0 = self.groups[0][0]
+            return (
+                sum(spec.max_memory_usage_bytes(max_model_len, mnbt) * n for spec, n in self.groups)
+                or spec0.page_bytes
+            )
+        blocks = sum(
+            math.ceil(spec.max_memory_usage_bytes(max_model_len, mnbt) / self.page_bytes)
+            for spec, _ in self.groups
+        )
+        return self.group_size * self.page_bytes * blocks
+
+    def max_concurrency(self, num_blocks: int, max_model_len: int, mnbt: int) -> float:
+        """vLLM's get_max_concurrency_for_kv_cache_config."""
+        if not self.groups:
+            return 0.0
+        if self.uniform_type:
+            per_req = self.max_memory_usage_bytes(max_model_len, mnbt)
+            blocks = math.ceil(per_req / self.page_bytes)
+            return num_blocks / blocks if blocks else 0.0
+        per_req = self.group_size * sum(
+            spec.max_memory_usage_bytes(max_model_len, mnbt) for spec, _ in self.groups
+        )
+        blocks = math.ceil(per_req / (self.page_bytes * self.group_size))
+        return num_blocks / blocks if blocks else 0.0
+
+
+def kv_layout(
+    spec: ModelSpec, *, tp: int, block_size: int, kv_bytes: float, hybrid: bool = True
+) -> _KVLayout:
+    """The KV cache groups vLLM builds for this model. ``hybrid=False`` is V0 (and
+    --disable-hybrid-kv-cache-manager): sliding-window layers are allocated like full ones."""
+    specs: list[_KVSpec] = []
+    for layer in spec.kv_layers():
+        if layer.shared:
+            continue
+        heads = max(1, layer.num_kv_heads // tp)
+        dim = layer.head_dim
+        if spec.kv_lora_rank:
+            heads, dim = 1, (spec.kv_lora_rank + spec.qk_rope_head_dim) // 2  # MLA: one latent, no separate V
+        kind = layer.kind if hybrid else "full"
+        window = layer.sliding_window if hybrid else None
+        specs.append(_KVSpec(kind, heads, dim, window, block_size, kv_bytes))
+    if not specs:
+        return _KVLayout([], False, 0, 0)
+    distinct = list(dict.fromkeys(specs))
+    if len(distinct) == 1:
+        return _KVLayout([(distinct[0], len(specs))], False, len(specs), distinct[0].page_bytes)
+    kinds = {(s.kind, s.sliding_window) for s in specs}
+    if len(kinds) == 1:
+        # UniformTypeKVCacheSpecs: one group, each layer its own page size.
+        return _KVLayout(
+            [(s, specs.count(s)) for s in distinct], True, len(specs), sum(s.page_bytes for s in specs)
+        )
+    # Hybrid: unify page sizes by growing the block size of the smaller pages.
+    max_page = max(s.page_bytes for s in specs)
+    unified: list[_KVSpec] = []
+    for s in specs:
+        if s.page_bytes != max_page:
+            ratio = max_page // s.page_bytes
+            s = s.with_block_size(s.block_size * ratio)
+        unified.append(s)
+    by_spec: dict[_KVSpec, int] = {}
+    for s in unified:
+        by_spec[s] = by_spec.get(s, 0) + 1
+    counts = list(by_spec.values())
+    group_size = min(counts)
+    if max(counts) < min(counts) * 1.5:
+        group_size = max(counts)
+    groups: list[tuple[_KVSpec, int]] = []
+    for s, n in by_spec.items():
+        for _ in range(math.ceil(n / group_size)):
+            groups.append((s, group_size))
+    return _KVLayout(groups, False, group_size, max_page)
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def _scheduler_defaults(gpu: GpuSpec, behaviour: VllmBehaviour, max_model_len: int) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults: (max_num_seqs, max_num_batched_tokens).
+
+    V1 (EngineArgs._set_default_args): 1024 / 8192 on GPUs of 70 GiB or more other than A100,
+    else 256 / 2048. V0: chunked prefill only above 32K context (then 512 batched tokens),
+    otherwise a whole max_model_len prompt is profiled at once."""
+    if behaviour.engine == "v0":
+        return 256, (512 if max_model_len > 32768 else max(max_model_len, 2048))
+    big = gpu.memory_gib * GIB >= 70 * GIB and "a100" not in (gpu.name + gpu.label).lower()
+    return (1024, 8192) if big else (256, 2048)
+
+
+def _resolve_weight_format(
+    spec: ModelSpec, flags: VllmFlags, gpu: GpuSpec | None, unsupported: list[str], warnings: list[str]
+) -> Quantization | None:
+    q = spec.quantization
+    want = (flags.quantization or "").lower() or None
+    if want is None:
+        return q
+    if q is not None:
+        compatible = {
+            "compressed-tensors": {"compressed-tensors"},
+            "fp8": {"fp8"},
+            "awq": {"awq", "awq_marlin"},
+            "gptq": {"gptq", "gptq_marlin", "gptq_marlin_24"},
+            "modelopt": {"modelopt", "modelopt_fp4", "nvfp4"},
+            "mxfp4": {"mxfp4"},
+            "bitsandbytes": {"bitsandbytes"},
+        }
+        if want not in compatible.get(q.method, {q.method}):
+            unsupported.append(
+                f"--quantization {want} does not match the checkpoint's quantization ({q.method}); "
+                "vLLM refuses it"
+            )
+        return q
+    if want in ("fp8", "ptpc_fp8", "fbgemm_fp8"):
+        return Quantization(method="fp8-online", format="fp8", weight_bits=8, group_size=0, scale_bytes=4)
+    if want == "bitsandbytes":
+        return Quantization(method="bitsandbytes", format="bnb4", weight_bits=4, group_size=64, scale_bytes=1)
+    if want in ("mxfp4",):
+        return Quantization(
+            method="mxfp4-online", format="mxfp4", weight_bits=4, group_size=32, scale_bytes=1
+        )
+    unsupported.append(
+        f"--quantization {want} needs a checkpoint quantized that way; {spec.id} is a {spec.dtype} checkpoint"
+    )
+    return None
+
+
+def _check_support(
+    gpu: GpuSpec | None,
+    dtype: str,
+    q: Quantization | None,
+    kv_dtype: str,
+    unsupported: list[str],
+    warnings: list[str],
+) -> None:
+    if gpu is None or not gpu.compute_capability:
+        return
+    cc = gpu.cc
+    name = gpu.name
+    if dtype == "bfloat16" and cc < 8.0:
+        unsupported.append(
+            "Bfloat16 is only supported on GPUs with compute capability of at least 8.0; "
+            f"{name} is cc {gpu.compute_capability}"
+        )
+    if q is not None:
+        if q.format == "fp8":
+            if cc < 8.0:
+                unsupported.append(
+                    "FP8 weights need compute capability 8.0+ (8.9+ for FP8 compute); "
+                    f"{name} is cc {gpu.compute_capability}"
+                )
+            elif cc < 8.9:
+                warnings.append(
+                    f"{name} (cc {gpu.compute_capability}) has no FP8 compute: "
+                    "vLLM runs FP8 weights weight-only through Marlin"
+                )
+        if q.format in ("nvfp4",):
+            if cc < 8.0:
+                unsupported.append(
+                    f"NVFP4 weights need a Blackwell GPU (cc 10.0+); {name} is cc {gpu.compute_capability}"
+                )
+            elif cc < 10.0:
+                warnings.append(
+                    f"NVFP4 weights are native on Blackwell (cc 10.0+); on {name} "
+                    "vLLM falls back to FP4 Marlin weight-only"
+                )
+        if q.format == "mxfp4" and cc < 8.0:
+            unsupported.append(
+                f"MXFP4 weights need compute capability 8.0+; {name} is cc {gpu.compute_capability}"
+            )
+        if q.format.startswith("w") and q.format.endswith("a16") and cc < 7.5:
+            unsupported.append(
+                f"{q.format} weights need compute capability 7.5+; {name} is cc {gpu.compute_capability}"
+            )
+    if kv_dtype.startswith("fp8"):
+        if cc < 8.0:
+            unsupported.append(
+                f"FP8 KV cache needs compute capability 8.9+; {name} is cc {gpu.compute_capability}"
+            )
+        elif cc < 8.9:
+            warnings.append(
+                f"FP8 KV cache on {name} (cc {gpu.compute_capability}) "
+                "is stored as FP8 but computed in 16-bit"
+            )
+    if kv_dtype == "nvfp4" and cc < 10.0:
+        unsupported.append(
+            f"NVFP4 KV cache needs a Blackwell GPU (cc 10.0+); {name} is cc {gpu.compute_capability}"
+        )
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _mxfp4_expert_params(spec: ModelSpec, gpu: GpuSpec | None, tp: int) -> int:
+    """Expert parameters as vLLM's Mxfp4MoEMethod allocates them, padding included: Marlin
+    (GPUs without FP4, cc < 9.0) rounds the per-GPU intermediate size up to 128 and the hidden size
+    to 256; triton kernels (cc 9.x) round the intermediate size to 32; FlashInfer on Blackwell
+    rounds both to 256."""
+    h, inter = spec.hidden_size, spec.moe_intermediate_size // max(1, tp)
+    cc = gpu.cc if gpu is not None and gpu.compute_capability else 9.0
+    if cc >= 10.0:
+        inter, h = _round_up(inter, 256), _round_up(h, 256)
+    elif cc >= 9.0:
+        inter = _round_up(inter, 32)
+    else:
+        inter, h = _round_up(inter, 128), _round_up(h, 256)
+    layers = spec.num_hidden_layers if spec.moe_layers is None else len(spec.moe_layers)
+    return layers * spec.num_experts * 3 * h * inter * max(1, tp)
+
+
+def _weights_bytes(
+    spec: ModelSpec, q: Quantization | None, act_bytes: float, gpu: GpuSpec | None = None, tp: int = 1
+) -> float:
+    parts = spec.param_breakdown()
+    if q is None:
+        return sum(parts.values()) * act_bytes
+    quant = q.bytes_per_param()
+    attention_bpp = quant if q.scope == "all" else act_bytes
+    mlp_bpp = quant if q.scope in ("all", "mlp") else act_bytes
+    experts = parts["experts"]
+    if q.format == "mxfp4" and experts:
+        experts = _mxfp4_expert_params(spec, gpu, tp)
+    return (
+        parts["attention"] * attention_bpp
+        + parts["mlp"] * mlp_bpp
+        + experts * quant
+        + (parts["embedding"] + parts["other"]) * act_bytes
+    )
+
+
+def _activation_bytes(spec: ModelSpec, *, tokens: int, num_reqs: int, tp: int, act_bytes: float) -> float:
+    h = spec.hidden_size
+    if spec.num_experts:
+        topk = max(1, spec.num_experts_per_tok)
+        inter = topk * (3 * spec.moe_intermediate_size / tp + h)
+        if spec.moe_with_dense_mlp or spec.shared_expert_intermediate_size:
+            inter += (spec.intermediate_size + spec.shared_expert_intermediate_size) / tp
+    else:
+        inter = spec.intermediate_size * (2 if spec.use_double_wide_mlp else 1) / tp
+    qkv = (
+        (spec.num_attention_heads + 2 * spec.num_key_value_heads)
+        * max(spec.head_dim, spec.global_head_dim or 0)
+        / tp
+    )
+    forward = tokens * act_bytes * (ACT_HIDDEN_FACTOR * h + ACT_INTER_FACTOR * inter + qkv)
+    sampler = num_reqs * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT + tokens * h * act_bytes
+    return max(forward, sampler)
+
+
+def _fmt_tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def plan_capacity(
+    model: str | ModelSpec,
+    *,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+    gpu_count: int = 1,
+    flags: VllmFlags | None = None,
+    suggest: bool = True,
+    vllm_version: str | None = None,
+) -> CapacityPlan:
+    """Compute the fit of ``model`` on ``gpu_count`` x ``gpu`` with these vLLM flags.
+
+    ``vllm_version`` selects release-specific accounting (see :class:`VllmBehaviour`); ``None``
+    means the current release."""
+    behaviour = vllm_behaviour(vllm_version)
+    spec = resolve_model(model) if isinstance(model, str) else model
+    flags = flags or VllmFlags()
+    if gpu_count <= 0:
+        raise UserError(f"gpu count: must be positive, got {gpu_count}")
+    if gpu_memory_gib is not None and gpu_memory_gib <= 0:
+        raise UserError(f"--gpu-memory-gib: must be positive, got {gpu_memory_gib}")
+    gspec: GpuSpec | None = resolve_gpu(gpu) if gpu else None
+    if gspec is None and gpu_memory_gib is None:
+        raise UserError("gpu: give a GPU name (--gpu) or its memory (--gpu-memory-gib)")
+    if gspec is None:
+        gspec = GpuSpec(
+            name="custom",
+            label=f"{gpu_memory_gib:g} GiB GPU",
+            memory_gib=float(gpu_memory_gib or 0),
+            compute_capability="",
+            bandwidth_gbps=0.0,
+        )
+    elif gpu_memory_gib is not None:
+        gspec = gspec.model_copy(update={"memory_gib": float(gpu_memory_gib)})
+    if gspec.compute_capability:
+        gspec.supports = supports_for_cc(gspec.cc)
+
+    warnings: list[str] = []
+    unsupported: list[str] = []
+
+    tp = flags.tensor_parallel_size
+    if tp == 1 and gpu_count > 1:
+        tp = gpu_count
+        warnings.append(f"{gpu_count} GPUs: assuming --tensor-parallel-size={gpu_count}")
+    if tp > gpu_count:
+        gpu_count = tp
+    if spec.num_attention_heads % tp:
+        unsupported.append(
+            f"--tensor-parallel-size {tp} does not divide the {spec.num_attention_heads} attention heads"
+        )
+
+    # --language-model-only: vLLM skips the vision / audio towers (the Gemma 4 12B "unified" model
+    # has no towers, only small embedders that are always built).
+    text_only = any(a.split("=")[0] == "--language-model-only" for a in flags.extra)
+    if spec.extra_params and text_only and "Unified" not in spec.architecture:
+        spec = spec.model_copy(update={"extra_params": 0})
+
+    # Precision.
+    ckpt_dtype = spec.dtype if spec.dtype in DTYPE_BYTES else "bfloat16"
+    if flags.dtype == "auto":
+        dtype = "bfloat16" if ckpt_dtype in ("float32", "float") else ckpt_dtype
+        if dtype == "bfloat16" and gspec.compute_capability and gspec.cc < 8.0:
+            dtype = "float16"
+            warnings.append(f"{gspec.name} has no bfloat16: vLLM casts the weights to float16")
+    else:
+        dtype = {"half": "float16", "float": "float32"}.get(flags.dtype, flags.dtype)
+    act_bytes = DTYPE_BYTES[dtype]
+    q = _resolve_weight_format(spec, flags, gspec, unsupported, warnings)
+    kv_dtype = flags.kv_cache_dtype
+    kv_bytes = act_bytes if kv_dtype == "auto" else KV_DTYPE_BYTES[kv_dtype]
+    _check_support(gspec, dtype, q, kv_dtype, unsupported, warnings)
+
+    # Lengths and scheduler limits.
+    limit = spec.max_position_embeddings
+    max_model_len = flags.max_model_len or limit
+    if max_model_len > limit:
+        raise UserError(
+            f"--max-model-len {max_model_len} is above {spec.id}'s limit of {limit} tokens "
+            "(max_position_embeddings)"
+        )
+    d_seqs, d_tokens = _scheduler_defaults(gspec, behaviour, max_model_len)
+    max_num_seqs = flags.max_num_seqs or d_seqs
+    mnbt = flags.max_num_batched_tokens or d_tokens
+    if flags.max_num_batched_tokens is None and max_num_seqs > mnbt:
+        max_num_seqs = mnbt
+
+    # Memory budget (per GPU).
+    total = gspec.memory_gib * GIB
+    requested = total * flags.gpu_memory_utilization
+    weights = _weights_bytes(spec, q, act_bytes, gspec, tp) / tp
+    activation = _activation_bytes(
+        spec, tokens=mnbt, num_reqs=min(max_num_seqs, mnbt), tp=tp, act_bytes=act_bytes
+    )
+    non_torch = (NON_TORCH_GIB_SINGLE + (NON_TORCH_GIB_TP if tp > 1 else 0.0)) * GIB
+    graphs = 0.0
+    if behaviour.subtract_cuda_graphs and not flags.enforce_eager:
+        graphs = CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers * GIB
+    available = requested - weights - activation - non_torch - graphs
+
+    layout = kv_layout(
+        spec, tp=tp, block_size=flags.block_size, kv_bytes=kv_bytes, hybrid=behaviour.engine == "v1"
+    )
+    num_blocks = layout.num_blocks(int(available))
+    kv_mnbt = mnbt * behaviour.sliding_inflight_batches
+    concurrency = layout.max_concurrency(num_blocks, max_model_len, kv_mnbt)
+    if behaviour.tokens_from_concurrency and layout.groups and not layout.is_uniform:
+        tokens = int(concurrency * max_model_len)
+    else:
+        tokens = layout.reported_tokens(num_blocks)
+    needed = layout.max_memory_usage_bytes(max_model_len, kv_mnbt)
+    fit_len = max_len_that_fits(layout, int(available), limit, kv_mnbt)
+
+    binding: str | None = None
+    if unsupported:
+        binding = "unsupported"
+    elif weights >= requested or weights >= total:
+        binding = "weights"
+    elif available <= 0:
+        binding = "weights" if weights + activation + non_torch >= requested else "kv_cache"
+    elif needed > available:
+        binding = "kv_cache"
+    fits = binding is None
+
+    gib = lambda b: round(b / GIB, 2)  # noqa: E731
+    label = gspec.name if gpu_count == 1 else f"{gpu_count} x {gspec.name}"
+    if binding == "unsupported":
+        verdict = "does not run: " + "; ".join(unsupported)
+    elif binding == "weights":
+        verdict = (
+            f"does not fit: the weights need {gib(weights):.2f} GiB per GPU but {label} offers "
+            f"{gib(requested):.2f} GiB at gpu_memory_utilization {flags.gpu_memory_utilization:g} "
+            f"({gspec.memory_gib:.2f} GiB total)"
+        )
+    elif binding == "kv_cache":
+        if available <= 0:
+            verdict = (
+                f"does not fit: after {gib(weights):.2f} GiB of weights and "
+                f"{gib(activation + non_torch + graphs):.2f} GiB "
+                f"of activations and overhead no memory is left for the KV cache"
+            )
+        else:
+            verdict = (
+                f"does not fit: one {_fmt_tokens(max_model_len)}-token request needs "
+                f"{gib(needed):.2f} GiB of KV cache "
+                f"but only {gib(available):.2f} GiB is left (max_model_len that fits: {_fmt_tokens(fit_len)})"
+            )
+    else:
+        verdict = (
+            f"fits: {gib(weights):.2f} GiB weights, {gib(available):.2f} GiB KV cache = "
+            f"{_fmt_tokens(tokens)} tokens, "
+            f"{concurrency:.2f}x concurrency at {_fmt_tokens(max_model_len)} tokens"
+        )
+    if any(k == "sliding" for k in spec.layer_kinds()):
+        warnings.append(
+            "sliding-window layers hold at most sliding_window + max_num_batched_tokens tokens per request; "
+            "kv_cache_tokens is max concurrency x max_model_len, as vLLM 0.21+ reports it"
+        )
+    if spec.derived:
+        warnings.append(
+            f"{spec.id}: some figures are derived, not read from a published config: "
+            + "; ".join(spec.derived)
+        )
+
+    plan = CapacityPlan(
+        model=spec.id,
+        gpu=gspec.name,
+        gpu_memory_gib=round(gspec.memory_gib, 2),
+        weights_gib=gib(weights),
+        activation_gib=gib(activation),
+        overhead_gib=gib(non_torch + graphs),
+        kv_cache_gib=gib(max(0.0, available)),
+        kv_bytes_per_token=layout.marginal_bytes_per_token(),
+        kv_cache_tokens=tokens,
+        max_concurrency=round(concurrency, 2),
+        fits=fits,
+        verdict=verdict,
+        warnings=warnings,
+        binding_constraint=binding,
+        unsupported=unsupported,
+        gpu_count=gpu_count,
+        gpu_compute_capability=gspec.compute_capability or None,
+        gpu_bandwidth_gbps=gspec.bandwidth_gbps or None,
+        num_params=spec.num_params,
+        weight_format=q.format if q else dtype,
+        dtype=dtype,
+        kv_cache_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        model_context_limit=limit,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=mnbt,
+        tensor_parallel_size=tp,
+        gpu_memory_utilization=flags.gpu_memory_utilization,
+        enforce_eager=flags.enforce_eager,
+        non_torch_gib=gib(non_torch),
+        cuda_graph_gib=gib(graphs),
+        gpu_blocks=num_blocks,
+        kv_needed_gib_one_request=gib(needed),
+        max_model_len_that_fits=fit_len,
+    )
+    if suggest and not fits:
+        plan.suggestions = _suggest(spec, plan, gspec, gpu, gpu_memory_gib, gpu_count, flags)
+        if plan.suggestions and plan.suggestions[0].fits:
+            plan.verdict += f"; best fix: {plan.suggestions[0].summary}"
+    return plan
+
+
+def max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
+    """vLLM's _estimate_max_model_len_from_groups: binary search on max_model_len."""
+    if available <= 0 or not layout.groups:
+        return 0
+    if layout.max_memory_usage_bytes(1, mnbt) > available:
+        return 0
+    lo, hi, best = 1, limit, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if layout.max_memory_usage_bytes(mid, mnbt) <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _round_len(n: int) -> int:
+    """A max_model_len a person would write: a multiple of 1024 (or 256 below 4096)."""
+    step = 1024 if n >= 4096 else 256
+    return max(step, n // step * step) if n >= step else n
+
+
+def _suggest(
+    spec: ModelSpec,
+    plan: CapacityPlan,
+    gspec: GpuSpec,
+    gpu: str | None,
+    gpu_memory_gib: float | None,
+    gpu_count: int,
+    flags: VllmFlags,
+) -> list[Suggestion]:
+    out: list[Suggestion] = []
+
+    def run(model: ModelSpec, f: VllmFlags, count: int = gpu_count) -> CapacityPlan:
+        return plan_capacity(
+            model, gpu=gpu, gpu_memory_gib=gpu_memory_gib, gpu_count=count, flags=f, suggest=False
+        )
+
+    def add(
+        kind: str,
+        change: dict[str, object],
+        summary: str,
+        p: CapacityPlan,
+        also: dict[str, object] | None = None,
+    ) -> None:
+        desc = (
+            f"{summary}: {p.weights_gib:.2f} GiB weights, {_fmt_tokens(p.kv_cache_tokens)} KV tokens"
+            if p.fits
+            else f"{summary}: still does not fit ({p.binding_constraint})"
+        )
+        out.append(
+            Suggestion(
+                kind=kind,
+                change=change,
+                summary=desc,
+                fits=p.fits,
+                kv_cache_tokens=p.kv_cache_tokens,
+                weights_gib=p.weights_gib,
+                also=also or {},
+            )
+        )
+
+    # Fix what is unsupported first.
+    if plan.binding_constraint == "unsupported":
+        if flags.kv_cache_dtype == "nvfp4" or (
+            flags.kv_cache_dtype.startswith("fp8") and "fp8_kv_cache" not in gspec.supports
+        ):
+            alt = "fp8" if "fp8_kv_cache" in gspec.supports else "auto"
+            p = run(spec, flags.model_copy(update={"kv_cache_dtype": alt}))
+            add("set_vllm_args", {"--kv-cache-dtype": alt}, f"--kv-cache-dtype {alt}", p)
+        if plan.dtype == "bfloat16" and gspec.compute_capability and gspec.cc < 8.0:
+            p = run(spec, flags.model_copy(update={"dtype": "float16"}))
+            add("set_vllm_args", {"--dtype": "float16"}, "--dtype float16", p)
+        if flags.quantization and any("--quantization" in u for u in plan.unsupported):
+            p = run(spec, flags.model_copy(update={"quantization": None}))
+            add("set_vllm_args", {"--quantization": None}, "drop --quantization", p)
+
+    # Other checkpoints of the same model.
+    base_id = spec.base or spec.id
+    base = catalog_entry(base_id)
+    variants = dict(base.variants) if base else {}
+    if spec.base and spec.base != spec.id:
+        variants.setdefault("base", spec.base)
+    order = ["qat_w4a16", "fp8", "nvfp4"]
+    for key in order:
+        vid = variants.get(key)
+        if not vid or vid == spec.id:
+            continue
+        vspec = catalog_entry(vid)
+        if vspec is None:
+            continue
+        f = flags.model_copy(update={"quantization": None, "model": None})
+        p = run(vspec, f)
+        also: dict[str, object] = {}
+        if not p.fits and p.binding_constraint == "kv_cache" and p.max_model_len_that_fits > 0:
+            n = _round_len(p.max_model_len_that_fits)
+            p2 = run(vspec, f.model_copy(update={"max_model_len": n}))
+            if p2.fits:
+                also = {"--max-model-len": n}
+                p = p2
+        label = f"serve {vid}" + (f" with --max-model-len {also['--max-model-len']}" if also else "")
+        add("set_model", {"model": vid}, label, p, also)
+
+    # Online FP8 weights on an unquantized checkpoint.
+    if (
+        plan.binding_constraint in ("kv_cache", "weights")
+        and spec.quantization is None
+        and not flags.quantization
+        and "fp8" in gspec.supports
+    ):
+        p = run(spec, flags.model_copy(update={"quantization": "fp8"}))
+        add("set_vllm_args", {"--quantization": "fp8"}, "--quantization fp8 (online FP8 weights)", p)
+    if plan.binding_constraint == "kv_cache":
+        if flags.kv_cache_dtype == "auto" and "fp8_kv_cache" in gspec.supports:
+            p = run(spec, flags.model_copy(update={"kv_cache_dtype": "fp8"}))
+            add("set_vllm_args", {"--kv-cache-dtype": "fp8"}, "--kv-cache-dtype fp8", p)
+        if plan.max_model_len_that_fits > 0:
+            n = _round_len(plan.max_model_len_that_fits)
+            p = run(spec, flags.model_copy(update={"max_model_len": n}))
+            add("set_vllm_args", {"--max-model-len": n}, f"--max-model-len {n}", p)
+        if flags.gpu_memory_utilization < 0.95:
+            p = run(spec, flags.model_copy(update={"gpu_memory_utilization": 0.95}))
+            add("set_vllm_args", {"--gpu-memory-utilization": 0.95}, "--gpu-memory-utilization 0.95", p)
+    if plan.binding_constraint in ("kv_cache", "weights"):
+        for n in (2, 4, 8):
+            if n <= gpu_count or spec.num_attention_heads % n:
+                continue
+            p = run(spec, flags.model_copy(update={"tensor_parallel_size": n}), n)
+            add("set_resources", {"gpu_count": n}, f"{n} x {gspec.name} with --tensor-parallel-size {n}", p)
+            if p.fits:
+                break
+    # Fitting first; among those, the cheapest kind for the binding constraint, then most KV.
+    pref = {"set_vllm_args": 0, "set_model": 1, "set_resources": 2}
+    if plan.binding_constraint == "weights":
+        pref = {"set_model": 0, "set_vllm_args": 1, "set_resources": 2}
+    out.sort(key=lambda s: (not s.fits, pref.get(s.kind, 3), -s.kv_cache_tokens))
+    return out

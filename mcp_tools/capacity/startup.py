@@ -1,0 +1,105 @@
+"""Ground truth: the figures vLLM prints while it starts, across versions' wordings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+
+class StartupFigures(BaseModel):
+    model_loading_gib: float | None = None  # "Model loading took X GiB"
+    kv_cache_tokens: int | None = None  # "GPU KV cache size: N tokens"
+    gpu_blocks: int | None = None  # "# GPU blocks: N" (v0) / "num_gpu_blocks is: N"
+    max_concurrency: float | None = None  # "Maximum concurrency for N tokens per request: X"
+    max_concurrency_tokens: int | None = None  # the N in that line
+    available_kv_cache_gib: float | None = None  # "Available KV cache memory: X GiB"
+    cuda_graph_gib: float | None = None  # "Graph capturing finished in S secs, took X GiB"
+    total_gpu_memory_gib: float | None = None  # v0.6-0.8 profiler summary "Total GPU memory: X GiB"
+    activation_peak_gib: float | None = None  # "PyTorch activation peak memory takes X GiB"
+    non_torch_gib: float | None = None  # "non_torch_memory takes X GiB"
+    kv_needed_gib: float | None = None  # "(X GiB KV cache is needed, which is larger than ...)"
+    estimated_max_model_len: int | None = None  # "the estimated maximum model length is N"
+    max_model_len: int | None = None  # "Using max model len N" / "max seq len (N)"
+
+
+_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
+
+
+def _f(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def _unit_gib(value: str, unit: str) -> float:
+    v = _f(value)
+    u = unit.lower()
+    if u in ("mib", "mb"):
+        return v / 1024
+    if u in ("kib", "kb"):
+        return v / 1024 / 1024
+    if u in ("tib", "tb"):
+        return v * 1024
+    return v
+
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    # "Model loading took 15.0099 GiB and 4.1 seconds" / "Model loading took 14.99 GB"
+    # / "Loading model weights took 14.9888 GB" / "model weights take 14.99GiB"
+    ("model_loading_gib", re.compile(r"Model loading took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
+    ("model_loading_gib", re.compile(r"Loading model weights took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
+    ("model_loading_gib", re.compile(r"model weights take\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
+    ("model_loading_gib", re.compile(r"Model loading took\s+" + _NUM + r"\s*(GiB|GB)\s+memory", re.I)),
+    ("kv_cache_tokens", re.compile(r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", re.I)),
+    ("gpu_blocks", re.compile(r"(?:#\s*)?(?:GPU|cuda) blocks:\s*" + _NUM, re.I)),
+    (
+        "kv_cache_tokens",
+        re.compile(r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)", re.I),
+    ),
+    ("available_kv_cache_gib", re.compile(r"kv_cache_size=" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("available_kv_cache_gib", re.compile(r"reserved for KV Cache is\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("total_gpu_memory_gib", re.compile(r"total_gpu_memory=" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("kv_needed_gib", re.compile(r"\(" + _NUM + r"\s*(GiB|GB) KV cache is needed", re.I)),
+    ("estimated_max_model_len", re.compile(r"estimated maximum model length is\s*" + _NUM, re.I)),
+    ("max_model_len", re.compile(r"Using max model len\s*" + _NUM, re.I)),
+    ("max_model_len", re.compile(r"max seq len \(" + _NUM + r"\)", re.I)),
+    ("gpu_blocks", re.compile(r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, re.I)),
+    (
+        "available_kv_cache_gib",
+        re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I),
+    ),
+    (
+        "cuda_graph_gib",
+        re.compile(r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I),
+    ),
+    ("total_gpu_memory_gib", re.compile(r"Total GPU memory:?\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("total_gpu_memory_gib", re.compile(r"total_gpu_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
+    ("activation_peak_gib", re.compile(r"activation peak memory takes\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("activation_peak_gib", re.compile(r"peak_torch_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
+    ("non_torch_gib", re.compile(r"non_torch_memory takes\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("non_torch_gib", re.compile(r"non_torch_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
+]
+_CONCURRENCY = re.compile(
+    r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:?\s*" + _NUM + r"\s*x", re.I
+)
+
+
+def parse_vllm_startup(lines: Iterable[str]) -> StartupFigures:
+    """Read vLLM's own start-up lines; the last occurrence of each figure wins (a restart
+    prints them again). Tolerates log prefixes, ANSI colours and thousands separators."""
+    found: dict[str, float | int] = {}
+    for raw in lines:
+        line = re.sub(r"\x1b\[[0-9;]*m", "", str(raw))
+        for key, pat in _PATTERNS:
+            m = pat.search(line)
+            if not m:
+                continue
+            if key in ("kv_cache_tokens", "gpu_blocks", "estimated_max_model_len", "max_model_len"):
+                found[key] = int(_f(m.group(1)))
+            else:
+                found[key] = _unit_gib(m.group(1), m.group(2))
+        m = _CONCURRENCY.search(line)
+        if m:
+            found["max_concurrency_tokens"] = int(_f(m.group(1)))
+            found["max_concurrency"] = _f(m.group(2))
+    return StartupFigures(**found)  # type: ignore[arg-type]
