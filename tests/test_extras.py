@@ -116,6 +116,20 @@ def test_cloud_run_command_has_the_gpu_flags_and_parses_back(monkeypatch: pytest
     assert f"failureThreshold={p.failure_threshold}" in probe
 
 
+def test_configs_carry_the_planner_fit_check() -> None:
+    from mcp_tools.extras import get_vllm_deployment_config, get_vllm_gpu_deployment_config
+
+    # The reference failure: Gemma 4 12B in bf16 does not fit one L4; the config says so up front.
+    bf16 = get_vllm_deployment_config("google/gemma-4-12B-it", region=REGION)
+    assert bf16.fit.fits is False and bf16.notes[0].startswith("WARNING: does not fit")
+    assert any("qat-w4a16" in s for s in bf16.fit.suggestions)
+    qat = get_vllm_deployment_config("google/gemma-4-12B-it-qat-w4a16-ct", region=REGION, max_model_len=8192)
+    assert qat.fit.fits is True and (qat.fit.kv_cache_tokens or 0) > 8192
+    assert not any(n.startswith("WARNING") for n in qat.notes)
+    unknown = get_vllm_gpu_deployment_config("acme/custom-model", location=REGION)
+    assert unknown.fit.fits is None and unknown.fit.verdict.startswith("fit not checked")
+
+
 def test_cloud_run_command_quotes_hostile_values() -> None:
     from mcp_tools.extras import get_vllm_deployment_config
 

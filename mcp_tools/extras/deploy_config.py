@@ -75,6 +75,17 @@ class StartupProbe(BaseModel):
     budget_s: int = Field(description="initial delay + failure_threshold * period: the time vLLM gets")
 
 
+class FitCheck(BaseModel):
+    """The capacity planner's verdict for the generated flags (advisory: the config is still given)."""
+
+    fits: bool | None = Field(description="None when the planner does not know the model or GPU")
+    verdict: str
+    weights_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    suggestions: list[str] = Field(default_factory=list)
+
+
 class CloudRunDeployCommand(BaseModel):
     """A ``gcloud run deploy`` command, as text to run (we never execute it)."""
 
@@ -90,6 +101,7 @@ class CloudRunDeployCommand(BaseModel):
     gpu_type: str
     zonal_redundancy: bool
     startup_probe: StartupProbe
+    fit: FitCheck
     notes: list[str]
 
 
@@ -103,6 +115,7 @@ class GkeDeploymentConfig(BaseModel):
     manifests_yaml: str = Field(description="Deployment and Service as one multi-document YAML")
     deployment: dict[str, Any]
     service: dict[str, Any]
+    fit: FitCheck
     notes: list[str]
 
 
@@ -196,6 +209,25 @@ def size_startup_probe(model_load_time_s: int, *, port: int = DEFAULT_PORT) -> S
         timeout_s=5,
         failure_threshold=failures,
         budget_s=initial + failures * period,
+    )
+
+
+def check_fit(model_id: str, vllm_args: list[str], *, gpu: str, gpu_count: int = 1) -> FitCheck:
+    """Ask the capacity planner whether ``model_id`` with these vLLM args fits ``gpu_count`` x ``gpu``."""
+    from mcp_tools.capacity import parse_vllm_args, plan_capacity
+
+    try:
+        flags = parse_vllm_args(vllm_args)
+        plan = plan_capacity(model_id, gpu=gpu, gpu_count=gpu_count, flags=flags)
+    except (UserError, ValueError) as exc:
+        return FitCheck(fits=None, verdict=f"fit not checked: {' '.join(str(exc).split())[:200]}")
+    return FitCheck(
+        fits=plan.fits,
+        verdict=plan.verdict,
+        weights_gib=plan.weights_gib,
+        kv_cache_tokens=plan.kv_cache_tokens,
+        max_concurrency=plan.max_concurrency,
+        suggestions=[s.summary for s in plan.suggestions if s.fits][:3],
     )
 
 
@@ -400,6 +432,9 @@ def get_vllm_deployment_config(
         argv.append(f"--service-account={service_account}")
     argv.append("--allow-unauthenticated" if allow_unauthenticated else "--no-allow-unauthenticated")
 
+    fit = check_fit(model_id, vllm_args, gpu=gpu_type)
+    if fit.fits is False:
+        notes.insert(0, f"WARNING: {fit.verdict}")
     if not zonal_redundancy:
         notes.append(
             "--no-gpu-zonal-redundancy uses the 'without zonal redundancy' GPU quota "
@@ -425,6 +460,7 @@ def get_vllm_deployment_config(
         gpu_type=gpu_type,
         zonal_redundancy=zonal_redundancy,
         startup_probe=probe,
+        fit=fit,
         notes=notes,
     )
 
@@ -618,6 +654,9 @@ def get_vllm_gpu_deployment_config(
         "Create the node pool, then `kubectl apply -f` the manifests.",
         f"Pods are scheduled on nodes labelled cloud.google.com/gke-accelerator={accelerator}.",
     ]
+    fit = check_fit(model_id, vllm_args, gpu=accelerator, gpu_count=gpu_count)
+    if fit.fits is False:
+        notes.insert(0, f"WARNING: {fit.verdict}")
     if hf_secret_name is not None:
         notes.append(
             f"Create the token secret first: kubectl create secret generic {shlex.quote(hf_secret_name)} "
@@ -631,6 +670,7 @@ def get_vllm_gpu_deployment_config(
         manifests_yaml=yaml.safe_dump_all([deployment, service], sort_keys=False),
         deployment=deployment,
         service=service,
+        fit=fit,
         notes=notes,
     )
 

@@ -48,7 +48,7 @@ def _text_help(r: HelpOverview) -> str:
 
 
 def _text_cloud_run(r: dc.CloudRunDeployCommand) -> str:
-    return r.command + "\n\n" + "\n".join(f"- {n}" for n in r.notes)
+    return r.command + f"\n\nfit: {r.fit.verdict}\n" + "\n".join(f"- {n}" for n in r.notes)
 
 
 def _text_gke(r: dc.GkeDeploymentConfig) -> str:
@@ -57,7 +57,7 @@ def _text_gke(r: dc.GkeDeploymentConfig) -> str:
         + r.node_pool_command
         + "\n\n# manifests (kubectl apply -f)\n"
         + r.manifests_yaml
-        + "\n"
+        + f"\nfit: {r.fit.verdict}\n"
         + "\n".join(f"- {n}" for n in r.notes)
     )
 
