@@ -18,6 +18,7 @@ from mcp_tools.settings import get_settings
 from sandbox.extras import (
     ExtrasState,
     create_extras_app,
+    gpu_quota_info,
     seed_model_folder,
     seed_run_gpu_quotas,
     vertex_model,
@@ -302,8 +303,16 @@ def test_check_gpu_quotas_one_region_and_errors(extras: Extras) -> None:
     assert {q.region for q in report.quotas} == {"europe-west1"}
     empty = check_gpu_quotas(region="asia-south1")
     assert empty.quotas == [] and "g.co/cloudrun/gpu-quota" in empty.notes[0]
+    # A region-less default with no listed locations applies to any region asked about.
+    extras.state.set_quota_infos(
+        "other-project",
+        "run.googleapis.com",
+        [gpu_quota_info("other-project", "NvidiaL4GpuAllocPerProjectRegion", regions={}, default=2)],
+    )
+    (only,) = check_gpu_quotas(region="asia-south1", project="other-project").quotas
+    assert (only.region, only.zonal_redundancy, only.limit) == ("asia-south1", True, 2)
     with pytest.raises(UserError, match="not found"):
-        check_gpu_quotas(project="other-project")
+        check_gpu_quotas(project="missing-project")
     with pytest.raises(UserError, match="region"):
         check_gpu_quotas(region="Europe West")
 
