@@ -51,7 +51,7 @@ def _server() -> Iterator[Extras]:
 def extras(_server: Extras, monkeypatch: pytest.MonkeyPatch) -> Iterator[Extras]:
     """A fresh emulated state per test, and settings pointing every client at it."""
     state = _server.state
-    state.__init__()  # type: ignore[misc]
+    state.reset()
     for name in ("STORAGE", "SECRETMANAGER", "QUOTAS", "AIPLATFORM"):
         monkeypatch.setenv(f"GEMMA_SRE_{name}_API_ENDPOINT", _server.url)
     monkeypatch.setenv("GEMMA_SRE_ANONYMOUS_CREDENTIALS", "true")
@@ -726,3 +726,15 @@ async def test_read_only_policy_leaves_out_save_hf_token(monkeypatch: pytest.Mon
     async with create_connected_server_and_client_session(server) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert "save_hf_token" not in names and "check_gpu_quotas" in names
+
+
+def test_seed_demo_is_consistent_with_the_tools(extras: Extras) -> None:
+    from mcp_tools.extras import check_gpu_quotas, list_bucket_models, list_vertex_models
+    from sandbox.extras import seed_demo
+
+    seed_demo(extras.state, PROJECT, REGION, bucket="demo-models")
+    models = {m.path: m for m in list_bucket_models("demo-models", "models/").models}
+    assert models["models/gemma-4-12B-it-qat-w4a16-ct"].quantization == "compressed-tensors"
+    (registered,) = list_vertex_models().models
+    assert registered.artifact_uri == models["models/gemma-4-12B-it-qat-w4a16-ct"].uri
+    assert check_gpu_quotas(region=REGION).quotas
