@@ -213,6 +213,7 @@ def test_gke_config_manifests_reparse_with_the_essentials() -> None:
     assert "--accelerator=type=nvidia-l4,count=1,gpu-driver-version=latest" in argv
     assert "--machine-type=g2-standard-8" in argv and "--cluster=gpu-cluster" in argv
 
+    assert "&id" not in cfg.manifests_yaml and "*id" not in cfg.manifests_yaml  # no YAML aliases
     docs = list(yaml.safe_load_all(cfg.manifests_yaml))
     assert [d["kind"] for d in docs] == ["Deployment", "Service"]
     dep = yaml.safe_load(cfg.deployment_yaml)

@@ -63,6 +63,17 @@ _MOUNT_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,200}$")
 _MACHINE_RE = re.compile(r"^[a-z][a-z0-9-]{1,40}$")
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Plain YAML for people and kubectl: repeated values written out, never as &anchors / *aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False)
+
+
 class StartupProbe(BaseModel):
     """Startup probe timing sized to the model's load time."""
 
@@ -648,8 +659,8 @@ def get_vllm_gpu_deployment_config(
             "ports": [{"name": "http", "port": DEFAULT_PORT, "targetPort": DEFAULT_PORT, "protocol": "TCP"}],
         },
     }
-    deployment_yaml = yaml.safe_dump(deployment, sort_keys=False)
-    service_yaml = yaml.safe_dump(service, sort_keys=False)
+    deployment_yaml = _dump(deployment)
+    service_yaml = _dump(service)
     notes = [
         "Create the node pool, then `kubectl apply -f` the manifests.",
         f"Pods are scheduled on nodes labelled cloud.google.com/gke-accelerator={accelerator}.",
@@ -667,7 +678,7 @@ def get_vllm_gpu_deployment_config(
         node_pool_argv=argv,
         deployment_yaml=deployment_yaml,
         service_yaml=service_yaml,
-        manifests_yaml=yaml.safe_dump_all([deployment, service], sort_keys=False),
+        manifests_yaml=deployment_yaml + "---\n" + service_yaml,
         deployment=deployment,
         service=service,
         fit=fit,
@@ -776,5 +787,5 @@ def vllm_deployment_template() -> DeploymentTemplate:
     for p in TEMPLATE_PARAMETERS:
         default = f" (default: {p.default})" if p.default is not None else ""
         header.append(f"#   {p.name}: {p.description}{default}")
-    text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False)
+    text = "\n".join(header) + "\n" + _dump(doc)
     return DeploymentTemplate(uri=TEMPLATE_URI, text=text, parameters=list(TEMPLATE_PARAMETERS))
