@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import shlex
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,6 +267,14 @@ def test_deployment_template_documents_every_placeholder() -> None:
     assert used == documented
     for name in documented:
         assert f"#   {name}:" in tpl.text
+    # Filled in, the YAML has the types Cloud Run expects: annotations as strings, numbers as numbers.
+    values = {p.name: p.default or f"x-{p.name.lower().replace('_', '-')}" for p in tpl.parameters}
+    values["MAX_INSTANCES"] = "3"
+    filled = yaml.safe_load(string.Template(tpl.text).substitute(values))
+    tmpl = filled["spec"]["template"]
+    assert tmpl["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"] == "3"
+    assert tmpl["spec"]["containerConcurrency"] == 16
+    assert "--max-model-len=8192" in tmpl["spec"]["containers"][0]["args"]
 
 
 # ---------------------------------------------------------------- quotas

@@ -780,12 +780,14 @@ def vllm_deployment_template() -> DeploymentTemplate:
         },
     }
     header = [
-        "# vLLM on a Cloud Run NVIDIA L4 GPU. Replace each ${PARAMETER}, then:",
+        "# vLLM on a Cloud Run NVIDIA L4 GPU. Fill in the parameters listed below, then:",
         "#   gcloud run services replace service.yaml --region=${REGION}",
         "# Parameters:",
     ]
     for p in TEMPLATE_PARAMETERS:
         default = f" (default: {p.default})" if p.default is not None else ""
         header.append(f"#   {p.name}: {p.description}{default}")
-    text = "\n".join(header) + "\n" + _dump(doc)
+    # Annotation values must stay strings once filled in (containerConcurrency must become a number).
+    body = _dump(doc).replace("maxScale: ${MAX_INSTANCES}", "maxScale: '${MAX_INSTANCES}'")
+    text = "\n".join(header) + "\n" + body
     return DeploymentTemplate(uri=TEMPLATE_URI, text=text, parameters=list(TEMPLATE_PARAMETERS))
