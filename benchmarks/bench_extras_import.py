@@ -14,6 +14,7 @@ import time
 
 CASES = {
     "mcp_tools.extras (all extras functions)": "import mcp_tools.extras",
+    "mcp.server.fastmcp alone (the server pays this anyway)": "import mcp.server.fastmcp",
     "mcp_tools.extras.mcp_register (+ FastMCP)": "import mcp_tools.extras.mcp_register",
     "first call: google.cloud.storage": "from google.cloud import storage",
     "first call: google.cloud.secretmanager": "from google.cloud import secretmanager",
