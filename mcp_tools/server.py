@@ -1028,20 +1028,15 @@ def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str] = _extr
 
 
 def _register_extras(mcp: FastMCP, state: ServerState) -> None:
+    """The extras with their own readable renderings and hints (mcp_tools.extras.mcp_register); the
+    server's own save_hf_token (it can also ask through elicitation) and error handling."""
     from mcp_tools import extras
+    from mcp_tools.extras.mcp_register import EXTRAS_TOOLS
 
-    for fn in (
-        extras.get_help,
-        extras.get_vllm_deployment_config,
-        extras.get_vllm_gpu_deployment_config,
-        extras.check_gpu_quotas,
-        extras.list_bucket_models,
-        extras.list_vertex_models,
-        extras.get_vertex_ai_model_copy_instructions,
-        extras.get_huggingface_model_copy_instructions,
-        extras.get_huggingfacehub_download_path,
-    ):
-        mcp.tool(annotations=READ_ONLY)(_as_tool(fn))
+    for fn, _model, render, hints in EXTRAS_TOOLS:
+        if fn.__name__ == "save_hf_token":
+            continue
+        mcp.add_tool(_as_tool(fn, text=render), name=fn.__name__, annotations=hints)
 
     @mcp.resource(extras.TEMPLATE_URI, name="vllm-deployment-template", mime_type="application/yaml")
     def vllm_deployment_template() -> str:

@@ -22,7 +22,7 @@ from sandbox.extras import (
     seed_run_gpu_quotas,
     vertex_model,
 )
-from sandbox.extras.serve import start_in_thread
+from sandbox.serve import start_in_thread
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
