@@ -1392,9 +1392,14 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
             plan.notes.append(f"capacity planner: {cap.verdict}")
         except UserError as e:
             plan.notes.append(f"capacity planner: no prediction ({e})")
-        if from_bucket:
+        if from_bucket and info is None:
             plan.notes.append(
                 f"weights from gs://{bucket_name}/{model_path.strip('/')} mounted at /mnt/models"
+            )
+        elif from_bucket:
+            plan.notes.append(
+                "the service exists: its volumes are kept as they are (bucket_name only applies when "
+                f"creating); the model must be under the mount that already holds gs://{bucket_name}"
             )
         args_key = {**new.model_dump(mode="json"), "bucket": bucket_name}
 
