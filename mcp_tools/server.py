@@ -950,12 +950,18 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
         limit: int = 2000,
         budget_tokens: int = 2500,
         max_tokens: int = 512,
+        filter_query: str | None = None,
     ) -> Annotated[CallToolResult, LogAnalysis]:
         """Summarise a service's logs with the self-hosted model: the lines that matter (errors, the lines
         around them, template counts) are selected within a token budget and redacted before the model
         sees them. When the model is down, the selected lines are returned without a summary."""
         from mcp_tools.logs import redact
 
+        if filter_query:
+            raise UserError(
+                "raw Cloud Logging filters are not accepted (they were pasted unchecked into queries): "
+                "use service_name, since, severity and text_filter instead"
+            )
         logs = await _fetch_logs(service_name, since, None, severity, text_filter, None, limit, budget_tokens)
         out = LogAnalysis(service=logs.service, analysis=None, logs=logs)
         if logs.lines_fetched == 0:
