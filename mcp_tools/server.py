@@ -250,7 +250,8 @@ class MutationPlan(BaseModel):
     # planned: nothing changed yet (a token is offered); applied: the change is live and Ready;
     # incomplete: the change was sent but did not become Ready (see result.message);
     # planning_only: policy 'suggest', nothing will be applied.
-    status: Literal["planned", "applied", "incomplete", "planning_only"]
+    # no_change: the service already is as asked; nothing to apply, no token.
+    status: Literal["planned", "applied", "incomplete", "planning_only", "no_change"]
     summary: str
     diff: str = ""
     current: ServiceSpec | None = None
@@ -1155,6 +1156,11 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
         apply: Callable[[str], MutationResult],
     ) -> CallToolResult:
         fp = fingerprint(tool, service, args, current_state)
+        if plan.status == "no_change":
+            if token:
+                s.confirmations.redeem(token, tool, fp)  # a used or foreign token is reported as such
+                raise UserError(f"nothing to apply: {plan.summary}")
+            return result(plan, _plan_text(plan))
         if s.policy is Policy.SUGGEST:
             if token:
                 raise UserError("policy is 'suggest': changes are planned, never applied by this server")
@@ -1220,6 +1226,7 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
             proposed=new,
         )
         if not diff:
+            plan.status = "no_change"
             plan.notes.append("no change: the service already has these settings")
         return await two_step(
             "update_vllm_scaling",
@@ -1273,8 +1280,9 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
             current=now_spec,
             proposed=target.spec,
         )
-        if target.name == serving:
-            plan.notes.append(f"{target.name} already serves the traffic")
+        if target.name == serving and [t.percent for t in info.traffic] == [100]:
+            plan.status = "no_change"
+            plan.notes.append(f"{target.name} already serves all the traffic")
         return await two_step(
             "rollback_service",
             name,
@@ -1402,6 +1410,9 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
             current=info.spec if info else None,
             proposed=new,
         )
+        if info is not None and not plan.diff:
+            plan.status = "no_change"
+            plan.notes.append("no change: the service already runs this configuration")
         try:
             from mcp_tools.capacity import parse_vllm_args
             from mcp_tools.capacity import plan_capacity as _plan

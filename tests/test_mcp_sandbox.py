@@ -307,6 +307,8 @@ def test_scaling_two_step_flow(world: World) -> None:
     assert muts[0].resource.endswith(f"/services/{HEALTHY}")
     svc = ok(c.call("status_vllm", {"service_name": HEALTHY}))["service"]
     assert svc["spec"]["max_instances"] == 3
+    same = ok(c.call("update_vllm_scaling", {k: v for k, v in args.items() if k != "confirmation_token"}))
+    assert same["status"] == "no_change" and same["confirmation_token"] is None and same["diff"] == ""
 
     again = c.call("update_vllm_scaling", args)
     assert again.isError and "already used" in text_of(again)
