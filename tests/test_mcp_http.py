@@ -112,7 +112,7 @@ def test_requests_without_the_bearer_token_get_401(http_server: str) -> None:
 
 
 def test_official_client_without_token_cannot_connect(http_server: str) -> None:
-    with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as an HTTP error
+    with pytest.raises(RuntimeError, match="401 Unauthorized"):  # the client's HTTP error, at start
         SessionThread(_opener(http_server, None), start_timeout=20)
 
 
