@@ -24,7 +24,8 @@ def _seed(sb, matching: int, other: int) -> None:
             log_id=STDERR if hit else STDOUT,
             timestamp=t0 + i * 0.01,
             severity="ERROR" if hit else "INFO",
-            text=f"(EngineCore_DP0 pid=230) line {i} torch.OutOfMemoryError: CUDA out of memory" if hit
+            text=f"(EngineCore_DP0 pid=230) line {i} torch.OutOfMemoryError: CUDA out of memory"
+            if hit
             else f"INFO line {i}",
             resource=res,
         )
@@ -54,10 +55,14 @@ def main() -> None:
         sb = start_sandbox(scenario="reference-weights-oom")
         scen.append(time.perf_counter() - t)
         sb.stop()
-    print(f"sandbox start (empty): median {statistics.median(starts) * 1000:.1f} ms over {a.starts} "
-          f"(first start in a fresh process, imports included: {cold * 1000:.0f} ms)")
-    print(f"sandbox start (scenario reference-weights-oom): median {statistics.median(scen) * 1000:.1f} ms "
-          f"over {len(scen)}")
+    print(
+        f"sandbox start (empty): median {statistics.median(starts) * 1000:.1f} ms over {a.starts} "
+        f"(first start in a fresh process, imports included: {cold * 1000:.0f} ms)"
+    )
+    print(
+        f"sandbox start (scenario reference-weights-oom): median {statistics.median(scen) * 1000:.1f} ms "
+        f"over {len(scen)}"
+    )
 
     from sandbox.testing import logging_client
 
@@ -65,8 +70,10 @@ def main() -> None:
     try:
         _seed(sb, matching=10_000, other=10_000)
         client = logging_client(sb)
-        filt = ('resource.type="cloud_run_revision" AND resource.labels.service_name="bench" '
-                'AND severity>=ERROR AND textPayload:"out of memory"')
+        filt = (
+            'resource.type="cloud_run_revision" AND resource.labels.service_name="bench" '
+            'AND severity>=ERROR AND textPayload:"out of memory"'
+        )
         import httpx
 
         http = httpx.Client(base_url=sb.url)
@@ -75,8 +82,9 @@ def main() -> None:
             t = time.perf_counter()
             n, token = 0, None
             while True:
-                page, token = sb.logs.list_entries(resource_names=[f"projects/{sb.project}"], filter_=filt,
-                                                   page_size=1000, page_token=token)
+                page, token = sb.logs.list_entries(
+                    resource_names=[f"projects/{sb.project}"], filter_=filt, page_size=1000, page_token=token
+                )
                 n += len(page)
                 if not token:
                     break
@@ -99,10 +107,13 @@ def main() -> None:
                     break
             http_times.append(time.perf_counter() - t)
             assert n == 10_000, n
-        print(f"list 10,000 matching entries of 20,000 through a filter (10 pages of 1000): "
-              f"store median {statistics.median(store_times) * 1000:.1f} ms; over HTTP (JSON decoded) "
-              f"median {statistics.median(http_times) * 1000:.1f} ms; through google-cloud-logging "
-              f"(LogEntry objects built) median {statistics.median(client_times) * 1000:.1f} ms (over {a.lists})")
+        print(
+            f"list 10,000 matching entries of 20,000 through a filter (10 pages of 1000): "
+            f"store median {statistics.median(store_times) * 1000:.1f} ms; over HTTP (JSON decoded) "
+            f"median {statistics.median(http_times) * 1000:.1f} ms; through google-cloud-logging "
+            f"(LogEntry objects built) median {statistics.median(client_times) * 1000:.1f} ms "
+            f"(over {a.lists})"
+        )
     finally:
         sb.stop()
 

@@ -257,7 +257,7 @@ class SandboxApp:
             if not started:
                 await _text(send, 500, "Internal Server Error")
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(self, scope: Scope, receive: Receive, send: Any) -> None:
         path: str = scope["path"]
         parts = path.split("/", 5)  # '', '_run', project, location, service, rest
         if len(parts) < 5 or not all(parts[2:5]):

@@ -123,9 +123,7 @@ class Sandbox:
         sim = VllmSim(rev.outcome.sim_config, self.faults)
         return sim.app, sim
 
-    def record_request(
-        self, rev: Revision, scope: dict[str, Any], status: int, latency_s: float, size: int
-    ) -> None:
+    def record_request(self, rev: Revision, scope: Any, status: int, latency_s: float, size: int) -> None:
         """A Cloud Run request log entry (run.googleapis.com/requests) for a served request."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         qs = scope.get("query_string", b"").decode("latin-1")

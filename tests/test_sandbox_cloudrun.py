@@ -45,7 +45,9 @@ def _error_status(e: gexc.GoogleAPICallError) -> str:
 def test_create_get_list_update_delete(sandbox):  # noqa: F811
     services, revisions = run_clients(sandbox)
     parent = f"projects/{sandbox.project}/locations/{sandbox.location}"
-    op = services.create_service(parent=parent, service=gpu_service([QAT, "--max-model-len=16384"]), service_id="g")
+    op = services.create_service(
+        parent=parent, service=gpu_service([QAT, "--max-model-len=16384"]), service_id="g"
+    )
     svc = op.result(timeout=30)
     assert svc.name == f"{parent}/services/g"
     assert svc.terminal_condition.type_ == "Ready"
@@ -57,7 +59,10 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     assert svc.template.node_selector.accelerator == "nvidia-l4"
     assert svc.template.containers[0].resources.limits["nvidia.com/gpu"] == "1"
     assert svc.template.containers[0].startup_probe.tcp_socket.port == 8080  # Cloud Run's default probe
-    assert svc.traffic_statuses[0].type_ == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+    assert (
+        svc.traffic_statuses[0].type_
+        == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+    )
     assert svc.traffic_statuses[0].percent == 100
 
     got = services.get_service(name=svc.name)
@@ -68,7 +73,9 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     got.template.containers[0].args = [QAT, "--max-model-len=8192", "--port=8080"]
     got.description = "not in the mask: must not change"
     op = services.update_service(
-        request=run_v2.UpdateServiceRequest(service=got, update_mask=field_mask_pb2.FieldMask(paths=["template"])),
+        request=run_v2.UpdateServiceRequest(
+            service=got, update_mask=field_mask_pb2.FieldMask(paths=["template"])
+        ),
         metadata=[("x-gemma-sre-approval", "ap-42")],
     )
     new = op.result(timeout=30)
@@ -82,7 +89,11 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     entry = [e for e in sandbox.journal if e.method == "PATCH"][-1]
     assert entry.approval == "ap-42"
     assert entry.resource == f"{parent}/services/g"[0:] and entry.query["updateMask"] == "template"
-    assert entry.caller and entry.body and entry.body["template"]["containers"][0]["args"][1] == "--max-model-len=8192"
+    assert (
+        entry.caller
+        and entry.body
+        and entry.body["template"]["containers"][0]["args"][1] == "--max-model-len=8192"
+    )
     create = [e for e in sandbox.journal if e.method == "POST"][0]
     assert create.resource == f"{parent}/services/g" and create.approval is None
 
@@ -175,7 +186,9 @@ def test_etags_and_conflicts(sandbox_factory):  # noqa: F811
 def test_validate_only_and_allow_missing(sandbox):  # noqa: F811
     services, _ = run_clients(sandbox)
     parent = f"projects/{sandbox.project}/locations/{sandbox.location}"
-    req = run_v2.CreateServiceRequest(parent=parent, service=gpu_service([QAT]), service_id="v", validate_only=True)
+    req = run_v2.CreateServiceRequest(
+        parent=parent, service=gpu_service([QAT]), service_id="v", validate_only=True
+    )
     services.create_service(request=req)
     with pytest.raises(gexc.NotFound):
         services.get_service(name=f"{parent}/services/v")
@@ -204,7 +217,9 @@ def test_bad_requests_get_google_errors(sandbox_factory):  # noqa: F811
     assert r.status_code == 400 and err(r)["status"] == "INVALID_ARGUMENT"
     r = httpx.post(f"{base}?serviceId=x", json={"template": {"containers": [{"args": ["a"]}]}}, timeout=5)
     assert r.status_code == 400 and "image" in err(r)["message"]
-    r = httpx.post(f"{base}?serviceId=Bad_Name", json={"template": {"containers": [{"image": "i"}]}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=Bad_Name", json={"template": {"containers": [{"image": "i"}]}}, timeout=5
+    )
     assert r.status_code == 400
     r = httpx.post(base, json={"template": {"containers": [{"image": "i"}]}}, timeout=5)
     assert r.status_code == 400 and "serviceId" in err(r)["message"]
@@ -281,7 +296,9 @@ def test_fault_hang_and_drop(sandbox_factory):  # noqa: F811
     with pytest.raises((requests.exceptions.ConnectionError, gexc.GoogleAPICallError)):
         services.get_service(name=name, retry=None)
     # over HTTP too: arm a fault through /_sandbox/faults
-    r = httpx.post(f"{sb.url}/_sandbox/faults", json={"target": "run", "kind": "status", "status": 503}, timeout=5)
+    r = httpx.post(
+        f"{sb.url}/_sandbox/faults", json={"target": "run", "kind": "status", "status": 503}, timeout=5
+    )
     assert r.status_code == 200
     with pytest.raises(gexc.ServiceUnavailable):
         services.get_service(name=name, retry=None)

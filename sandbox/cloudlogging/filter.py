@@ -235,7 +235,7 @@ def _all(parts: list[Predicate]) -> Predicate:
         return lambda e: a(e) and b(e)
 
     def pred(e: Entry) -> bool:
-        for p in parts:
+        for p in parts:  # noqa: SIM110  (a plain loop is faster than all() over a generator)
             if not p(e):
                 return False
         return True
@@ -251,7 +251,7 @@ def _any(parts: list[Predicate]) -> Predicate:
         return lambda e: a(e) or b(e)
 
     def pred(e: Entry) -> bool:
-        for p in parts:
+        for p in parts:  # noqa: SIM110
             if p(e):
                 return True
         return False

@@ -156,7 +156,9 @@ class LogStore:
             keys = self._keys
             if page_token:
                 cursor = _decode_token(page_token, query_key)
-                start = bisect.bisect_right(keys, cursor) if not desc else bisect.bisect_left(keys, cursor) - 1
+                start = (
+                    bisect.bisect_right(keys, cursor) if not desc else bisect.bisect_left(keys, cursor) - 1
+                )
             else:
                 start = 0 if not desc else len(entries) - 1
             n = len(entries)
@@ -165,15 +167,15 @@ class LogStore:
             next_token: str | None = None
             i = start
             while 0 <= i < n:
-                e = entries[i]
-                if e["_project"] in projects and pred(e):
+                ent = entries[i]
+                if ent["_project"] in projects and pred(ent):
                     if len(out) == size:
                         last = out[-1]
                         next_token = _encode_token((last["_timestamp_s"], last["_seq"]), query_key)
                         break
-                    out.append(e)
+                    out.append(ent)
                 i += step
-        return (out if raw else [wire(e) for e in out]), next_token
+        return (out if raw else [wire(x) for x in out]), next_token
 
     def list_entries_json(self, **kw: Any) -> bytes:
         """``list_entries`` as the response body, built from each entry's pre-serialized JSON."""
@@ -183,7 +185,9 @@ class LogStore:
         if not entries:
             parts = [b"{"]
         if token:
-            parts.append((',' if entries else '').encode() + json.dumps({"nextPageToken": token})[1:-1].encode())
+            parts.append(
+                ("," if entries else "").encode() + json.dumps({"nextPageToken": token})[1:-1].encode()
+            )
         parts.append(b"}")
         return b"".join(parts)
 

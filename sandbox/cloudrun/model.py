@@ -45,7 +45,8 @@ _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 def _proto(kind: str) -> Any:
     from google.cloud import run_v2
 
-    return {"Service": run_v2.Service, "Revision": run_v2.Revision}[kind].pb()()
+    cls: Any = {"Service": run_v2.Service, "Revision": run_v2.Revision}[kind]
+    return cls.pb()()
 
 
 def validate_service_json(body: Any) -> dict[str, Any]:
@@ -111,7 +112,8 @@ class Revision:
 
     @property
     def name(self) -> str:
-        return f"projects/{self.project}/locations/{self.location}/services/{self.service}/revisions/{self.short}"
+        svc = f"projects/{self.project}/locations/{self.location}/services/{self.service}"
+        return f"{svc}/revisions/{self.short}"
 
     @property
     def settle_s(self) -> float:
@@ -356,7 +358,8 @@ class CloudRunBackend:
                 self._cond("ConfigurationsReady", "CONDITION_RECONCILING", f"Creating revision '{lc.short}'.")
             )
         elif lc is not None and lc.state == "failed":
-            msg = f"Revision '{lc.short}' is not ready and cannot serve traffic. {lc.outcome.failure_message or ''}".strip()
+            why = lc.outcome.failure_message or ""
+            msg = f"Revision '{lc.short}' is not ready and cannot serve traffic. {why}".strip()
             svc["reconciling"] = False
             svc["terminalCondition"] = self._cond(
                 "Ready", "CONDITION_FAILED", msg, reason="REVISION_FAILED", severity="ERROR"
@@ -540,7 +543,8 @@ class CloudRunBackend:
             if key in self.services:
                 raise ApiError(
                     "ALREADY_EXISTS",
-                    f"Resource 'projects/{project}/locations/{location}/services/{service_id}' already exists.",
+                    f"Resource 'projects/{project}/locations/{location}/services/{service_id}' "
+                    "already exists.",
                 )
             return self._create_locked(key, data, validate_only=validate_only, creator=creator)
 
@@ -710,7 +714,8 @@ class CloudRunBackend:
                 raise ApiError(
                     "ABORTED",
                     f"The etag '{data['etag']}' does not match the current etag of service "
-                    f"'projects/{project}/locations/{location}/services/{service}'. Read the service again and retry.",
+                    f"'projects/{project}/locations/{location}/services/{service}'. "
+                    "Read the service again and retry.",
                 )
             new = self._merge(cur, data, update_mask)
             new_template = self._default_template(new.get("template") or {})
@@ -831,7 +836,8 @@ class CloudRunBackend:
             rev = self.revisions.get((project, location, service), {}).get(revision)
             if rev is None:
                 raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/revisions/{revision}' "
+                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
+                    f"revisions/{revision}' "
                     "was not found"
                 )
             return self._rev_public(rev)
@@ -872,7 +878,8 @@ class CloudRunBackend:
             rev = self.revisions.get(key, {}).get(revision)
             if rev is None:
                 raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/revisions/{revision}' "
+                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
+                    f"revisions/{revision}' "
                     "was not found"
                 )
             if etag and etag != rev.data.get("etag"):
