@@ -58,7 +58,7 @@ class Sandbox:
         self.project = project or DEFAULT_PROJECT
         self.location = location or DEFAULT_LOCATION
         self.clock = SimClock(time_scale, datetime.fromtimestamp(start, UTC) if start is not None else None)
-        self.logs = LogStore()
+        self.logs = LogStore(self.clock)
         self.journal = Journal()
         self.faults = FaultInjector()
         self.physics = Physics(physics)

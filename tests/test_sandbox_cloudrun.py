@@ -317,3 +317,49 @@ def test_control_endpoints(sandbox_factory):  # noqa: F811
     j = httpx.get(f"{sb.url}/_sandbox/journal", timeout=5).json()["entries"]
     assert [(e["method"], e["approval"]) for e in j] == [("PATCH", "ap-1")]
     assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 200
+
+
+def test_never_crashes_on_garbage(sandbox_factory):  # noqa: F811
+    sb = sandbox_factory(scenario="healthy")
+    base = f"{sb.url}/v2/projects/{sb.project}/locations/{sb.location}/services"
+    gpu = {"nvidia.com/gpu": "1"}
+    bodies = [
+        [], 5, "x", None, {"template": []}, {"template": {"containers": "x"}},
+        {"traffic": [{"percent": "abc"}]},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": {"cpu": "lots"}}}]}},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": {"nvidia.com/gpu": "two"}}}],
+                      "nodeSelector": {"accelerator": "nvidia-l4"}}},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": gpu}}],
+                      "nodeSelector": {"accelerator": "nvidia-zz99"}}},
+        {"template": {"maxInstanceRequestConcurrency": 99999999999, "containers": [{"image": "i"}]}},
+        {"template": {"containers": [{"image": "i"}], "revision": "other-name"}},
+        {"template": {"containers": [{"image": "i"}], "scaling": {"maxInstanceCount": -1}}},
+        {"template": {"containers": [{"image": "i", "startupProbe": {"periodSeconds": -5}}]}},
+        {"traffic": [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "percent": 100}],
+         "template": {"containers": [{"image": "i"}]}},
+        {"etag": 5}, {"labels": {"a": 1}},
+    ]  # fmt: skip
+    for i, b in enumerate(bodies):
+        for method, url in [
+            ("POST", f"{base}?serviceId=f{i}"),
+            ("PATCH", f"{base}/gemma-4-12b"),
+            ("PATCH", f"{base}/gemma-4-12b?updateMask=template,traffic"),
+        ]:
+            r = httpx.request(method, url, content=json.dumps(b).encode(), timeout=10)
+            assert r.status_code == 400, (i, method, r.text)
+            assert r.json()["error"]["status"] in ("INVALID_ARGUMENT", "FAILED_PRECONDITION")
+    for path in [
+        "/v2/",
+        "/v2/projects",
+        "/v2/projects/p/locations/l/services/s/revisions/r/x",
+        "/v2/projects/p/locations/l/operations/zz:wait",
+        "/_sandbox/nope",
+        "/_run/a",
+        "/_rev/a/b/c/x",
+    ]:
+        for m in ["GET", "POST", "DELETE", "PUT"]:
+            assert httpx.request(m, sb.url + path, content=b"[1,2", timeout=10).status_code < 500
+    services, _ = run_clients(sb)
+    parent = f"projects/{sb.project}/locations/{sb.location}"
+    assert [s.name.rsplit("/", 1)[1] for s in services.list_services(parent=parent)] == ["gemma-4-12b"]
+    assert services.get_service(name=f"{parent}/services/gemma-4-12b").generation == 1

@@ -44,7 +44,8 @@ def run_resource(project: str, location: str, service: str, revision: str) -> di
 
 
 class LogStore:
-    def __init__(self) -> None:
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock  # a SimClock: an upper time bound at the real "now" means the sandbox's now
         self._entries: list[dict[str, Any]] = []
         self._keys: list[tuple[float, int]] = []
         self._seq = itertools.count()
@@ -102,6 +103,13 @@ class LogStore:
             self._entries.insert(i, entry)
         return entry
 
+    def _upper_bound(self, t: float) -> float:
+        import time
+
+        if t >= time.time() - 120.0:
+            return max(t, float(self.clock.now_s()))
+        return t
+
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._entries)
@@ -143,7 +151,7 @@ class LogStore:
             raise bad_request("pageSize must not be negative", "page_size")
         size = min(size, MAX_PAGE_SIZE)
         try:
-            pred = compile_filter(filter_)
+            pred = compile_filter(filter_, upper_bound=self._upper_bound if self.clock is not None else None)
         except FilterError as e:
             raise ApiError("INVALID_ARGUMENT", f"Unsupported or invalid filter: {e}") from None
         query_key = hashlib.sha256(
