@@ -149,6 +149,15 @@ class Sandbox:
         )
 
     # ------------------------------------------------------------------------------ helpers
+    @property
+    def service(self) -> str | None:
+        """The short name of the service the scenario (or incident) deployed first; None when empty."""
+        with self.cloudrun.lock:
+            for p, loc, s in self.cloudrun.services:
+                if p == self.project and loc == self.location:
+                    return s
+        return None
+
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
 

@@ -210,3 +210,24 @@ def test_overload_shows_queueing_and_preemption(sandbox_factory):  # noqa: F811
     assert seen["vllm:num_requests_waiting"] >= 16
     assert seen["vllm:kv_cache_usage_perc"] > 0.9
     assert seen["vllm:num_preemptions"] > 0
+
+
+def test_incident_fate_follows_the_incident(sandbox_factory, tmp_path: Path):  # noqa: F811
+    inc = tmp_path / "up.yaml"
+    inc.write_text(
+        "id: up\ntitle: healthy but the planner does not know the model\nservice:\n  name: odd\n"
+        "  gpu_type: nvidia-l4\n  cpu: 8\n  memory: 32Gi\n"
+        '  args: ["--model=/mnt/models/some-private-finetune", "--max-model-len=4096"]\n'
+        "logs:\n"
+        '  - {severity: INFO, text: "INFO 05-29 19:07:48 [kv_cache_utils.py:1087] '
+        'GPU KV cache size: 52,000 tokens"}\n'
+        '  - {severity: INFO, text: "INFO:     Application startup complete."}\n'
+        "expected: {category: healthy}\n"
+    )
+    sb = sandbox_factory(incident=str(inc))
+    services, _ = run_clients(sb)
+    svc = services.get_service(name=sb.service_name("odd"))
+    assert svc.latest_ready_revision  # up, as the incident says, though the planner cannot resolve the model
+    card = httpx.get(f"{svc.uri}/v1/models", timeout=5).json()["data"][0]
+    assert card["id"] == "/mnt/models/some-private-finetune" and card["max_model_len"] == 4096
+    assert sb.service == "odd"
