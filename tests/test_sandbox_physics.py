@@ -231,3 +231,30 @@ def test_incident_fate_follows_the_incident(sandbox_factory, tmp_path: Path):  #
     card = httpx.get(f"{svc.uri}/v1/models", timeout=5).json()["data"][0]
     assert card["id"] == "/mnt/models/some-private-finetune" and card["max_model_len"] == 4096
     assert sb.service == "odd"
+
+
+def test_endpoint_faults_and_container_concurrency(sandbox_factory):  # noqa: F811
+    import asyncio
+
+    sb = sandbox_factory(scenario="healthy", zero_latency=False)
+    services, _ = run_clients(sb)
+    uri = services.get_service(name=sb.service_name("gemma-4-12b")).uri
+    sb.faults.inject("endpoint", "status", 503, count=1)
+    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 503
+    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 200
+    sb.faults.inject("gemma-4-12b", "drop", count=1)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{uri}/health", timeout=5)
+    sb.faults.inject("endpoint", "hang", count=1, seconds=5)
+    with pytest.raises(httpx.TimeoutException):
+        httpx.get(f"{uri}/health", timeout=0.3)
+    model = httpx.get(f"{uri}/v1/models", timeout=5).json()["data"][0]["id"]
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as c:
+            body = {"model": model, "prompt": "hello there", "max_tokens": 30}
+            rs = await asyncio.gather(*(c.post(f"{uri}/v1/completions", json=body) for _ in range(7)))
+            return [r.status_code for r in rs]
+
+    codes = asyncio.run(burst())
+    assert codes.count(200) == 4 and codes.count(429) == 3  # maxInstanceRequestConcurrency=4, one instance
