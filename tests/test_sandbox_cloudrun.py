@@ -363,3 +363,18 @@ def test_never_crashes_on_garbage(sandbox_factory):  # noqa: F811
     parent = f"projects/{sb.project}/locations/{sb.location}"
     assert [s.name.rsplit("/", 1)[1] for s in services.list_services(parent=parent)] == ["gemma-4-12b"]
     assert services.get_service(name=f"{parent}/services/gemma-4-12b").generation == 1
+
+
+def test_journal_records_calls_refused_by_faults(sandbox_factory):  # noqa: F811
+    sb = sandbox_factory(scenario="healthy")
+    services, _ = run_clients(sb)
+    svc = services.get_service(name=sb.service_name("gemma-4-12b"))
+    svc.labels["x"] = "y"
+    sb.faults.inject("run", "status", 503, count=1)
+    with pytest.raises(gexc.ServiceUnavailable):
+        services.update_service(service=svc, retry=None, metadata=[("x-gemma-sre-approval", "ap-9")])
+    services.update_service(service=svc, metadata=[("x-gemma-sre-approval", "ap-9")]).result(timeout=10)
+    assert [(e.method, e.status, e.approval) for e in sb.journal] == [
+        ("PATCH", 503, "ap-9"),
+        ("PATCH", 200, "ap-9"),
+    ]
