@@ -194,7 +194,8 @@ class LogStore:
             parts = [b"{"]
         if token:
             parts.append(
-                ("," if entries else "").encode() + json.dumps({"nextPageToken": token})[1:-1].encode()
+                ("," if entries else "").encode()
+                + json.dumps({"nextPageToken": token}, separators=(",", ":"))[1:-1].encode()
             )
         parts.append(b"}")
         return b"".join(parts)
