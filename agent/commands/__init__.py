@@ -9,7 +9,11 @@ import typer
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS: list[str] = [
     "version",
+    "mcp",
     "plan",
+    "run",
+    "approve",
+    "demo",
     "eval",
 ]
 
