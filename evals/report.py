@@ -107,11 +107,12 @@ def render_tables(result: EvalResult, console: Any) -> None:
     from rich.table import Table
 
     cases = Table(title=f"gemma-sre eval ({result.mode})", show_lines=False)
-    cases.add_column("id", no_wrap=True)
-    cases.add_column("expected", no_wrap=True)
-    cases.add_column("got", no_wrap=True)
-    for col in ("cat", "plan", "evid", "forb", "pass", "s"):
-        cases.add_column(col, overflow="fold")
+    cases.add_column("id", overflow="fold", min_width=24)
+    cases.add_column("expected", no_wrap=True, overflow="ellipsis", max_width=14)
+    cases.add_column("got", no_wrap=True, overflow="ellipsis", max_width=14)
+    cases.add_column("plan", no_wrap=True, overflow="ellipsis", max_width=20)
+    for col in ("cat", "evid", "forb", "pass", "s"):
+        cases.add_column(col, no_wrap=True)
     for c in result.cases:
         if c.skipped:
             continue
@@ -119,12 +120,12 @@ def render_tables(result: EvalResult, console: Any) -> None:
             c.id,
             c.expected_category or "-",
             c.category or ("[red]error[/red]" if c.error else "-"),
-            _mark(c.category_ok),
             ",".join(c.remediation_kinds) or "[]",
+            _mark(c.category_ok),
             _mark(c.evidence_ok),
             _mark(c.forbidden_ok),
             "[green]PASS[/green]" if c.pass_ else "[red]FAIL[/red]",
-            f"{c.seconds:.2f}",
+            f"{c.seconds:.1f}",
         )
     console.print(cases)
     for c in result.cases:
@@ -141,22 +142,20 @@ def render_tables(result: EvalResult, console: Any) -> None:
         highlight=False,
     )
     labels = _matrix_labels(result)
-    matrix = Table(title="confusion (rows expected, columns diagnosed)")
-    matrix.add_column("expected")
-    for g in labels:
-        matrix.add_column(g[:10], justify="right")
-    for exp in labels:
-        if exp in result.confusion:
-            row = result.confusion[exp]
-            matrix.add_row(
-                exp,
-                *[
-                    ("[green]" if g == exp else "[red]")
-                    + str(row[g])
-                    + ("[/green]" if g == exp else "[/red]")
-                    if g in row
-                    else ""
-                    for g in labels
-                ],
-            )
+    matrix = Table(title="confusion (rows expected, columns diagnosed, by number)")
+    matrix.add_column("expected", no_wrap=True)
+    for i, _ in enumerate(labels, 1):
+        matrix.add_column(str(i), justify="right", no_wrap=True)
+    for i, exp in enumerate(labels, 1):
+        if exp not in result.confusion:
+            continue
+        row = result.confusion[exp]
+        cells = []
+        for g in labels:
+            if g not in row:
+                cells.append("")
+            else:
+                color = "green" if g == exp else "red"
+                cells.append(f"[{color}]{row[g]}[/{color}]")
+        matrix.add_row(f"{i} {exp}", *cells)
     console.print(matrix)
