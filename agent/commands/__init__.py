@@ -11,6 +11,7 @@ COMMANDS: list[str] = [
     "version",
     "plan",
     "eval",
+    "diagnose",
 ]
 
 
