@@ -94,6 +94,7 @@ def preflight(
         notes.append("the plan changes nothing in the spec")
 
     ok &= _check_cloud_run_limits(new, notes)
+    ok &= _check_offline_hub(plan.steps, new, notes)
     if any(_changes_fit(s) for s in plan.steps):
         ok &= _check_capacity(plan.steps, new, notes)
 
@@ -113,6 +114,23 @@ def _changes_fit(step: PlanStep) -> bool:
     if step.kind is K.SET_VLLM_ARGS:
         return any(k.replace("_", "-") not in _HOST_ONLY_FLAGS for k in step.change)
     return False
+
+
+def _check_offline_hub(steps: list[PlanStep], new: ServiceSpec, notes: list[str]) -> bool:
+    """A Hugging Face repo id cannot be served by a service that runs with the Hub offline."""
+    offline = str(new.env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    for s in steps:
+        if s.kind is not K.SET_MODEL:
+            continue
+        model = str(s.change.get("model", ""))
+        is_repo_id = "/" in model and not model.startswith(("/", ".", "gs://", "s3://"))
+        if offline and is_repo_id:
+            notes.append(
+                f"HF_HUB_OFFLINE=1: {model} cannot be downloaded here; copy it next to the current weights "
+                "and serve that path instead"
+            )
+            return False
+    return True
 
 
 def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:

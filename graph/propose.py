@@ -758,12 +758,13 @@ def _fixed_model_plan(cap: _Capacity, model: str | None, fix: str) -> Remediatio
     step.predicted = _predicted(p)
     if p.fits:
         return _plan(step)
-    for s in p.suggestions:
+    for s in p.suggestions:  # a flag change keeps the checkpoint the service already has
         if s.fits and s.kind == "set_vllm_args":
             return _plan(
                 step,
                 PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=_predicted(s)),
             )
+    for s in p.suggestions:
         if s.fits and s.kind == "set_model":
             return _plan(
                 PlanStep(
