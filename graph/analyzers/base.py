@@ -39,7 +39,7 @@ class Finding(BaseModel):
         return [e.line for e in self.evidence if e.line > 0]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
     n: int
     text: str
