@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 # Cheap gate, run on the lower-cased line: only lines that might hold a secret go through every pattern.
 _SECRET_HINT = re.compile(
-    r"bearer|basic |hf_|aiza|ya29\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
+    r"bearer|basic |hf_|aiza|ya\d+\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
     r"|api.?key|access.?key|credential|auth\w*[\"']?\s*[:=]|eyj|akia|asia|://[^/\s:@]+:[^/\s@]+@"
     r"|gh[pousr]_|github_pat_|sk-|xox[abpr]-"
 )
@@ -271,6 +271,7 @@ class _Line:
     severity: str
     timestamp: str | None
     message: str  # redacted
+    shape: str = ""  # digits / hex runs collapsed (newlines flattened): the cache key of the costly steps
     template_id: int = -1
     signal: bool = False
     startup: bool = False
@@ -293,22 +294,33 @@ class _Mined:
 
 
 def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
+    """Redacted lines with their shapes. The secret gate and vLLM's level are decided once per shape
+    (neither depends on digits); only lines whose shape might hold a secret are redacted."""
     out: list[_Line] = []
+    per_shape: dict[str, tuple[bool, str | None]] = {}
     for i, item in enumerate(lines, start=1):
         if isinstance(item, LogLine):
             msg, sev, ts = item.message, item.severity, item.timestamp
         else:
             msg, sev, ts = str(item), "DEFAULT", None
-        msg = redact(msg)
-        if sev in ("DEFAULT", "INFO"):  # container stdout often carries vLLM's own level
+        shape = _SHAPE.sub("0", msg)
+        seen = per_shape.get(shape)
+        if seen is None:
             m = _VLLM_PREFIX.match(msg)
-            if m and m.group(1) in ("WARNING", "ERROR", "CRITICAL"):
-                sev = m.group(1)
-        out.append(_Line(n=i, severity=sev, timestamp=ts, message=msg))
+            seen = (bool(_SECRET_HINT.search(shape.lower())), m.group(1) if m else None)
+            per_shape[shape] = seen
+        hinted, level = seen
+        if hinted:
+            red = redact(msg)
+            if red != msg:
+                msg, shape = red, _SHAPE.sub("0", red)
+        if sev in ("DEFAULT", "INFO") and level in ("WARNING", "ERROR", "CRITICAL"):
+            sev = level  # container stdout often carries vLLM's own level
+        out.append(_Line(n=i, severity=sev, timestamp=ts, message=msg, shape=shape.replace("\n", " ")[:2000]))
     return out
 
 
-_SHAPE = re.compile(r"[0-9a-f]{6,}|\d+")
+_SHAPE = re.compile(r"\d[\da-f]*")
 _NUMBER_SENSITIVE = re.compile(r"exit|code|signal|status", re.IGNORECASE)
 
 
@@ -336,12 +348,10 @@ def _mine(lines: list[_Line]) -> dict[int, tuple[str, list[int]]]:
     by_shape: dict[str, str] = {}  # digits/hex collapsed -> masked key (masking is the costly part)
     members: dict[int, list[int]] = {}
     for ln in lines:
-        flat = ln.message.replace("\n", " ")[:2000]
-        shape = _SHAPE.sub("0", flat)
-        key = by_shape.get(shape)
+        key = by_shape.get(ln.shape)
         if key is None:
-            key = mask(flat)
-            by_shape[shape] = key
+            key = mask(ln.message.replace("\n", " ")[:2000])
+            by_shape[ln.shape] = key
         hit = by_masked.get(key)
         if hit is None:
             cid = int(miner.add_log_message(key)["cluster_id"])
