@@ -410,3 +410,15 @@ def test_parse_incident_roundtrip() -> None:
     inc = parse_incident({"id": "x", "title": "t", "logs": []}, "x.yaml")
     d = diagnose_incident(inc)
     assert d.category == "unknown" and d.id == "x" and d.plan.steps[0].kind is RemediationKind.ESCALATE
+
+
+def test_model_as_a_chat_model_object(model_server: Any) -> None:
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    url, script = model_server([GOOD])
+    chat = ChatOpenAI(
+        base_url=url + "/v1", api_key=SecretStr("x"), model="gemma-test", timeout=10, max_retries=0
+    )
+    d = diagnose(oom_obs(), model=chat, policy="approve")
+    assert d.model_used == "gemma-test" and d.prompt_tokens == 1001 and len(script.requests) == 1
