@@ -422,3 +422,15 @@ def test_model_as_a_chat_model_object(model_server: Any) -> None:
     )
     d = diagnose(oom_obs(), model=chat, policy="approve")
     assert d.model_used == "gemma-test" and d.prompt_tokens == 1001 and len(script.requests) == 1
+
+
+def test_observation_and_diagnosis_roundtrip_through_json() -> None:
+    """The graph keeps both in its state as JSON: nothing may be lost on the way back."""
+    from graph.diagnosis import Diagnosis
+
+    o = oom_obs(model_config={"max_position_embeddings": 131072}, latest_ready_revision="r-1")
+    back = Observation.model_validate(json.loads(json.dumps(o.model_dump(mode="json"))))
+    assert back == o and back.model_config_ == {"max_position_embeddings": 131072}
+    d = diagnose(o, policy="approve")
+    d2 = Diagnosis.model_validate(json.loads(json.dumps(d.model_dump(mode="json"))))
+    assert d2 == d
