@@ -137,12 +137,21 @@ def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
     ok = True
     p = new.startup_probe
     if p is not None:
+        from graph.propose import PROBE_MAX_DELAY_S, PROBE_MAX_WINDOW_GPU_S, PROBE_MAX_WINDOW_S
+
         if p.period_seconds > _MAX_PROBE_PERIOD_S or p.timeout_seconds > _MAX_PROBE_PERIOD_S:
             ok = False
             notes.append(f"startup probe: period and timeout must be at most {_MAX_PROBE_PERIOD_S} s")
         if p.timeout_seconds > p.period_seconds:
             ok = False
             notes.append("startup probe: timeout_seconds must not exceed period_seconds")
+        if p.initial_delay_seconds > PROBE_MAX_DELAY_S:
+            ok = False
+            notes.append(f"startup probe: initial_delay_seconds must be at most {PROBE_MAX_DELAY_S} s")
+        window = PROBE_MAX_WINDOW_GPU_S if new.gpu_type else PROBE_MAX_WINDOW_S
+        if p.failure_threshold * p.period_seconds > window:
+            ok = False
+            notes.append(f"startup probe: failure_threshold x period_seconds must be at most {window} s")
     mem = _mem_gib(new.memory)
     if mem is not None:
         from graph.propose import _min_cpu_for

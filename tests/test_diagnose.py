@@ -434,3 +434,31 @@ def test_observation_and_diagnosis_roundtrip_through_json() -> None:
     d = diagnose(o, policy="approve")
     d2 = Diagnosis.model_validate(json.loads(json.dumps(d.model_dump(mode="json"))))
     assert d2 == d
+
+
+def test_startup_timeout_probe_within_cloud_run_limits() -> None:
+    from mcp_tools.incident import StartupProbe
+
+    lines = [
+        *STARTUP_OK,
+        "Loading safetensors checkpoint shards:  42% Completed | 5/12 [03:41<05:10, 44.3s/it]",
+        'Default STARTUP TCP probe failed 1 time consecutively for container "vllm" on port 8080. '
+        "The instance was not started.",
+    ]
+    svc = L4_BF16.model_copy(update={"args": ["--model=/mnt/models/gemma-4-12B-it", "--quantization=fp8"]})
+    d = diagnose(Observation(id="p", service=svc, logs=[{"text": t} for t in lines]), policy="approve")
+    assert d.category == "startup_timeout" and d.plan.preflight.ok
+    step = d.plan.steps[0]
+    assert step.kind is RemediationKind.SET_PROBE
+    assert step.change["period_seconds"] <= 240 and step.change["failure_threshold"] * 240 <= 1800
+    assert step.predicted and step.predicted["startup_budget_seconds"] > 240
+    # already at Cloud Run's longest probe: escalate instead of an impossible probe
+    maxed = svc.model_copy(
+        update={
+            "startup_probe": StartupProbe(
+                initial_delay_seconds=240, period_seconds=240, timeout_seconds=240, failure_threshold=7
+            )
+        }
+    )
+    d2 = diagnose(Observation(id="p2", service=maxed, logs=[{"text": t} for t in lines]), policy="approve")
+    assert [s.kind for s in d2.plan.steps] == [RemediationKind.ESCALATE]
