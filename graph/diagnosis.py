@@ -24,7 +24,7 @@ from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, started_between
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
-from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
 from mcp_tools.remediation import RemediationPlan
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def _spec_block(obs: Observation) -> list[str]:
         f"name: {svc.name}",
         f"gpu: {svc.gpu_count} x {svc.gpu_type or '?'}; cpu {svc.cpu or '?'}; memory {svc.memory or '?'}",
         f"image: {svc.image or '?'}",
-        "args: " + redact(" ".join(svc.args)),
+        "args: " + " ".join(redact_args(svc.args)),
         f"scaling: min {svc.min_instances}, max {svc.max_instances}, concurrency {svc.concurrency}",
     ]
     if svc.env:

@@ -109,6 +109,26 @@ def redact(text: str) -> str:
     return text
 
 
+_SECRET_FLAG = re.compile(
+    r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)s?$", re.I
+)
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """A command line with secrets removed: ``--api-key VALUE`` (value in the next item) as well as
+    everything ``redact`` catches inside single items (``--api-key=VALUE``, tokens, keys)."""
+    out: list[str] = []
+    hide_next = False
+    for a in args:
+        if hide_next and not a.startswith("--"):
+            out.append("[REDACTED]")
+            hide_next = False
+            continue
+        hide_next = bool(_SECRET_FLAG.match(a))
+        out.append(redact(a))
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Token estimate
 # --------------------------------------------------------------------------------------------------
