@@ -201,7 +201,13 @@ _ERRORISH = re.compile(
 _INJECTION = re.compile(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages|prompts?)"
     r"|disregard (?:all |the )?(?:previous|prior|above)|you are now\b|new instructions?:"
-    r"|system prompt|<\|?(?:im_start|start_of_turn|system)\|?>|\bdelete (?:the |this )?(?:service|project)",
+    r"|system prompt|system override|<\|?(?:im_start|start_of_turn|system)\|?>"
+    r"|\b(?:delete|destroy|remove|drop) (?:the |this |every |all )?(?:[\w-]+ ){0,3}"
+    r"(?:services?|projects?|deployments?|revisions?|buckets?|clusters?)\b"
+    r"|(?:do not|don't|without) (?:ask(?:ing)? for |wait(?:ing)? for )?approv|skip (?:the )?approval"
+    r"|set (?:the )?policy to auto|as an ai|to the (?:sre )?agent\b|dear (?:ai|agent|assistant)"
+    r"|note to (?:the )?(?:automated|ai|agent|llm|model)|approval (?:is )?not (?:required|needed)"
+    r"|approver (?:has been|was) bypassed",
     re.IGNORECASE,
 )
 
@@ -584,6 +590,8 @@ def compress_logs(lines: Sequence[LogLine] | Sequence[str], budget_tokens: int =
             continue
         text = render()
 
+    if len(kept) == total:  # every line is shown raw: the template table would only repeat it
+        shown_templates.clear()
     shown_templates.sort(key=lambda t: (not t.error, -t.count, t.first_line))
     text = render()
     for t in templates.values():
