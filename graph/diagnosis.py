@@ -541,7 +541,8 @@ def diagnose(
     """Diagnose an observation: analyzers first, then the model if one is given, then a typed plan
     (the planner ranks memory fixes) that preflight checked when the observation has a spec.
 
-    ``model``: None (analyzers only), a base URL, a ``ModelEndpoint``, or a LangChain chat model.
+    ``model``: None (analyzers only), a base URL, a ``ModelEndpoint``, a LangChain chat model, or a
+    list of those tried in order while unreachable (the primary endpoint, then the fallback).
     ``tools``: read-only LangChain tools the model may call, at most ``max_steps`` rounds.
     ``policy``: the ``mcp_tools.settings.Policy`` preflight checks against (default: settings).
     """
@@ -553,17 +554,25 @@ def diagnose(
     prompt_tokens: int | None = None
     model_used: str | None = None
 
-    ep = _endpoint(model)
-    if ep is not None:
+    candidates = [
+        _endpoint(m) for m in (model if isinstance(model, list | tuple) else [model]) if m is not None
+    ]
+    if candidates:
         context = build_context(obs, findings=findings)
-        try:
-            answer, prompt_tokens, model_used, mnotes = ask_model(
-                obs, context, ep, tools=tools, max_steps=max_steps
-            )
-            notes += mnotes
-        except ModelUnreachable as e:
-            answer = None
-            notes.append(f"model endpoint unreachable ({e}); the analyzers' diagnosis stands")
+        answer = None
+        for i, ep in enumerate(candidates):
+            try:
+                answer, prompt_tokens, model_used, mnotes = ask_model(
+                    obs, context, ep, tools=tools, max_steps=max_steps
+                )
+                notes += mnotes
+                break
+            except ModelUnreachable as e:
+                more = i + 1 < len(candidates)
+                notes.append(
+                    f"model endpoint unreachable ({e}); "
+                    + ("trying the fallback" if more else "the analyzers' diagnosis stands")
+                )
         if answer is not None:
             allowed = {f.category for f in findings} | {root.category, "unknown"}
             if not findings:

@@ -462,3 +462,11 @@ def test_startup_timeout_probe_within_cloud_run_limits() -> None:
     )
     d2 = diagnose(Observation(id="p2", service=maxed, logs=[{"text": t} for t in lines]), policy="approve")
     assert [s.kind for s in d2.plan.steps] == [RemediationKind.ESCALATE]
+
+
+def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
+    url, script = model_server([GOOD])
+    down = f"http://127.0.0.1:{_free_port()}"
+    d = diagnose(oom_obs(), model=[ep(down), ep(url)], policy="approve")
+    assert d.model_used == "gemma-test" and len(script.requests) == 1
+    assert any("trying the fallback" in n for n in d.notes)
