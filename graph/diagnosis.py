@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
 
+#: An analyzer finding this confident is not overruled by a model (it may only explain it).
+CONFIDENT = 0.8
+
 #: Categories whose evidence is ongoing request traffic, not a start-up event that can recover.
 _ONGOING = {"overload", "context_too_long"}
 
@@ -577,7 +580,12 @@ def diagnose(
             allowed = {f.category for f in findings} | {root.category, "unknown"}
             if not findings:
                 allowed = set(CATEGORIES)
-            if answer.category in allowed:
+            if answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
+                notes.append(
+                    f"the model said {answer.category}; the analyzers' {category} (confidence "
+                    f"{root.confidence:.2f}) is kept"
+                )
+            elif answer.category in allowed:
                 if answer.category != category:
                     notes.append(f"the model chose {answer.category} over the analyzers' {category}")
                 cited = [

@@ -306,7 +306,29 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
     url, _ = model_server([hijacked])
     d = diagnose(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom"
-    assert any("no analyzer supports" in n for n in d.notes)
+    assert any("kept" in n for n in d.notes)
+
+
+def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
+    says_unknown = {"category": "unknown", "confidence": 0.4, "summary": "Not sure.", "evidence": [1]}
+    url, _ = model_server([says_unknown])
+    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
+
+
+def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> None:
+    # Only a SIGKILL: a weak host-memory finding (0.55). The model may call it unknown.
+    o = Observation(id="k", logs=[{"text": t} for t in [*STARTUP_OK, "Container terminated on signal 9."]])
+    says_unknown = {
+        "category": "unknown",
+        "confidence": 0.4,
+        "summary": "Killed, cause unclear.",
+        "evidence": [9],
+    }
+    url, _ = model_server([says_unknown])
+    d = diagnose(o, model=ep(url), policy="approve")
+    assert d.category == "unknown" and d.summary == "Killed, cause unclear."
+    assert [s.kind for s in d.plan.steps] == [RemediationKind.ESCALATE]
 
 
 def test_model_unreachable() -> None:
