@@ -19,7 +19,8 @@ PATTERN = re.compile(
     r"|artifactregistry\.repositories\.downloadArtifacts"
     r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
     r"|Container import failed"
-    r"|does not support image|must support amd64/linux|exec format error|no matching manifest for linux/amd64",
+    r"|does not support image|must support amd64/linux|exec format error"
+    r"|no matching manifest for linux/amd64",
     re.IGNORECASE,
 )
 
