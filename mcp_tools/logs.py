@@ -349,7 +349,7 @@ def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
 _SHAPE = re.compile(r"\d[\da-f]*")
 #: Distinct masked lines mined with drain3; beyond it lines are grouped by their first words (real logs
 #: have a few hundred shapes; this bounds the cost when every line is different).
-MAX_MINED_SHAPES = 3000
+MAX_MINED_SHAPES = 1000
 _OVERFLOW_BASE = 1_000_000
 _NUMBER_SENSITIVE = re.compile(r"exit|code|signal|status", re.IGNORECASE)
 
