@@ -59,6 +59,8 @@ def preflight(
         return checked, spec, ""
 
     mutating = [s for s in plan.steps if s.mutates]
+    if not mutating:
+        notes.append("nothing is applied: the plan asks a person to act")
     if mutating and pol is Policy.READ_ONLY:
         ok = False
         notes.append("policy read-only: no change may be applied")
