@@ -19,8 +19,8 @@ PATTERN = re.compile(
     r"|artifactregistry\.repositories\.downloadArtifacts"
     r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
     r"|Container import failed"
-    r"|does not support image|must support amd64/linux|exec format error"
-    r"|no matching manifest for linux/amd64",
+    r"|does not support image|must support amd\d\d/linux|exec format error"
+    r"|no matching manifest for linux/amd\d\d",
     re.IGNORECASE,
 )
 

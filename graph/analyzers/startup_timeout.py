@@ -28,7 +28,7 @@ _LOADING = re.compile(
 
 
 _EXITED = re.compile(
-    r"Container called exit\((?!0\))|Traceback \(most recent call last\)|Engine core initialization failed"
+    r"Container called exit\(|Traceback \(most recent call last\)|Engine core initialization failed"
     r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
     re.IGNORECASE,
 )
@@ -43,7 +43,12 @@ def analyze(obs: Observation) -> list[Finding]:
     # The probe gave up because the process had already died: that is not a slow start.
     first = hits[0].n if hits else v.total + 1
     start = v.last(START_MARK, before=first)
-    if v.last(_EXITED, after=start.n if start else 0, before=first) is not None:
+    died = [
+        ln
+        for ln in v.grep(_EXITED, after=start.n if start else 0, before=first)
+        if "exit(0)" not in ln.text  # a clean exit is not a crash
+    ]
+    if died:
         return []
     probe = obs.service.startup_probe if obs.service and obs.service.startup_probe else None
     budget = f" (the probe allows {probe.budget_seconds} s)" if probe else ""
