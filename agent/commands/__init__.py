@@ -12,7 +12,11 @@ COMMANDS: list[str] = [
     "mcp",
     "sandbox",
     "plan",
+    "run",
+    "approve",
+    "demo",
     "eval",
+    "diagnose",
 ]
 
 
