@@ -22,8 +22,6 @@ from mcp_tools.spec_ops import apply_steps, get_model, spec_diff
 log = logging.getLogger(__name__)
 
 K = RemediationKind
-#: Steps that change what vLLM runs (the planner re-checks the fit after them).
-_CAPACITY_KINDS = {K.SET_VLLM_ARGS, K.SET_MODEL, K.SET_RESOURCES}
 _MAX_PROBE_PERIOD_S = 240  # Cloud Run's limit for period_seconds and timeout_seconds
 
 
@@ -61,6 +59,8 @@ def preflight(
         return checked, spec, ""
 
     mutating = [s for s in plan.steps if s.mutates]
+    if not mutating:
+        notes.append("nothing is applied: the plan asks a person to act")
     if mutating and pol is Policy.READ_ONLY:
         ok = False
         notes.append("policy read-only: no change may be applied")
@@ -96,23 +96,64 @@ def preflight(
         notes.append("the plan changes nothing in the spec")
 
     ok &= _check_cloud_run_limits(new, notes)
-    if any(s.kind in _CAPACITY_KINDS for s in plan.steps):
+    ok &= _check_offline_hub(plan.steps, new, notes)
+    if any(_changes_fit(s) for s in plan.steps):
         ok &= _check_capacity(plan.steps, new, notes)
 
     checked.preflight = Preflight(ok=ok, notes=notes)
     return checked, new, diff
 
 
+_HOST_ONLY_FLAGS = {"--swap-space", "--cpu-offload-gb", "--port", "--host", "--served-model-name"}
+
+
+def _changes_fit(step: PlanStep) -> bool:
+    """Could this step change whether the model fits the GPU? (host RAM and scaling cannot)"""
+    if step.kind is K.SET_MODEL:
+        return True
+    if step.kind is K.SET_RESOURCES:
+        return bool({"gpu_type", "gpu_count"} & set(step.change))
+    if step.kind is K.SET_VLLM_ARGS:
+        return any(k.replace("_", "-") not in _HOST_ONLY_FLAGS for k in step.change)
+    return False
+
+
+def _check_offline_hub(steps: list[PlanStep], new: ServiceSpec, notes: list[str]) -> bool:
+    """A Hugging Face repo id cannot be served by a service that runs with the Hub offline."""
+    offline = str(new.env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    for s in steps:
+        if s.kind is not K.SET_MODEL:
+            continue
+        model = str(s.change.get("model", ""))
+        is_repo_id = "/" in model and not model.startswith(("/", ".", "gs://", "s3://"))
+        if offline and is_repo_id:
+            notes.append(
+                f"HF_HUB_OFFLINE=1: {model} cannot be downloaded here; copy it next to the current weights "
+                "and serve that path instead"
+            )
+            return False
+    return True
+
+
 def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
     ok = True
     p = new.startup_probe
     if p is not None:
+        from graph.propose import PROBE_MAX_DELAY_S, PROBE_MAX_WINDOW_GPU_S, PROBE_MAX_WINDOW_S
+
         if p.period_seconds > _MAX_PROBE_PERIOD_S or p.timeout_seconds > _MAX_PROBE_PERIOD_S:
             ok = False
             notes.append(f"startup probe: period and timeout must be at most {_MAX_PROBE_PERIOD_S} s")
         if p.timeout_seconds > p.period_seconds:
             ok = False
             notes.append("startup probe: timeout_seconds must not exceed period_seconds")
+        if p.initial_delay_seconds > PROBE_MAX_DELAY_S:
+            ok = False
+            notes.append(f"startup probe: initial_delay_seconds must be at most {PROBE_MAX_DELAY_S} s")
+        window = PROBE_MAX_WINDOW_GPU_S if new.gpu_type else PROBE_MAX_WINDOW_S
+        if p.failure_threshold * p.period_seconds > window:
+            ok = False
+            notes.append(f"startup probe: failure_threshold x period_seconds must be at most {window} s")
     mem = _mem_gib(new.memory)
     if mem is not None:
         from graph.propose import _min_cpu_for

@@ -124,6 +124,21 @@ def _predicted(p: CapacityPlan | Suggestion) -> dict[str, Any]:
     return d
 
 
+def _model_option(cap: _Capacity, model: str, why: str) -> RemediationPlan:
+    """set_model (and drop a --quantization flag that would contradict a pre-quantized checkpoint)."""
+    steps = [PlanStep(kind=K.SET_MODEL, change={"model": model}, why=why)]
+    if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
+        steps.append(
+            PlanStep(
+                kind=K.SET_VLLM_ARGS,
+                change={"--quantization": None},
+                why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
+                "would conflict",
+            )
+        )
+    return _plan(*steps)
+
+
 def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
     """A planner suggestion as typed steps (its prediction attached to the first step)."""
     pred = _predicted(s)
@@ -145,6 +160,15 @@ def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
                     kind=K.SET_VLLM_ARGS,
                     change=dict(s.also),
                     why="needed together with the new checkpoint for the KV cache to fit",
+                )
+            )
+        if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
+            steps.append(
+                PlanStep(
+                    kind=K.SET_VLLM_ARGS,
+                    change={"--quantization": None},
+                    why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
+                    "would conflict",
                 )
             )
     elif s.kind == "set_vllm_args":
@@ -185,6 +209,8 @@ def _planner_options(cap: _Capacity, kinds: set[str] | None = None) -> list[Reme
         p = _from_suggestion(s, cap)
         if p is not None:
             out.append(p)
+    # More GPUs per instance is a GKE-only fix: rank it after everything Cloud Run can do.
+    out.sort(key=lambda p: any(st.kind is K.SET_RESOURCES and "gpu_count" in st.change for st in p.steps))
     return out
 
 
@@ -207,19 +233,121 @@ def _flags_option(cap: _Capacity, change: dict[str, Any], why: str) -> Remediati
 
 
 def _rollback(obs: Observation, category: str) -> RemediationPlan | None:
-    if category not in _STARTUP_FAILURES or not obs.failing_revision_is_latest:
+    if category not in _STARTUP_FAILURES:
         return None
-    target = obs.latest_ready_revision
+    target = _known_good_revision(obs)
     if not target:
         return None
     return _plan(
         PlanStep(
             kind=K.ROLLBACK,
             change={"revision": target},
-            why=f"the latest revision {obs.latest_created_revision} failed ({category}); route all traffic "
-            f"back to {target}, the last ready revision, while the fix is prepared",
+            why=f"the latest revision {obs.latest_created_revision or ''} failed ({category}); route all "
+            f"traffic back to {target}, the last ready revision, while the fix is prepared",
         )
     )
+
+
+#: Cloud Run's GPUs, smallest first (a larger GPU is the fix when no checkpoint fits).
+CLOUD_RUN_GPUS = ("nvidia-l4", "nvidia-rtx-pro-6000")
+_QUANT_SUFFIX = re.compile(
+    r"[-_](?:NVFP4|FP4|FP8(?:[-_](?:Dynamic|block|static))?|qat[-_]w4a16(?:[-_]ct)?|AWQ|GPTQ(?:[-_]Int\d)?|w4a16|int4)$",
+    re.IGNORECASE,
+)
+
+
+def _larger_gpu(cap: _Capacity, min_cc: float | None = None) -> str | None:
+    """The next Cloud Run GPU above the current one (with at least ``min_cc`` when given)."""
+    cur = cap.spec.gpu_type if cap.spec else None
+    try:
+        from mcp_tools.capacity import resolve_gpu
+
+        cur_mem = resolve_gpu(cur).memory_gib if cur else 0.0
+        for name in CLOUD_RUN_GPUS:
+            g = resolve_gpu(name)
+            if name != cur and g.memory_gib > cur_mem and (min_cc is None or g.cc >= min_cc):
+                return name
+            if name != cur and min_cc is not None and g.cc >= min_cc and g.memory_gib >= cur_mem:
+                return name
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def _gpu_option(cap: _Capacity, gpu: str, why: str) -> RemediationPlan:
+    pred = None
+    if cap.model is not None and cap.flags is not None:
+        try:
+            from mcp_tools.capacity import plan_capacity
+
+            pred = _predicted(plan_capacity(cap.model, gpu=gpu, gpu_count=1, flags=cap.flags, suggest=False))
+        except Exception as e:  # noqa: BLE001
+            log.debug("no prediction on %s: %s", gpu, e)
+    return _plan(PlanStep(kind=K.SET_RESOURCES, change={"gpu_type": gpu}, why=why, predicted=pred))
+
+
+def _catalog_ids() -> list[str]:
+    try:
+        from mcp_tools.capacity import list_catalog
+
+        return list(list_catalog())
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _closest_model(ref: str) -> str | None:
+    """The catalog checkpoint a mistyped model reference most likely meant (same directory for paths)."""
+    import difflib
+
+    ids = _catalog_ids()
+    if not ref or not ids:
+        return None
+    base = ref.rstrip("/").split("/")[-1]
+    is_path = ref.startswith(("/", "gs://", "./"))
+    names = {i.split("/")[-1]: i for i in ids}
+    for name, full in names.items():  # a case typo
+        if name.lower() == base.lower() and name != base:
+            return ref.rstrip("/")[: -len(base)] + name if is_path else full
+    if is_path:
+        m = difflib.get_close_matches(base.lower(), [n.lower() for n in names], n=1, cutoff=0.85)
+        if m:
+            name = next(n for n in names if n.lower() == m[0])
+            return ref.rstrip("/")[: -len(base)] + name
+        return None
+    m = difflib.get_close_matches(ref.lower(), [i.lower() for i in ids], n=1, cutoff=0.8)
+    if m:
+        return next(i for i in ids if i.lower() == m[0])
+    return None
+
+
+def _sibling_checkpoints(ref: str | None) -> list[str]:
+    """Other catalog checkpoints of the same base model (QAT first, then FP8), for a given reference."""
+    if not ref:
+        return []
+    base_name = _QUANT_SUFFIX.sub("", ref.rstrip("/").split("/")[-1])
+    try:
+        from mcp_tools.capacity import resolve_model
+        from mcp_tools.capacity.models import catalog_entry
+
+        base = resolve_model(base_name)
+        entry = catalog_entry(base.base or base.id) or base
+    except Exception:  # noqa: BLE001
+        return []
+    variants = dict(entry.variants)
+    out = [variants[k] for k in ("qat_w4a16", "fp8") if variants.get(k)]
+    cur = ref.rstrip("/").split("/")[-1].lower()
+    return [v for v in out if v.split("/")[-1].lower() != cur]
+
+
+def _known_good_revision(obs: Observation) -> str | None:
+    if obs.failing_revision_is_latest and obs.latest_ready_revision:
+        return obs.latest_ready_revision
+    v_re = re.compile(r"previous revision ([a-z0-9][a-z0-9-]*)\b[^\n]*?\bwas Ready", re.IGNORECASE)
+    for ln in obs.logs[:200]:
+        m = v_re.search(ln.message)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _fact(diag: Diagnosis, key: str) -> Any:
@@ -255,22 +383,59 @@ def _weights_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
                 cap.plan.verdict,
             )
         ]
-    why = "the weights do not fit; FP8 weights take about half the memory of bf16"
-    if cap.error:
-        why += f" (the planner could not check this: {cap.error})"
-    return [
-        _flags_option(cap, {"--quantization": "fp8"}, why),
+    out: list[RemediationPlan] = []
+    note = f" (the planner could not check this: {cap.error})" if cap.error else ""
+    ref = get_model(obs.service.args) if obs.service else None
+    for sib in _sibling_checkpoints(ref):
+        out.append(
+            _plan(
+                PlanStep(
+                    kind=K.SET_MODEL,
+                    change={"model": sib},
+                    why=f"a smaller checkpoint of the same model{note}",
+                )
+            )
+        )
+    quantized = bool(cap.flags and cap.flags.quantization) or bool(ref and _QUANT_SUFFIX.search(ref))
+    if not quantized and _gpu_supports(cap, "fp8") is not False:
+        out.append(
+            _flags_option(
+                cap, {"--quantization": "fp8"}, f"FP8 weights take about half the memory of bf16{note}"
+            )
+        )
+    bigger = _larger_gpu(cap)
+    if bigger:
+        out.append(
+            _gpu_option(
+                cap,
+                bigger,
+                f"the weights do not fit {cap.spec.gpu_type if cap.spec else 'this GPU'}: use {bigger}{note}",
+            )
+        )
+    out.append(
         _escalate(
-            "Serve a quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or a larger GPU.",
+            "Serve a smaller or quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or use a "
+            "larger GPU.",
             "the weights do not fit the GPU",
-        ),
-    ]
+        )
+    )
+    return out
 
 
 def _kv_cache_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    first: list[RemediationPlan] = []
+    if cap.flags is not None and cap.flags.gpu_memory_utilization < 0.85:
+        first.append(
+            _flags_option(
+                cap,
+                {"--gpu-memory-utilization": 0.9},
+                f"--gpu-memory-utilization {cap.flags.gpu_memory_utilization:g} leaves too little for the KV "
+                "cache after the weights",
+            )
+        )
     opts = _planner_options(cap)
     if opts:
-        return opts
+        return first + opts
     fit = _fact(diag, "max_model_len_that_fits")
     cur = _fact(diag, "max_model_len")
     if cur is None and cap.flags is not None:
@@ -291,10 +456,13 @@ def _kv_cache_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Rem
     gpu_fp8 = _gpu_supports(cap, "fp8_kv_cache")
     if gpu_fp8 is not False:
         out.append(_flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache holds twice the tokens"))
-    out.append(
-        _flags_option(cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache")
-    )
-    return out
+    if not first:
+        out.append(
+            _flags_option(
+                cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache"
+            )
+        )
+    return first + out
 
 
 def _runtime_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -399,6 +567,27 @@ def _min_cpu_for(mem_gib: float) -> int:
 
 
 def _host_memory(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    flags_opt: list[RemediationPlan] = []
+    args = obs.service.args if obs.service else []
+    change: dict[str, Any] = {}
+    swap = get_flag(args, "--swap-space")
+    if isinstance(swap, str) and swap.replace(".", "", 1).isdigit() and float(swap) > 4:
+        change["--swap-space"] = None  # back to vLLM's default (4 GiB of host RAM per GPU)
+    off = get_flag(args, "--cpu-offload-gb")
+    if isinstance(off, str) and off.replace(".", "", 1).isdigit() and float(off) > 0:
+        change["--cpu-offload-gb"] = None
+    if change:
+        flags_opt.append(
+            _flags_option(
+                cap,
+                change,
+                "--swap-space / --cpu-offload-gb reserve host RAM for vLLM: drop them back to defaults",
+            )
+        )
+    return flags_opt + _more_memory(obs)
+
+
+def _more_memory(obs: Observation) -> list[RemediationPlan]:
     cur = _gib(obs.service.memory if obs.service else None)
     target = next((g for g in _MEM_STEPS_GIB if cur is None or g > cur), None)
     if target is None:
@@ -431,27 +620,55 @@ def _host_memory(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
     ]
 
 
+#: Cloud Run startup-probe limits: initial delay and period at most 240 s each; the failure window
+#: (failure_threshold x period_seconds) at most 1800 s with a GPU (600 s without).
+PROBE_MAX_DELAY_S = 240
+PROBE_MAX_PERIOD_S = 240
+PROBE_MAX_WINDOW_GPU_S = 1800
+PROBE_MAX_WINDOW_S = 600
+
+
 def _startup_timeout(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
     from mcp_tools.incident import StartupProbe
 
     probe = (obs.service.startup_probe if obs.service else None) or StartupProbe()
     budget = probe.budget_seconds
+    gpu = bool(obs.service and obs.service.gpu_type)
+    max_window = PROBE_MAX_WINDOW_GPU_S if gpu else PROBE_MAX_WINDOW_S
+    period = PROBE_MAX_PERIOD_S
+    max_threshold = max(1, max_window // period)
     target = max(2 * budget, 900)
-    period = 240
-    threshold = max(1, math.ceil((target - probe.initial_delay_seconds) / period))
-    new_budget = probe.initial_delay_seconds + period * threshold
-    out = [
+    initial = min(PROBE_MAX_DELAY_S, probe.initial_delay_seconds)
+    threshold = max(1, math.ceil((target - initial) / period))
+    if threshold > max_threshold:  # the window is at its limit: the initial delay adds the rest
+        threshold = max_threshold
+        initial = min(PROBE_MAX_DELAY_S, max(initial, target - period * threshold))
+    new_budget = initial + period * threshold
+    if new_budget <= budget:
+        return [
+            _escalate(
+                f"vLLM needs more than the {budget} s Cloud Run's startup probe can allow: make loading "
+                "faster (a smaller or quantized checkpoint, weights on a Cloud Storage volume with "
+                "streaming, or baked into the image), or keep an instance warm with min_instances=1.",
+                "the start-up is longer than the longest startup probe",
+            )
+        ]
+    return [
         _plan(
             PlanStep(
                 kind=K.SET_PROBE,
-                change={"period_seconds": period, "timeout_seconds": period, "failure_threshold": threshold},
+                change={
+                    "initial_delay_seconds": initial,
+                    "period_seconds": period,
+                    "timeout_seconds": period,
+                    "failure_threshold": threshold,
+                },
                 why=f"vLLM was still loading when the startup probe gave up after {budget} s; "
                 f"allow {new_budget} s",
                 predicted={"startup_budget_seconds": new_budget},
             )
         )
     ]
-    return out
 
 
 def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -479,15 +696,7 @@ def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Remedia
 
 
 def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
-    out = []
-    text = _evidence_text(diag)
-    if re.search(r"illegal memory access|CUDA error|cudaError", text):
-        out.append(
-            _flags_option(
-                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
-            )
-        )
-    out.append(
+    out = [
         _plan(
             PlanStep(
                 kind=K.RESTART,
@@ -495,7 +704,14 @@ def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Rem
                 why="the engine died for a reason its configuration does not explain: start a fresh revision",
             )
         )
-    )
+    ]
+    text = _evidence_text(diag)
+    if re.search(r"illegal memory access|CUDA error|cudaError", text):
+        out.append(
+            _flags_option(
+                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
+            )
+        )
     return out
 
 
@@ -527,12 +743,41 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             )
     if re.search(r"Bfloat16|bfloat16|bf16", text):
         out.append(_flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
-    if re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
+    ref = get_model(obs.service.args) if obs.service else None
+    prequantized = bool(ref and _QUANT_SUFFIX.search(ref))
+    need = re.search(r"Minimum capability: (\d+)|requires capability (\d+)", text)
+    if re.search(r"fp8|FP8|fp4|FP4|quantization", text) and prequantized:
+        for sib in _sibling_checkpoints(ref):
+            out.append(
+                _plan(
+                    PlanStep(
+                        kind=K.SET_MODEL,
+                        change={"model": sib},
+                        why=f"{ref} is quantized in a format this GPU cannot run; serve {sib} instead",
+                    )
+                )
+            )
+        if need:
+            cc = int(need.group(1) or need.group(2)) / 10
+            gpu = _larger_gpu(cap, min_cc=cc)
+            if gpu:
+                out.append(
+                    _gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it")
+                )
+    elif re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
         out.append(
             _flags_option(
                 cap, {"--quantization": None}, f"{cap.flags.quantization} is not supported on this GPU"
             )
         )
+    if not prequantized:  # the same checkpoint and flags on a GPU that supports them
+        min_cc = int(need.group(1) or need.group(2)) / 10 if need else None
+        if min_cc is None and re.search(r"Bfloat16|bfloat16|bf16", text):
+            min_cc = 8.0
+        if min_cc is not None:
+            gpu = _larger_gpu(cap, min_cc=min_cc)
+            if gpu:
+                out.append(_gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it"))
     if (
         re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
         and cap.flags
@@ -542,6 +787,9 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             _flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here")
         )
     out += _planner_options(cap, {"set_vllm_args", "set_model"})
+    for sib in _sibling_checkpoints(ref) if not prequantized else []:
+        if not any(s.kind is K.SET_MODEL and s.change.get("model") == sib for o in out for s in o.steps):
+            out.append(_model_option(cap, sib, "a checkpoint of the same model this GPU can run"))
     if not out:
         out.append(
             _escalate(
@@ -551,6 +799,45 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             )
         )
     return out
+
+
+def _fixed_model_plan(cap: _Capacity, model: str | None, fix: str) -> RemediationPlan:
+    """set_model to the checkpoint meant; when the planner says it would not fit as configured, the
+    planner's best fitting flag change goes with it (or its best fitting checkpoint instead)."""
+    step = PlanStep(
+        kind=K.SET_MODEL,
+        change={"model": fix},
+        why=f"{model!r} was not found; {fix!r} is the known checkpoint it most likely means",
+    )
+    if cap.flags is None or cap.spec is None or not cap.spec.gpu_type:
+        return _plan(step)
+    try:
+        from mcp_tools.capacity import plan_capacity
+
+        p = plan_capacity(fix, gpu=cap.spec.gpu_type, gpu_count=cap.spec.gpu_count, flags=cap.flags)
+    except Exception as e:  # noqa: BLE001
+        log.debug("no plan for %s: %s", fix, e)
+        return _plan(step)
+    step.predicted = _predicted(p)
+    if p.fits:
+        return _plan(step)
+    for s in p.suggestions:  # a flag change keeps the checkpoint the service already has
+        if s.fits and s.kind == "set_vllm_args":
+            return _plan(
+                step,
+                PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=_predicted(s)),
+            )
+    for s in p.suggestions:
+        if s.fits and s.kind == "set_model":
+            return _plan(
+                PlanStep(
+                    kind=K.SET_MODEL,
+                    change=dict(s.change),
+                    why=f"{model!r} was not found and {fix!r} would not fit as configured: {s.summary}",
+                    predicted=_predicted(s),
+                )
+            )
+    return _plan(step)
 
 
 def _escalations(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -587,7 +874,9 @@ def _escalations(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             action = "Grant the service's identity access to the resource named in the cited line."
         return [_escalate(action, "access was denied", evidence=text[:200])]
     if diag.category == "model_not_found":
-        return [
+        fix = _closest_model(model or "")
+        fixes = [_fixed_model_plan(cap, model, fix)] if fix and fix != model else []
+        return fixes + [
             _escalate(
                 f"The model path or repo id{f' {model!r}' if model else ''} does not exist where the service "
                 "looks: fix --model (typo, missing config.json, wrong bucket path) or upload the weights.",

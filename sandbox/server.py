@@ -31,6 +31,17 @@ DEFAULT_PROJECT = "sandbox-project"
 DEFAULT_LOCATION = "sandbox-region1"
 
 
+class _ShutdownFilter(logging.Filter):
+    """Hide uvicorn's traceback for simulated requests still decoding when the sandbox stops."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, asyncio.CancelledError) and "shutdown" in str(exc))
+
+
+logging.getLogger("uvicorn.error").addFilter(_ShutdownFilter())
+
+
 class Sandbox:
     def __init__(
         self,
@@ -47,7 +58,7 @@ class Sandbox:
         self.project = project or DEFAULT_PROJECT
         self.location = location or DEFAULT_LOCATION
         self.clock = SimClock(time_scale, datetime.fromtimestamp(start, UTC) if start is not None else None)
-        self.logs = LogStore()
+        self.logs = LogStore(self.clock)
         self.journal = Journal()
         self.faults = FaultInjector()
         self.physics = Physics(physics)
@@ -71,7 +82,7 @@ class Sandbox:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Sandbox:
         from sandbox.serve import start_in_thread
 
-        self.url, self._stop = start_in_thread(self.app, host, port)
+        self.url, self._stop = start_in_thread(self.app, host, port, graceful_timeout_s=1)
         self.port = int(self.url.rsplit(":", 1)[1])
         # URIs handed out before the port was known must now point at it
         with self.cloudrun.lock:
@@ -112,9 +123,7 @@ class Sandbox:
         sim = VllmSim(rev.outcome.sim_config, self.faults)
         return sim.app, sim
 
-    def record_request(
-        self, rev: Revision, scope: dict[str, Any], status: int, latency_s: float, size: int
-    ) -> None:
+    def record_request(self, rev: Revision, scope: Any, status: int, latency_s: float, size: int) -> None:
         """A Cloud Run request log entry (run.googleapis.com/requests) for a served request."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         qs = scope.get("query_string", b"").decode("latin-1")
@@ -140,11 +149,21 @@ class Sandbox:
         )
 
     # ------------------------------------------------------------------------------ helpers
+    @property
+    def service(self) -> str | None:
+        """The short name of the service the scenario (or incident) deployed first; None when empty."""
+        with self.cloudrun.lock:
+            for p, loc, s in self.cloudrun.services:
+                if p == self.project and loc == self.location:
+                    return s
+        return None
+
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
 
-    def deploy(self, spec: Any, *, wait: bool = False) -> dict[str, Any]:
-        """Create or replace a service from a ``ServiceSpec`` (scenarios; no journal entry: not a client call)."""
+    def deploy(self, spec: Any, *, wait: bool = False, emit_logs: bool = True) -> dict[str, Any]:
+        """Create or replace a service from a ``ServiceSpec`` (scenarios; not journaled: no client call).
+        ``emit_logs=False`` keeps the revision's fate but not its simulated log lines (incident replay)."""
         from sandbox.convert import service_from_spec
 
         body = service_from_spec(spec)
@@ -153,6 +172,11 @@ class Sandbox:
             op = self.cloudrun.update_service(*key, body)
         else:
             op = self.cloudrun.create_service(*key, body)
+        if not emit_logs:
+            with self.cloudrun.lock:
+                svc = self.cloudrun.services[key]
+                rev = self.cloudrun.revisions[key][svc["latestCreatedRevision"].rsplit("/", 1)[1]]
+                rev.outcome.logs = []
         if wait:
             self.settle()
         return op

@@ -431,3 +431,98 @@ def test_cli_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> No
     assert "Traceback" not in r.stderr
     assert needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_parse_vllm_startup_real_lines_from_the_accuracy_table() -> None:
+    v0 = parse_vllm_startup(
+        [
+            "INFO 02-26 09:54:02 model_runner.py:1115] Loading model weights took 5.2032 GB",
+            "INFO 02-26 09:54:05 worker.py:267] the current vLLM instance can use total_gpu_memory (8.00GiB)"
+            " x gpu_memory_utilization (0.70) = 5.60GiB",
+            "INFO 02-26 09:54:05 worker.py:267] model weights take 5.20GiB; non_torch_memory takes 0.03GiB;"
+            " PyTorch activation peak memory takes 1.42GiB; the rest of the memory reserved for KV Cache"
+            " is -1.05GiB.",
+            "INFO 02-26 09:54:05 executor_base.py:111] # cuda blocks: 0, # CPU blocks: 4681",
+            "INFO 02-26 09:54:05 executor_base.py:116] Maximum concurrency for 4096 tokens per request:"
+            " 0.00x",
+        ]
+    )
+    assert v0.model_loading_gib == pytest.approx(5.2, abs=0.01)
+    assert v0.total_gpu_memory_gib == pytest.approx(8.0)
+    assert v0.non_torch_gib == pytest.approx(0.03) and v0.activation_peak_gib == pytest.approx(1.42)
+    assert v0.available_kv_cache_gib == pytest.approx(-1.05)
+    assert v0.gpu_blocks == 0 and v0.max_concurrency == 0.0
+    old = parse_vllm_startup(
+        [
+            "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+            "peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB "
+            "kv_cache_size=2.89GiB gpu_memory_utilization=0.90",
+            "# GPU blocks: 1478, # CPU blocks: 2048",
+            "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored"
+            " in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+        ]
+    )
+    assert old.total_gpu_memory_gib == pytest.approx(23.58) and old.available_kv_cache_gib == pytest.approx(
+        2.89
+    )
+    assert old.gpu_blocks == 1478 and old.kv_cache_tokens == 23648 and old.max_model_len == 29000
+    err = parse_vllm_startup(
+        [
+            "ValueError: To serve at least one request with the models's max seq len (262144), (62.00 GiB KV"
+            " cache is needed, which is larger than the available KV cache memory (48.66 GiB). Based on the"
+            " available memory, the estimated maximum model length is 205728. Try increasing"
+        ]
+    )
+    assert err.kv_needed_gib == pytest.approx(62.0) and err.estimated_max_model_len == 205728
+    assert err.max_model_len == 262144
+    new = parse_vllm_startup(
+        [
+            "(EngineCore_DP0 pid=15098) INFO 02-12 08:33:42 [gpu_model_runner.py:4216] Model loading took"
+            " 11.55 GiB memory and 1940.360672 seconds",
+            "(APIServer pid=1) INFO 08-06 10:08:41 [model.py:1582] Using max model len 16384",
+        ]
+    )
+    assert new.model_loading_gib == pytest.approx(11.55) and new.max_model_len == 16384
+
+
+def test_vllm_version_changes_the_hybrid_token_report() -> None:
+    flags = VllmFlags(max_model_len=32768)
+    old = plan_capacity("google/gemma-4-31B-it", gpu="h200", flags=flags, vllm_version="0.20.0")
+    new = plan_capacity("google/gemma-4-31B-it", gpu="h200", flags=flags, vllm_version="0.21.0")
+    assert old.kv_cache_gib == pytest.approx(new.kv_cache_gib)
+    assert new.kv_cache_tokens > 3 * old.kv_cache_tokens  # vllm-project/vllm#43308
+    assert new.kv_cache_tokens == pytest.approx(new.max_concurrency * 32768, rel=0.01)
+    with pytest.raises(UserError):
+        plan_capacity("google/gemma-4-31B-it", gpu="h200", vllm_version="banana")
+
+
+def test_cli_lists_and_vllm_version() -> None:
+    r = run_cli("plan", "--list-gpus")
+    assert r.returncode == 0 and "nvidia-l4" in r.stdout and "22.03" in r.stdout
+    r = run_cli("plan", "--list-models")
+    assert r.returncode == 0 and "google/gemma-4-12B-it" in r.stdout
+    r = run_cli(
+        "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "a100-80gb", "--vllm-version", "0.6.4", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["fits"] is True
+
+
+def test_language_model_only_drops_the_towers() -> None:
+    full = plan_capacity("google/gemma-4-31B-it", gpu="h100", flags=VllmFlags(max_model_len=8192))
+    text = plan_capacity(
+        "google/gemma-4-31B-it",
+        gpu="h100",
+        flags=parse_vllm_args(["--max-model-len=8192", "--language-model-only"]),
+    )
+    assert text.weights_gib < full.weights_gib - 0.5  # the 31B vision tower is ~0.55 B params
+
+
+def test_published_totals_match_the_architecture_count() -> None:
+    # google/gemma-4-31B-it: 31,273,088,876 parameters in the published safetensors.
+    assert resolve_model("google/gemma-4-31B-it").num_params == 31_273_088_876
+    # Published safetensors totals of the others, counted from their configs alone.
+    assert resolve_model("meta-llama/Llama-3.1-8B-Instruct").num_params == 8_030_261_248
+    assert resolve_model("Qwen/Qwen2.5-7B-Instruct").num_params == 7_615_616_512
+    assert resolve_model("Qwen/Qwen3-8B").num_params == 8_190_735_360
+    assert resolve_model("mistralai/Mistral-7B-Instruct-v0.3").num_params == 7_248_023_552

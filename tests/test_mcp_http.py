@@ -23,7 +23,7 @@ from tests.mcp_client import ROOT, SessionThread, server_env, text_of
 from tests.openai_server import free_port
 
 TOKEN = "test-token-not-a-secret-123"
-MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service"}
+MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_requests_without_the_bearer_token_get_401(http_server: str) -> None:
 
 
 def test_official_client_without_token_cannot_connect(http_server: str) -> None:
-    with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as an HTTP error
+    with pytest.raises(RuntimeError, match="401 Unauthorized"):  # the client's HTTP error, at start
         SessionThread(_opener(http_server, None), start_timeout=20)
 
 
@@ -148,3 +148,13 @@ def test_non_loopback_bind_without_token_is_refused(tmp_path: Path) -> None:
     )
     assert p.returncode == 2
     assert "GEMMA_SRE_MCP_TOKEN" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sample_client_configs_start_this_server_without_personal_paths() -> None:
+    import json
+
+    for rel in (".agents/mcp_config.json", "docs/gemini-settings.json"):
+        text = (Path(ROOT) / rel).read_text()
+        server = json.loads(text)["mcpServers"]["gemma-sre"]
+        assert server["command"] == "gemma-sre" and server["args"] == ["mcp"]
+        assert "/home/" not in text and "/Users/" not in text and "C:\\\\" not in text

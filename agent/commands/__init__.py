@@ -10,11 +10,13 @@ import typer
 COMMANDS: list[str] = [
     "version",
     "mcp",
+    "sandbox",
     "plan",
     "run",
     "approve",
     "demo",
     "eval",
+    "diagnose",
 ]
 
 

@@ -28,22 +28,32 @@ def register(app: typer.Typer) -> None:
         tensor_parallel_size: str = typer.Option(None, "--tensor-parallel-size"),
         block_size: str = typer.Option(None, "--block-size"),
         enforce_eager: bool = typer.Option(False, "--enforce-eager"),
+        vllm_version: str = typer.Option(
+            None, "--vllm-version", help="Account as this vLLM release does (default: the current one)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the SPEC section 4 JSON document."),
         list_models: bool = typer.Option(
             False, "--list-models", help="List the built-in model catalog and exit."
         ),
+        show_gpus: bool = typer.Option(False, "--list-gpus", help="List the GPU catalog and exit."),
     ) -> None:
         """Compute whether MODEL fits the GPU with these vLLM flags, and the KV cache left.
 
         Exit 0 whether or not it fits (it is a report); 2 on bad input."""
         import json
 
-        from mcp_tools.capacity import list_catalog, parse_vllm_args, plan_capacity
+        from mcp_tools.capacity import list_catalog, list_gpus, parse_vllm_args, plan_capacity
         from mcp_tools.errors import UserError
 
         if list_models:
             for mid in list_catalog():
                 typer.echo(mid)
+            return
+        if show_gpus:
+            for g in list_gpus():
+                typer.echo(
+                    f"{g.name}\t{g.memory_gib:.2f} GiB\tcc {g.compute_capability}\t{g.bandwidth_gbps:g} GB/s"
+                )
             return
         if not model:
             raise UserError("plan: give a MODEL (a catalog id or a config.json path)")
@@ -67,7 +77,12 @@ def register(app: typer.Typer) -> None:
         if gpu_count is not None and gpu_count <= 0:
             raise UserError(f"--gpu-count: must be positive, got {gpu_count}")
         result = plan_capacity(
-            model, gpu=gpu, gpu_memory_gib=gpu_memory_gib, gpu_count=gpu_count, flags=flags
+            model,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            gpu_count=gpu_count,
+            flags=flags,
+            vllm_version=vllm_version,
         )
         if as_json:
             typer.echo(json.dumps(result.to_spec_json(), indent=2))

@@ -39,7 +39,7 @@ class Finding(BaseModel):
         return [e.line for e in self.evidence if e.line > 0]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
     n: int
     text: str
@@ -148,8 +148,9 @@ def view(obs: Observation) -> LogView:
     return v
 
 
-def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 300) -> str:
-    """The physical line of ``text`` that matches (a log entry may hold a whole traceback), shortened."""
+def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 400) -> str:
+    """The physical line of ``text`` that matches (a log entry may hold a whole traceback), cut to
+    ``limit`` characters around the match. Always a verbatim substring of the log text."""
     line = text
     if "\n" in text:
         parts = text.splitlines()
@@ -160,7 +161,11 @@ def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 300)
                     line = p
                     break
     line = line.strip()
-    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+    if len(line) <= limit:
+        return line
+    m = pattern.search(line) if pattern is not None else None
+    start = max(0, m.start() - limit // 4) if m else 0
+    return line[start : start + limit].strip()
 
 
 def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:
@@ -181,7 +186,14 @@ def finding(
     extra: list[Evidence] | None = None,
 ) -> Finding:
     ls = sorted({ln.n: ln for ln in lines}.values(), key=lambda x: x.n)
-    evidence = [ev(ln, pattern) for ln in ls[:4]] + list(extra or [])
+    evidence: list[Evidence] = []
+    for ln in ls[:4]:
+        if "\n" in ln.text and pattern is not None:
+            parts = [p for p in ln.text.splitlines() if pattern.search(p)] or [ln.text.splitlines()[-1]]
+            evidence += [Evidence(line=ln.n, text=excerpt(p, pattern)) for p in parts[:3]]
+        else:
+            evidence.append(ev(ln, pattern))
+    evidence += list(extra or [])
     first = ls[0].n if ls else 0
     return Finding(
         category=category,
@@ -217,10 +229,23 @@ SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
 def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
     """The last sign of a running server (start-up complete, stats, a 200 answer) in (after, before)."""
     a = v.last(STARTED, after=after, before=before)
-    b = v.last(SERVED, after=after, before=before, prefilter=SERVED_PREFILTER)
+    lines, nums = _served(v)
+    idx = bisect_left(nums, before) if before is not None else len(nums)
+    b = lines[idx - 1] if idx > 0 and nums[idx - 1] > after else None
     if a is None or (b is not None and b.n > a.n):
         return b
     return a
+
+
+def _served(v: LogView) -> tuple[list[Line], list[int]]:
+    """Answered inference requests (cached): access-log shapes, then a cheap per-line status check."""
+    key = ("<served>", 0, "")
+    hit = v._cache.get(key)
+    if hit is None:
+        cands, _ = v.matching(SERVED_PREFILTER)
+        out = [ln for ln in cands if '" 200' in ln.text and SERVED.search(ln.text)]
+        v._cache[key] = hit = (out, [ln.n for ln in out])
+    return hit
 
 
 #: An orderly shutdown: tracebacks after it are not causes.
@@ -228,6 +253,12 @@ SHUTDOWN = re.compile(
     r"received SIGTERM|SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
     r"|Application shutdown complete|Terminating instance|scaling down|KeyboardInterrupt|CancelledError"
     r"|Finished server process",
+    re.IGNORECASE,
+)
+#: The weights loaded (what blocked loading did not happen, or did not matter).
+LOADED = re.compile(
+    r"Loading (?:model )?weights took|Model loading took|Available KV cache memory|GPU KV cache size"
+    r"|# GPU blocks",
     re.IGNORECASE,
 )
 #: A (re)start of the server process.
@@ -265,10 +296,13 @@ def simple(
     exclude: re.Pattern[str] | None = None,
     specific: bool = True,
     prefilter: re.Pattern[str] | None = None,
+    harmless_if_loaded: bool = False,
 ) -> list[Finding]:
     """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats."""
     v = view(obs)
     hits = [ln for ln in v.grep(pattern, prefilter=prefilter) if not (exclude and exclude.search(ln.text))]
+    if harmless_if_loaded:
+        hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None]
     conds = match_conditions(obs, pattern)
     if not hits and not conds:
         return []

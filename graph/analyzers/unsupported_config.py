@@ -26,14 +26,18 @@ PATTERN = re.compile(
     r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
     r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
     r"|bfloat\d\d|fp\d)"
-    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method",
+    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
+    r"|Transformers does not recognize this architecture|has model type `[^`]+` but",
     re.IGNORECASE,
 )
 
 
+_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
+
+
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = list(v.grep(PATTERN))
+    hits = [ln for ln in v.grep(PATTERN) if not _WARNING.search(ln.text)]
     if hits:
         return [
             finding(

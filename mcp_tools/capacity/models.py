@@ -39,6 +39,10 @@ class Quantization(BaseModel):
     group_size: int = 0  # 0 = per channel / per tensor
     scale_bytes: float = 2
     zero_point: bool = False
+    # Which decoder linears the checkpoint quantizes: "all" (attention, MLP, experts), "mlp"
+    # (MLP and experts; attention kept 16-bit, e.g. nvidia/Gemma-4-31B-IT-NVFP4 ignores self_attn),
+    # or "experts" (gpt-oss MXFP4).
+    scope: str = "all"
 
     def bytes_per_param(self) -> float:
         """Bytes per quantized linear weight, scales (and zero points) included."""
@@ -154,44 +158,52 @@ class ModelSpec(BaseModel):
     # --- parameter count -----------------------------------------------------------------------
 
     def param_breakdown(self) -> dict[str, int]:
-        """Parameters by how they are stored: ``linear`` (quantizable decoder linears),
-        ``embedding`` (token and per-layer embeddings, lm_head), ``other`` (norms, routers,
-        scalars, towers outside the decoder). As vLLM allocates them: a Gemma 4 k_eq_v layer has
-        a V slot in ``qkv_proj``."""
+        """Parameters by how they are stored.
+
+        ``attention`` and ``mlp``: quantizable decoder linears (per-layer-embedding gates count as
+        MLP); ``experts``: MoE experts; ``embedding``: token and per-layer embeddings and an untied
+        lm_head; ``other``: norms, routers, scalars and towers outside the decoder. Counted as vLLM
+        allocates them: a Gemma 4 k_eq_v layer has a V slot in ``qkv_proj``."""
         h = self.hidden_size
-        linear = 0
+        attention = 0
+        mlp = 0
+        experts = 0
         other = 0
         kinds = self.layer_kinds()
         first_shared = self.num_hidden_layers - self.num_kv_shared_layers
         moe_layers = set(range(self.num_hidden_layers)) if self.moe_layers is None else set(self.moe_layers)
+        mt = self.model_type
+        layer_norms = 4 if mt.startswith("gemma") else 2  # Gemma: pre/post attention and MLP norms
+        qk_norm = mt.startswith(("gemma3", "gemma4", "qwen3", "olmo2"))
         for i, kind in enumerate(kinds):
             kv_heads, hd = self._layer_attention(kind)
             q = self.num_attention_heads * hd
             kv = kv_heads * hd
             if self.kv_lora_rank:
                 # MLA: q projection + compressed KV projection + up-projections (approximate).
-                linear += h * q + h * (self.kv_lora_rank + self.qk_rope_head_dim)
-                linear += self.kv_lora_rank * self.num_attention_heads * (hd * 2) + q * h
+                attention += h * q + h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                attention += self.kv_lora_rank * self.num_attention_heads * (hd * 2) + q * h
             else:
-                linear += h * (q + 2 * kv) + q * h
+                attention += h * (q + 2 * kv) + q * h
                 if self.attention_bias:
                     other += q + 2 * kv
-            other += 2 * hd  # q/k norms where present (tiny either way)
-            other += 4 * h  # layer norms
+            if qk_norm:
+                other += 2 * hd
+            other += layer_norms * h
             is_moe = self.num_experts > 0 and i in moe_layers
             inter = self.intermediate_size
             if self.use_double_wide_mlp and self.num_kv_shared_layers and i >= first_shared:
                 inter *= 2
             if not is_moe or self.moe_with_dense_mlp:
-                linear += 3 * h * inter
+                mlp += 3 * h * inter
             if is_moe:
-                linear += self.num_experts * 3 * h * self.moe_intermediate_size
+                experts += self.num_experts * 3 * h * self.moe_intermediate_size
                 if self.shared_expert_intermediate_size:
-                    linear += 3 * h * self.shared_expert_intermediate_size
+                    mlp += 3 * h * self.shared_expert_intermediate_size
                     other += h  # shared expert gate
                 other += h * self.num_experts + h + self.num_experts  # router
             if self.hidden_size_per_layer_input:
-                linear += 2 * h * self.hidden_size_per_layer_input
+                mlp += 2 * h * self.hidden_size_per_layer_input
                 other += h
         embedding = self.vocab_size * h
         if not self.tie_word_embeddings:
@@ -202,11 +214,27 @@ class ModelSpec(BaseModel):
             other += h * ple + self.hidden_size_per_layer_input
         other += h  # final norm
         other += self.extra_params
-        return {"linear": linear, "embedding": embedding, "other": other}
+        return {
+            "attention": attention,
+            "mlp": mlp,
+            "experts": experts,
+            "embedding": embedding,
+            "other": other,
+        }
+
+    @property
+    def allocated_params(self) -> int:
+        """Parameters as vLLM allocates them (a k_eq_v layer gets a V slot)."""
+        return sum(self.param_breakdown().values())
 
     @property
     def num_params(self) -> int:
-        return sum(self.param_breakdown().values())
+        """Parameters as the checkpoint stores them (comparable to a published total)."""
+        n = self.allocated_params
+        if self.attention_k_eq_v and self.global_head_dim:
+            heads, dim = self._layer_attention("full")
+            n -= self.layer_kinds().count("full") * self.hidden_size * heads * dim
+        return n
 
     def checkpoint_label(self) -> str:
         return self.quantization.format if self.quantization else self.dtype
@@ -228,6 +256,7 @@ def _catalog() -> dict[str, ModelSpec]:
         base = entries.get(entry["base"]) if entry.get("base") else None
         arch_entry = base or entry
         cfg = dict(arch_entry["config"])
+        cfg.update(entry.get("config_overrides", {}))
         if "layer_pattern" in arch_entry:
             cfg["layer_types"] = _expand_layer_pattern(arch_entry["layer_pattern"], cfg["num_hidden_layers"])
         ckpt = entry.get("checkpoint", {})
@@ -244,7 +273,7 @@ def _catalog() -> dict[str, ModelSpec]:
         if "published_num_params" in arch_entry:
             text_only = spec.model_copy(update={"extra_params": 0})
             # published count excludes the duplicated V slot vLLM allocates for k_eq_v layers
-            extra_params = max(0, arch_entry["published_num_params"] - _checkpoint_params(text_only))
+            extra_params = max(0, arch_entry["published_num_params"] - text_only.num_params)
         spec = spec.model_copy(
             update={
                 "extra_params": extra_params,
@@ -257,15 +286,6 @@ def _catalog() -> dict[str, ModelSpec]:
         )
         out[entry["id"]] = spec
     return out
-
-
-def _checkpoint_params(spec: ModelSpec) -> int:
-    """Parameters as stored in the checkpoint (k_eq_v layers have no v_proj there)."""
-    n = spec.num_params
-    if spec.attention_k_eq_v and spec.global_head_dim:
-        heads, dim = spec._layer_attention("full")
-        n -= spec.layer_kinds().count("full") * spec.hidden_size * heads * dim
-    return n
 
 
 def list_catalog() -> list[str]:
@@ -362,6 +382,30 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
     raise UserError(f"quantization_config: quant_method {method!r} is not one the planner knows")
 
 
+def _tower_params(top: dict[str, Any]) -> tuple[int, str]:
+    """Rough parameter count of vision / audio towers from their sub-configs (estimate)."""
+    total = 0
+    parts = []
+    for key in ("vision_config", "audio_config"):
+        sub = top.get(key)
+        if not isinstance(sub, dict):
+            continue
+        h = int(sub.get("hidden_size") or 0)
+        layers = int(sub.get("num_hidden_layers") or sub.get("depth") or 0)
+        if not h or not layers:
+            continue
+        inter = int(sub.get("intermediate_size") or 4 * h)
+        if key == "vision_config":
+            per_layer = 4 * h * h + 3 * h * inter  # attention + gated MLP
+        else:
+            per_layer = 4 * h * h + 2 * 2 * h * 4 * h + 3 * h * h  # conformer: attention, 2 FFNs, conv
+        total += layers * per_layer
+        parts.append(key)
+    if not total:
+        return 0, ""
+    return total, "estimated from " + " and ".join(parts) + " (layers x attention + MLP)"
+
+
 def spec_from_config(
     config: dict[str, Any],
     *,
@@ -446,6 +490,7 @@ def spec_from_config(
         if not isinstance(qc, dict):
             raise UserError(f"{source}: quantization_config is not an object")
         quantization = quantization_from_config(qc)
+    extra, extra_source = _tower_params(top)
     name = model_id.split("/")[-1] if "/" in model_id else model_id
     try:
         return ModelSpec(
@@ -488,6 +533,8 @@ def spec_from_config(
             qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             dtype=dtype,
             quantization=quantization,
+            extra_params=extra,
+            extra_params_source=extra_source,
         )
     except (TypeError, ValueError) as e:
         raise UserError(f"{source}: config has a field of the wrong type ({e})") from e
@@ -515,12 +562,13 @@ def resolve_model(ref: str) -> ModelSpec:
     ref = (ref or "").strip()
     if not ref:
         raise UserError("model: empty name")
+    p = Path(ref).expanduser()
+    # A real checkpoint directory on this machine is more authoritative than the catalog.
+    if ref.endswith(".json") or p.is_dir() and (p / "config.json").is_file():
+        return load_config_file(p)
     spec = catalog_entry(ref)
     if spec is not None:
         return spec
-    p = Path(ref).expanduser()
-    if ref.endswith(".json") or p.is_dir() and (p / "config.json").is_file():
-        return load_config_file(p)
     stripped = ref.rstrip("/")
     if "://" in stripped:
         stripped = stripped.split("://", 1)[1]

@@ -30,13 +30,54 @@ log = logging.getLogger(__name__)
 
 GIB = 1024**3
 
+
+@dataclass(frozen=True)
+class VllmBehaviour:
+    """What changes between vLLM releases in the memory accounting (each with its evidence)."""
+
+    engine: str  # "v0" (LLMEngine, default before 0.8) | "v1"
+    # v1 >= 0.21 logs "GPU KV cache size" as int(max_concurrency * max_model_len); before, as
+    # num_blocks // num_groups * min_block_size (vllm-project/vllm#43308: ~10x more tokens reported
+    # for Gemma 4 from 0.21.0 with the same memory).
+    tokens_from_concurrency: bool
+    # CUDA-graph memory estimated and taken from the KV budget at start-up
+    # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, vllm-project/vllm#30515, on by default by mid-2026,
+    # vllm-project/vllm#45178). Older releases capture graphs after sizing the KV cache.
+    subtract_cuda_graphs: bool
+    # Sliding-window layers keep sliding_window - 1 + N x max_num_batched_tokens tokens per
+    # request, N in-flight batches: 1 before 0.26, 2 with async scheduling since 0.26
+    # (vllm-project/vllm#47728, analysed in vllm-project/vllm#49878).
+    sliding_inflight_batches: int = 1
+
+
+def vllm_behaviour(version: str | None) -> VllmBehaviour:
+    """``None`` means the current release."""
+    if not version:
+        return VllmBehaviour("v1", True, True, 2)
+    parts: list[int] = []
+    for piece in version.lstrip("v").split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    if len(parts) < 2:
+        raise UserError(f"vLLM version {version!r}: expected something like 0.11.0")
+    v = tuple(parts + [0] * (3 - len(parts)))
+    return VllmBehaviour(
+        engine="v0" if v < (0, 8, 0) else "v1",
+        tokens_from_concurrency=v >= (0, 21, 0),
+        subtract_cuda_graphs=v >= (0, 19, 0),
+        sliding_inflight_batches=2 if v >= (0, 26, 0) else 1,
+    )
+
+
 # --- calibration constants (one set for every model; see tests/data/vllm_startup_cases.yaml) ----
 #: non-torch memory vLLM measures on one GPU (CUDA context growth, cuBLAS workspaces), GiB.
 NON_TORCH_GIB_SINGLE = 0.15
 #: extra non-torch memory per worker with tensor parallelism (NCCL buffers, custom all-reduce), GiB.
 NON_TORCH_GIB_TP = 0.45
 #: forward-pass activation bytes per token = ACT_HIDDEN_FACTOR x hidden + ACT_INTER_FACTOR x MLP width
-ACT_HIDDEN_FACTOR = 6
+ACT_HIDDEN_FACTOR = 2
 ACT_INTER_FACTOR = 3
 #: bytes per (request x vocabulary entry) in the dummy sampler run (bf16 logits, fp32 copy, sort).
 SAMPLER_BYTES_PER_LOGIT = 14
@@ -76,8 +117,8 @@ class CapacityPlan(BaseModel):
     activation_gib: float
     overhead_gib: float
     kv_cache_gib: float
-    kv_bytes_per_token: int
-    kv_cache_tokens: int
+    kv_bytes_per_token: int  # KV bytes per extra token of context (full-attention layers; per GPU)
+    kv_cache_tokens: int  # as vLLM logs "GPU KV cache size: N tokens" (release-specific)
     max_concurrency: float
     fits: bool
     verdict: str
@@ -163,6 +204,10 @@ class _KVLayout:
     group_size: int
     page_bytes: int  # per layer per block (uniform), or the sum over layers (uniform_type)
 
+    @property
+    def is_uniform(self) -> bool:
+        return len(self.groups) == 1 and not self.uniform_type
+
     def num_blocks(self, available_bytes: int) -> int:
         if available_bytes <= 0 or not self.groups:
             return 0
@@ -175,6 +220,15 @@ class _KVLayout:
             return 0
         min_block = min(spec.block_size for spec, _ in self.groups)
         return num_blocks // len(self.groups) * min_block
+
+    def marginal_bytes_per_token(self) -> int:
+        """KV bytes one more token of context costs once sliding windows are full: the
+        full-attention layers only (a sliding-window layer holds a fixed window)."""
+        total = 0
+        for spec, n in self.groups:
+            if spec.kind == "full":
+                total += int(spec.num_kv_heads * spec.head_dim * 2 * spec.dtype_bytes) * n
+        return total
 
     def bytes_per_reported_token(self) -> float:
         """Memory vLLM spends per token of its reported 'GPU KV cache size'."""
@@ -216,7 +270,11 @@ class _KVLayout:
         return num_blocks / blocks if blocks else 0.0
 
 
-def kv_layout(spec: ModelSpec, *, tp: int, block_size: int, kv_bytes: float) -> _KVLayout:
+def kv_layout(
+    spec: ModelSpec, *, tp: int, block_size: int, kv_bytes: float, hybrid: bool = True
+) -> _KVLayout:
+    """The KV cache groups vLLM builds for this model. ``hybrid=False`` is V0 (and
+    --disable-hybrid-kv-cache-manager): sliding-window layers are allocated like full ones."""
     specs: list[_KVSpec] = []
     for layer in spec.kv_layers():
         if layer.shared:
@@ -225,7 +283,9 @@ def kv_layout(spec: ModelSpec, *, tp: int, block_size: int, kv_bytes: float) -> 
         dim = layer.head_dim
         if spec.kv_lora_rank:
             heads, dim = 1, (spec.kv_lora_rank + spec.qk_rope_head_dim) // 2  # MLA: one latent, no separate V
-        specs.append(_KVSpec(layer.kind, heads, dim, layer.sliding_window, block_size, kv_bytes))
+        kind = layer.kind if hybrid else "full"
+        window = layer.sliding_window if hybrid else None
+        specs.append(_KVSpec(kind, heads, dim, window, block_size, kv_bytes))
     if not specs:
         return _KVLayout([], False, 0, 0)
     distinct = list(dict.fromkeys(specs))
@@ -262,10 +322,14 @@ def kv_layout(spec: ModelSpec, *, tp: int, block_size: int, kv_bytes: float) -> 
 # --- the plan -----------------------------------------------------------------------------------
 
 
-def _scheduler_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """vLLM's OpenAI-server defaults (EngineArgs._set_default_args).
+def _scheduler_defaults(gpu: GpuSpec, behaviour: VllmBehaviour, max_model_len: int) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults: (max_num_seqs, max_num_batched_tokens).
 
-    Returns (max_num_seqs, max_num_batched_tokens)."""
+    V1 (EngineArgs._set_default_args): 1024 / 8192 on GPUs of 70 GiB or more other than A100,
+    else 256 / 2048. V0: chunked prefill only above 32K context (then 512 batched tokens),
+    otherwise a whole max_model_len prompt is profiled at once."""
+    if behaviour.engine == "v0":
+        return 256, (512 if max_model_len > 32768 else max(max_model_len, 2048))
     big = gpu.memory_gib * GIB >= 70 * GIB and "a100" not in (gpu.name + gpu.label).lower()
     return (1024, 8192) if big else (256, 2048)
 
@@ -370,10 +434,45 @@ def _check_support(
         )
 
 
-def _weights_bytes(spec: ModelSpec, q: Quantization | None, act_bytes: float) -> float:
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _mxfp4_expert_params(spec: ModelSpec, gpu: GpuSpec | None, tp: int) -> int:
+    """Expert parameters as vLLM's Mxfp4MoEMethod allocates them, padding included: Marlin
+    (GPUs without FP4, cc < 9.0) rounds the per-GPU intermediate size up to 128 and the hidden size
+    to 256; triton kernels (cc 9.x) round the intermediate size to 32; FlashInfer on Blackwell
+    rounds both to 256."""
+    h, inter = spec.hidden_size, spec.moe_intermediate_size // max(1, tp)
+    cc = gpu.cc if gpu is not None and gpu.compute_capability else 9.0
+    if cc >= 10.0:
+        inter, h = _round_up(inter, 256), _round_up(h, 256)
+    elif cc >= 9.0:
+        inter = _round_up(inter, 32)
+    else:
+        inter, h = _round_up(inter, 128), _round_up(h, 256)
+    layers = spec.num_hidden_layers if spec.moe_layers is None else len(spec.moe_layers)
+    return layers * spec.num_experts * 3 * h * inter * max(1, tp)
+
+
+def _weights_bytes(
+    spec: ModelSpec, q: Quantization | None, act_bytes: float, gpu: GpuSpec | None = None, tp: int = 1
+) -> float:
     parts = spec.param_breakdown()
-    linear_bpp = q.bytes_per_param() if q is not None else act_bytes
-    return parts["linear"] * linear_bpp + (parts["embedding"] + parts["other"]) * act_bytes
+    if q is None:
+        return sum(parts.values()) * act_bytes
+    quant = q.bytes_per_param()
+    attention_bpp = quant if q.scope == "all" else act_bytes
+    mlp_bpp = quant if q.scope in ("all", "mlp") else act_bytes
+    experts = parts["experts"]
+    if q.format == "mxfp4" and experts:
+        experts = _mxfp4_expert_params(spec, gpu, tp)
+    return (
+        parts["attention"] * attention_bpp
+        + parts["mlp"] * mlp_bpp
+        + experts * quant
+        + (parts["embedding"] + parts["other"]) * act_bytes
+    )
 
 
 def _activation_bytes(spec: ModelSpec, *, tokens: int, num_reqs: int, tp: int, act_bytes: float) -> float:
@@ -407,8 +506,13 @@ def plan_capacity(
     gpu_count: int = 1,
     flags: VllmFlags | None = None,
     suggest: bool = True,
+    vllm_version: str | None = None,
 ) -> CapacityPlan:
-    """Compute the fit of ``model`` on ``gpu_count`` x ``gpu`` with these vLLM flags."""
+    """Compute the fit of ``model`` on ``gpu_count`` x ``gpu`` with these vLLM flags.
+
+    ``vllm_version`` selects release-specific accounting (see :class:`VllmBehaviour`); ``None``
+    means the current release."""
+    behaviour = vllm_behaviour(vllm_version)
     spec = resolve_model(model) if isinstance(model, str) else model
     flags = flags or VllmFlags()
     if gpu_count <= 0:
@@ -445,6 +549,12 @@ def plan_capacity(
             f"--tensor-parallel-size {tp} does not divide the {spec.num_attention_heads} attention heads"
         )
 
+    # --language-model-only: vLLM skips the vision / audio towers (the Gemma 4 12B "unified" model
+    # has no towers, only small embedders that are always built).
+    text_only = any(a.split("=")[0] == "--language-model-only" for a in flags.extra)
+    if spec.extra_params and text_only and "Unified" not in spec.architecture:
+        spec = spec.model_copy(update={"extra_params": 0})
+
     # Precision.
     ckpt_dtype = spec.dtype if spec.dtype in DTYPE_BYTES else "bfloat16"
     if flags.dtype == "auto":
@@ -468,7 +578,7 @@ def plan_capacity(
             f"--max-model-len {max_model_len} is above {spec.id}'s limit of {limit} tokens "
             "(max_position_embeddings)"
         )
-    d_seqs, d_tokens = _scheduler_defaults(gspec)
+    d_seqs, d_tokens = _scheduler_defaults(gspec, behaviour, max_model_len)
     max_num_seqs = flags.max_num_seqs or d_seqs
     mnbt = flags.max_num_batched_tokens or d_tokens
     if flags.max_num_batched_tokens is None and max_num_seqs > mnbt:
@@ -477,29 +587,37 @@ def plan_capacity(
     # Memory budget (per GPU).
     total = gspec.memory_gib * GIB
     requested = total * flags.gpu_memory_utilization
-    weights = _weights_bytes(spec, q, act_bytes) / tp
+    weights = _weights_bytes(spec, q, act_bytes, gspec, tp) / tp
     activation = _activation_bytes(
         spec, tokens=mnbt, num_reqs=min(max_num_seqs, mnbt), tp=tp, act_bytes=act_bytes
     )
     non_torch = (NON_TORCH_GIB_SINGLE + (NON_TORCH_GIB_TP if tp > 1 else 0.0)) * GIB
-    graphs = 0.0 if flags.enforce_eager else CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers * GIB
+    graphs = 0.0
+    if behaviour.subtract_cuda_graphs and not flags.enforce_eager:
+        graphs = CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers * GIB
     available = requested - weights - activation - non_torch - graphs
 
-    layout = kv_layout(spec, tp=tp, block_size=flags.block_size, kv_bytes=kv_bytes)
+    layout = kv_layout(
+        spec, tp=tp, block_size=flags.block_size, kv_bytes=kv_bytes, hybrid=behaviour.engine == "v1"
+    )
     num_blocks = layout.num_blocks(int(available))
-    tokens = layout.reported_tokens(num_blocks)
-    concurrency = layout.max_concurrency(num_blocks, max_model_len, mnbt)
-    needed = layout.max_memory_usage_bytes(max_model_len, mnbt)
-    fit_len = _max_len_that_fits(layout, int(available), limit, mnbt)
+    kv_mnbt = mnbt * behaviour.sliding_inflight_batches
+    concurrency = layout.max_concurrency(num_blocks, max_model_len, kv_mnbt)
+    if behaviour.tokens_from_concurrency and layout.groups and not layout.is_uniform:
+        tokens = int(concurrency * max_model_len)
+    else:
+        tokens = layout.reported_tokens(num_blocks)
+    needed = layout.max_memory_usage_bytes(max_model_len, kv_mnbt)
+    fit_len = max_len_that_fits(layout, int(available), limit, kv_mnbt)
 
     binding: str | None = None
     if unsupported:
         binding = "unsupported"
     elif weights >= requested or weights >= total:
         binding = "weights"
-    elif available <= 0:
-        binding = "weights" if weights + activation + non_torch >= requested else "kv_cache"
-    elif needed > available:
+    elif available <= 0 or needed > available:
+        # The weights load, but too little is left for the cache (vLLM: "No available memory for
+        # the cache blocks" or "... KV cache is needed, which is larger than the available ...").
         binding = "kv_cache"
     fits = binding is None
 
@@ -534,8 +652,8 @@ def plan_capacity(
         )
     if any(k == "sliding" for k in spec.layer_kinds()):
         warnings.append(
-            "sliding-window layers keep at most sliding_window + max_num_batched_tokens tokens; "
-            "vLLM's reported 'GPU KV cache size' counts tokens at the cost of every layer"
+            "sliding-window layers hold at most sliding_window + max_num_batched_tokens tokens per request; "
+            "kv_cache_tokens is max concurrency x max_model_len, as vLLM 0.21+ reports it"
         )
     if spec.derived:
         warnings.append(
@@ -551,7 +669,7 @@ def plan_capacity(
         activation_gib=gib(activation),
         overhead_gib=gib(non_torch + graphs),
         kv_cache_gib=gib(max(0.0, available)),
-        kv_bytes_per_token=int(round(layout.bytes_per_reported_token())),
+        kv_bytes_per_token=layout.marginal_bytes_per_token(),
         kv_cache_tokens=tokens,
         max_concurrency=round(concurrency, 2),
         fits=fits,
@@ -586,7 +704,7 @@ def plan_capacity(
     return plan
 
 
-def _max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
+def max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
     """vLLM's _estimate_max_model_len_from_groups: binary search on max_model_len."""
     if available <= 0 or not layout.groups:
         return 0

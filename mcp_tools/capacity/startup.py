@@ -19,9 +19,12 @@ class StartupFigures(BaseModel):
     total_gpu_memory_gib: float | None = None  # v0.6-0.8 profiler summary "Total GPU memory: X GiB"
     activation_peak_gib: float | None = None  # "PyTorch activation peak memory takes X GiB"
     non_torch_gib: float | None = None  # "non_torch_memory takes X GiB"
+    kv_needed_gib: float | None = None  # "(X GiB KV cache is needed, which is larger than ...)"
+    estimated_max_model_len: int | None = None  # "the estimated maximum model length is N"
+    max_model_len: int | None = None  # "Using max model len N" / "max seq len (N)"
 
 
-_NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
 
 
 def _f(s: str) -> float:
@@ -48,15 +51,22 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("model_loading_gib", re.compile(r"model weights take\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
     ("model_loading_gib", re.compile(r"Model loading took\s+" + _NUM + r"\s*(GiB|GB)\s+memory", re.I)),
     ("kv_cache_tokens", re.compile(r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", re.I)),
-    ("gpu_blocks", re.compile(r"#\s*GPU blocks:\s*" + _NUM, re.I)),
-    ("gpu_blocks", re.compile(r"num_gpu_blocks(?: is)?[:=]?\s*" + _NUM, re.I)),
+    ("gpu_blocks", re.compile(r"(?:#\s*)?(?:GPU|cuda) blocks:\s*" + _NUM, re.I)),
+    (
+        "kv_cache_tokens",
+        re.compile(r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)", re.I),
+    ),
+    ("available_kv_cache_gib", re.compile(r"kv_cache_size=" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("available_kv_cache_gib", re.compile(r"reserved for KV Cache is\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("total_gpu_memory_gib", re.compile(r"total_gpu_memory=" + _NUM + r"\s*(GiB|GB)", re.I)),
+    ("kv_needed_gib", re.compile(r"\(" + _NUM + r"\s*(GiB|GB) KV cache is needed", re.I)),
+    ("estimated_max_model_len", re.compile(r"estimated maximum model length is\s*" + _NUM, re.I)),
+    ("max_model_len", re.compile(r"Using max model len\s*" + _NUM, re.I)),
+    ("max_model_len", re.compile(r"max seq len \(" + _NUM + r"\)", re.I)),
+    ("gpu_blocks", re.compile(r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, re.I)),
     (
         "available_kv_cache_gib",
         re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I),
-    ),
-    (
-        "available_kv_cache_gib",
-        re.compile(r"memory reserved for KV Cache is\s*" + _NUM + r"\s*(GiB|GB)", re.I),
     ),
     (
         "cuda_graph_gib",
@@ -84,7 +94,7 @@ def parse_vllm_startup(lines: Iterable[str]) -> StartupFigures:
             m = pat.search(line)
             if not m:
                 continue
-            if key in ("kv_cache_tokens", "gpu_blocks"):
+            if key in ("kv_cache_tokens", "gpu_blocks", "estimated_max_model_len", "max_model_len"):
                 found[key] = int(_f(m.group(1)))
             else:
                 found[key] = _unit_gib(m.group(1), m.group(2))
