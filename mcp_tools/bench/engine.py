@@ -68,6 +68,7 @@ class BenchResult(BaseModel):
     points: list[PointSummary]
     stopped: list[str] = Field(default_factory=list)  # why a sweep stopped early, per context length
     skipped: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     errors: dict[str, int] = Field(default_factory=dict)
     samples: list[Sample] = Field(default_factory=list, exclude=True)
 
@@ -338,6 +339,8 @@ class _Run:
             all_samples: list[Sample] = []
             summaries: list[PointSummary] = []
             stopped: list[str] = []
+            notes: list[str] = []
+            noted: set[int] = set()
             point = 0
             for ctx in contexts:
                 self._emit(
@@ -349,6 +352,14 @@ class _Run:
                 prev: PointSummary | None = None
                 for li, level in enumerate(levels):
                     prompts = await factory.make_many(ctx, cfg.requests_per_point)
+                    inexact = [p.tokens for p in prompts if not p.exact]
+                    if inexact and ctx not in noted:
+                        noted.add(ctx)
+                        how = "estimated (no /tokenize)" if factory.measured is False else "inexact"
+                        notes.append(
+                            f"context {ctx}: {len(inexact)} of {len(prompts)} prompt lengths {how}, "
+                            f"{min(inexact)}..{max(inexact)} tokens; usage.prompt_tokens has the truth"
+                        )
                     bodies = [_body(cfg, model, p, cfg.output_tokens) for p in prompts]
                     del prompts
                     samples, duration = await self._point(
@@ -382,7 +393,13 @@ class _Run:
                 errors[key] = errors.get(key, 0) + 1
         meta.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
         result = BenchResult(
-            run_dir=None, metadata=meta, points=summaries, stopped=stopped, skipped=skipped, errors=errors
+            run_dir=None,
+            metadata=meta,
+            points=summaries,
+            stopped=stopped,
+            skipped=skipped,
+            notes=notes,
+            errors=errors,
         )
         result.samples = all_samples
         if cfg.write_output:

@@ -71,6 +71,7 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
         "points": [p.model_dump(mode="json") for p in result.points],
         "stopped": result.stopped,
         "skipped": result.skipped,
+        "notes": result.notes,
         "errors": result.errors,
         "samples": [s.model_dump(mode="json") for s in result.samples],
     }
@@ -179,6 +180,8 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         lines.append(f"\nStopped early: {s}")
     for s in result.skipped:
         lines.append(f"\nSkipped: {s}")
+    for s in result.notes:
+        lines.append(f"\nNote: {s}")
     if charts:
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
