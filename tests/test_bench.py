@@ -126,7 +126,8 @@ def test_usage_prompt_tokens_match_the_asked_context(instant: tuple[str, FaultIn
         assert s.ok and s.prompt_tokens == s.context_tokens and s.output_tokens == 8
 
 
-def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector]) -> None:
+@pytest.mark.parametrize("http_client", ["fast", "httpx"])
+def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_client: str) -> None:
     url, faults = instant
     path = "/v1/chat/completions"
     faults.inject(path, "status", 503, count=3)
@@ -135,7 +136,14 @@ def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector]) -> None:
     try:
         result = asyncio.run(
             run_benchmark(
-                _cfg(url, concurrencies=[1], requests_per_point=10, request_timeout_s=0.5, error_budget=1.0)
+                _cfg(
+                    url,
+                    concurrencies=[1],
+                    requests_per_point=10,
+                    request_timeout_s=0.5,
+                    error_budget=1.0,
+                    http_client=http_client,
+                )
             )
         )
     finally:

@@ -246,7 +246,7 @@ def _print_result(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=160)
     mode = result.metadata.config.get("mode")
     t = Table(title=f"{result.metadata.model} @ {result.metadata.url}", title_justify="left")
     for col in (
@@ -301,7 +301,7 @@ def compare(
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=160)
     t = Table(title=f"A = {cmp.run_a}\nB = {cmp.run_b}", title_justify="left")
     for col in ("context", "level", "metric", "A", "B", "change"):
         t.add_column(col, justify="right")

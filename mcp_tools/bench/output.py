@@ -290,13 +290,15 @@ def write_charts(
     ]
     for ax, (key, label, slo_key) in zip(axes.flat, panels, strict=True):
         top = 0.0
+        values: list[float] = []
         for ctx, ps in series.items():
             x = [p.level for p in ps]
             p50 = [(getattr(p, key).p50 or float("nan")) * 1000 for p in ps]
             p99 = [(getattr(p, key).p99 or float("nan")) * 1000 for p in ps]
             ax.plot(x, p50, marker="o", color=colors[ctx], label=_ctx_label(ctx))
             ax.plot(x, p99, marker=".", linestyle="--", color=colors[ctx], alpha=0.7)
-            top = max([top, *(v for v in p50 + p99 if v == v)])
+            values += [v for v in p50 + p99 if v == v and v > 0]
+            top = max([top, *values])
         bound = slo.get(slo_key)
         if bound:
             ax.axhline(
@@ -306,7 +308,15 @@ def write_charts(
         ax.set_title(label)
         ax.set_ylabel("milliseconds")
         _style_x(ax, mode, levels)
-        ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+        if values and max(values) / min(values) > 30:  # lines far apart: a log scale keeps each readable
+            from matplotlib.ticker import FuncFormatter
+
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_ylabel("milliseconds (log scale)")
+            ax.set_ylim(min(values) / 1.5, top * 2)
+        else:
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1)
         ax.legend(fontsize=8, loc="upper left")
     path = run_dir / "latency.png"
     fig.savefig(path, dpi=110)
