@@ -302,25 +302,39 @@ def compare(
     from rich.table import Table
 
     console = Console() if Console().is_terminal else Console(width=160)
-    t = Table(title=f"A = {cmp.run_a}\nB = {cmp.run_b}", title_justify="left")
-    for col in ("context", "level", "metric", "A", "B", "change"):
-        t.add_column(col, justify="right")
-    for r in cmp.rows:
-        if r.a is None and r.b is None:
-            continue
-        change = "-" if r.change is None else f"{r.change:+.1%}"
-        if r.better is True:
-            change = f"[green]{change}[/green]"
-        elif r.better is False:
-            change = f"[red]{change}[/red]"
-        t.add_row(
-            str(r.context_tokens),
-            f"{r.level:g}",
-            r.metric,
-            "-" if r.a is None else f"{r.a:,.2f}",
-            "-" if r.b is None else f"{r.b:,.2f}",
-            change,
+    t = Table(title=f"A = {cmp.run_a}\nB = {cmp.run_b}  (cells: A -> B, change)", title_justify="left")
+    metrics = [
+        m
+        for m in (
+            "req/s",
+            "output tok/s",
+            "goodput req/s",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "TPOT p50 ms",
+            "ITL p99 ms",
+            "e2e p50 ms",
         )
+        if any(r.metric == m and r.a is not None for r in cmp.rows)
+    ]
+    t.add_column("context", justify="right")
+    t.add_column("level", justify="right")
+    for m in metrics:
+        t.add_column(m, justify="right")
+
+    def cell(r: Any) -> str:
+        if r is None or (r.a is None and r.b is None):
+            return "-"
+        fa = "-" if r.a is None else f"{r.a:,.3g}" if abs(r.a) < 100 else f"{r.a:,.0f}"
+        fb = "-" if r.b is None else f"{r.b:,.3g}" if abs(r.b) < 100 else f"{r.b:,.0f}"
+        ch = "" if r.change is None else f" ({r.change:+.0%})"
+        color = "green" if r.better is True else "red" if r.better is False else "white"
+        return f"{fa} -> {fb}[{color}]{ch}[/{color}]"
+
+    keys = sorted({(r.context_tokens, r.level) for r in cmp.rows})
+    by = {(r.context_tokens, r.level, r.metric): r for r in cmp.rows}
+    for ctx_tokens, level in keys:
+        t.add_row(str(ctx_tokens), f"{level:g}", *[cell(by.get((ctx_tokens, level, m))) for m in metrics])
     console.print(t)
     for u in cmp.unmatched:
         console.print(f"[yellow]{u}[/yellow]")

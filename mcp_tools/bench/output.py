@@ -429,7 +429,7 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
     la = f"A: {Path(a.path).name}"
     lb = f"B: {Path(b.path).name}"
     fig = Figure(figsize=(13, 5.2), layout="constrained")
-    fig.suptitle("Run comparison (solid A, dashed B)", fontsize=14, fontweight="bold")
+    fig.suptitle(f"Run comparison: solid = {la}, dashed = {lb}", fontsize=13, fontweight="bold")
     ax1, ax2 = fig.subplots(1, 2)
     levels = [p.level for p in a.points + b.points]
     for ctx in ctxs:
@@ -459,5 +459,4 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
         _style_x(ax, mode, levels)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-    fig.text(0.01, 0.005, f"{la}    {lb}", fontsize=8, color="#444444")
     fig.savefig(path, dpi=110)
