@@ -425,8 +425,10 @@ class VllmSim:
     def _drop_now(self, request: Request) -> Response:
         """Close the connection without any response when the server's transport is reachable
         (served directly by uvicorn); otherwise send the headers and cut the body."""
-        raw_send = request.scope.get("gemma_sre.raw_send")
-        transport = getattr(getattr(raw_send, "__self__", None), "transport", None)
+        transport = request.scope.get("gemma_sre.transport")  # set by an outer sandbox app, if any
+        if transport is None:
+            raw_send = request.scope.get("gemma_sre.raw_send")
+            transport = getattr(getattr(raw_send, "__self__", None), "transport", None)
         if transport is not None and hasattr(transport, "close"):
             transport.close()  # later writes to a closed transport are discarded
             return Response(status_code=500)

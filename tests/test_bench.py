@@ -264,3 +264,71 @@ def test_cli_sandbox_run(tmp_path: Path) -> None:
     assert [p["level"] for p in doc["points"]] == [1, 2] or doc["stopped"]
     bad = CliRunner().invoke(app, ["bench", "--sandbox", "--slo", "ttft=soon"])
     assert isinstance(bad.exception, UserError)
+
+
+def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
+    """The lean HTTP/1.1 client speaks TLS (Cloud Run is https) and survives the server closing idle
+    keep-alive connections between load points."""
+    import shutil
+    import ssl
+    import subprocess
+    import time
+
+    from mcp_tools.bench.client import send_streaming
+    from mcp_tools.bench.http1 import Http1Pool
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    cfg = SimConfig(served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, zero_latency=True)
+    url, stop = start_in_thread(
+        VllmSim(cfg).app,
+        uvicorn_options={"ssl_certfile": str(cert), "ssl_keyfile": str(key), "timeout_keep_alive": 1},
+    )
+    https = url.replace("http://127.0.0.1", "https://localhost")
+    ctx = ssl.create_default_context(cafile=str(cert))
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "prompt": "hello",
+            "max_tokens": 3,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+
+    async def main() -> list[Sample]:
+        pool = Http1Pool(https, ssl_context=ctx)
+        out = []
+        try:
+            for pause in (0.0, 0.0, 1.6):  # the last request follows the server's 1 s keep-alive timeout
+                await asyncio.sleep(pause)
+                out.append(
+                    await send_streaming(
+                        pool,
+                        "/v1/completions",
+                        body,
+                        {"content-type": "application/json"},
+                        chat=False,
+                        point=0,
+                        context_tokens=2,
+                        level=1,
+                        t_point=time.perf_counter(),
+                        timeout_s=5,
+                    )  # fmt: skip
+                )
+        finally:
+            await pool.aclose()
+        return out
+
+    try:
+        samples = asyncio.run(main())
+    finally:
+        stop()
+    assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
+    assert all(s.output_tokens == 3 for s in samples)

@@ -109,7 +109,9 @@ class Response:
 class Http1Pool:
     """Keep-alive connections to one origin. Not thread-safe; use from one event loop."""
 
-    def __init__(self, base_url: str, connect_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, connect_timeout_s: float = 30.0, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         u = urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -121,7 +123,7 @@ class Http1Pool:
         self.host_header = host if default else f"{host}:{self.port}"
         self.base_path = u.path.rstrip("/")
         self.connect_timeout_s = connect_timeout_s
-        self._ssl = ssl.create_default_context() if self.tls else None
+        self._ssl = (ssl_context or ssl.create_default_context()) if self.tls else None
         self._idle: deque[_Conn] = deque()
 
     async def _connect(self) -> _Conn:
