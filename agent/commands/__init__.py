@@ -17,6 +17,7 @@ COMMANDS: list[str] = [
     "demo",
     "eval",
     "diagnose",
+    "bench",
 ]
 
 

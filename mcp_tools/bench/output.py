@@ -71,6 +71,7 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
         "points": [p.model_dump(mode="json") for p in result.points],
         "stopped": result.stopped,
         "skipped": result.skipped,
+        "notes": result.notes,
         "errors": result.errors,
         "samples": [s.model_dump(mode="json") for s in result.samples],
     }
@@ -179,6 +180,8 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         lines.append(f"\nStopped early: {s}")
     for s in result.skipped:
         lines.append(f"\nSkipped: {s}")
+    for s in result.notes:
+        lines.append(f"\nNote: {s}")
     if charts:
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
@@ -287,13 +290,15 @@ def write_charts(
     ]
     for ax, (key, label, slo_key) in zip(axes.flat, panels, strict=True):
         top = 0.0
+        values: list[float] = []
         for ctx, ps in series.items():
             x = [p.level for p in ps]
             p50 = [(getattr(p, key).p50 or float("nan")) * 1000 for p in ps]
             p99 = [(getattr(p, key).p99 or float("nan")) * 1000 for p in ps]
             ax.plot(x, p50, marker="o", color=colors[ctx], label=_ctx_label(ctx))
             ax.plot(x, p99, marker=".", linestyle="--", color=colors[ctx], alpha=0.7)
-            top = max([top, *(v for v in p50 + p99 if v == v)])
+            values += [v for v in p50 + p99 if v == v and v > 0]
+            top = max([top, *values])
         bound = slo.get(slo_key)
         if bound:
             ax.axhline(
@@ -303,7 +308,15 @@ def write_charts(
         ax.set_title(label)
         ax.set_ylabel("milliseconds")
         _style_x(ax, mode, levels)
-        ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+        if values and max(values) / min(values) > 30:  # lines far apart: a log scale keeps each readable
+            from matplotlib.ticker import FuncFormatter
+
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_ylabel("milliseconds (log scale)")
+            ax.set_ylim(min(values) / 1.5, top * 2)
+        else:
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1)
         ax.legend(fontsize=8, loc="upper left")
     path = run_dir / "latency.png"
     fig.savefig(path, dpi=110)
@@ -416,7 +429,7 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
     la = f"A: {Path(a.path).name}"
     lb = f"B: {Path(b.path).name}"
     fig = Figure(figsize=(13, 5.2), layout="constrained")
-    fig.suptitle("Run comparison (solid A, dashed B)", fontsize=14, fontweight="bold")
+    fig.suptitle(f"Run comparison: solid = {la}, dashed = {lb}", fontsize=13, fontweight="bold")
     ax1, ax2 = fig.subplots(1, 2)
     levels = [p.level for p in a.points + b.points]
     for ctx in ctxs:
@@ -446,5 +459,4 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
         _style_x(ax, mode, levels)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-    fig.text(0.01, 0.005, f"{la}    {lb}", fontsize=8, color="#444444")
     fig.savefig(path, dpi=110)
