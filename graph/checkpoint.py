@@ -2,8 +2,9 @@
 
 SQLite (langgraph-checkpoint-sqlite) is the default: ``<state_dir>/checkpoints.sqlite``, or the path
 ``GEMMA_SRE_CHECKPOINT_URL`` names (a plain path or ``sqlite:///path``). A ``postgresql://`` URL uses
-langgraph-checkpoint-postgres, an optional extra (``pip install 'gemma-sre[postgres]'``) imported only
-then.
+langgraph-checkpoint-postgres, an optional extra (``pip install 'gemma-sre[postgres]'``, part of the
+dev extra) imported only then; the database must use the UTF8 encoding (with ``SQL_ASCII`` psycopg
+hands back bytes and resumed threads do not find their checkpoints).
 """
 
 from __future__ import annotations
@@ -38,15 +39,15 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
     """A checkpointer for the duration of the ``with`` block."""
     if url and url.startswith(("postgresql://", "postgres://")):
         try:
-            from langgraph.checkpoint.postgres import PostgresSaver  # type: ignore[import-not-found]
+            from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError:
             raise UserError(
                 "GEMMA_SRE_CHECKPOINT_URL is a Postgres URL but langgraph-checkpoint-postgres is not "
                 "installed: pip install 'gemma-sre[postgres]'"
             ) from None
-        with PostgresSaver.from_conn_string(url) as saver:
-            saver.setup()
-            yield saver
+        with PostgresSaver.from_conn_string(url) as pg:
+            pg.setup()
+            yield pg
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -55,8 +56,8 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        saver = SqliteSaver(conn)
-        saver.setup()
-        yield saver
+        lite = SqliteSaver(conn)
+        lite.setup()
+        yield lite
     finally:
         conn.close()
