@@ -275,3 +275,40 @@ def test_transient_endpoint_faults_during_verify_are_retried(sandbox_factory: An
     assert r.status == "fixed", r.summary
     assert sb.faults.pending() == []  # both faults were met, and retried past
     assert len(mutations(sb)) == 1
+
+
+def test_model_diagnoses_with_read_only_mcp_tools(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    svc = service_of(sb)
+    oom_line = None
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "list_revisions", "arguments": {"service_name": svc}}]},
+    ]
+    with ScriptedOpenAI(script, model="gemma-4-12b-it") as model:
+        # The answer cites the OOM line: find its number from what observe will read.
+        probe = run_cycle(config_for(sb, policy=Policy.READ_ONLY))
+        logs = probe.values["observation"]["logs"]
+        oom_line = next(i for i, ln in enumerate(logs, 1) if "CUDA out of memory" in (ln.get("text") or ""))
+        model.replies.append(
+            {
+                "content": json.dumps(
+                    {
+                        "category": "weights_oom",
+                        "confidence": 0.95,
+                        "summary": f"CUDA ran out of memory loading the bf16 weights (line {oom_line}).",
+                        "evidence": [oom_line],
+                    }
+                )
+            }
+        )
+        r = run_cycle(config_for(sb, use_model=True, model_url=model.url))
+        requests = list(model.requests)
+    diag = r.values["diagnosis"]
+    assert diag["model_used"] == "gemma-4-12b-it"
+    assert diag["category"] == "weights_oom"
+    assert any(ev["line"] == oom_line for ev in diag["evidence"])
+    # The tool ran through the in-process MCP server against the sandbox: its answer names the revision.
+    revision = r.values["observation_summary"]["latest_created_revision"]
+    tool_msgs = [m for m in requests[1]["messages"] if m.get("role") == "tool"]
+    assert tool_msgs and revision in json.dumps(tool_msgs)
+    assert r.status == "awaiting_approval" and mutations(sb) == []
