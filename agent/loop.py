@@ -147,11 +147,17 @@ def resume_cycle(
             cfg.model, cfg.tools = live.model, live.tools
         config = _runnable_config(thread_id, cfg)
         snap = g.get_state(config)
+        carried_on = False
+        if not snap.interrupts and snap.next:
+            # Killed mid-cycle: carry on from the last checkpoint (to the end, or to the approval).
+            _stream(g, None, config, on_update)
+            snap = g.get_state(config)
+            carried_on = True
         if not snap.interrupts:
-            if snap.next:  # killed mid-cycle after the decision: carry on from the last checkpoint
-                _stream(g, None, config, on_update)
-                return _result(g, thread_id, config)
-            raise UserError(f"thread {thread_id!r} is not waiting for a decision (it has finished)")
+            done = _result(g, thread_id, config)
+            if carried_on:
+                return done
+            raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
         answer = {"decision": decision, "approver": approver.strip(), "reason": reason, "at": now_iso()}
         _stream(g, Command(resume=answer), config, on_update)
         return _result(g, thread_id, config)

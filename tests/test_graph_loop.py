@@ -312,3 +312,16 @@ def test_model_diagnoses_with_read_only_mcp_tools(sandbox_factory: Any) -> None:
     tool_msgs = [m for m in requests[1]["messages"] if m.get("role") == "tool"]
     assert tool_msgs and revision in json.dumps(tool_msgs)
     assert r.status == "awaiting_approval" and mutations(sb) == []
+
+
+def test_a_failing_fix_with_nothing_to_return_to_says_so(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="reference-weights-oom")  # a first deployment: no Ready revision
+    first = run_cycle(config_for(sb))
+    sb.faults.inject("endpoint", "status", status=503, count=None)
+    r = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    sb.faults.clear()
+    assert r.status == "failed"
+    assert "no earlier Ready revision" in r.summary
+    assert "Outcome: failed" in Path(r.report["markdown"]).read_text()
+    assert len(mutations(sb)) == 1  # the change; no rollback was invented
+    assert_every_mutation_approved(sb)
