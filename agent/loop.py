@@ -96,6 +96,9 @@ def run_cycle(
     """One cycle for ``cfg.service``: to the report, or to the approval interrupt."""
     if not cfg.service:
         raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
+    from mcp_tools.cloudrun import validate_service_name
+
+    validate_service_name(cfg.service)
     tid = thread_id or new_thread_id(cfg.service)
     config = _runnable_config(tid, cfg)
     meta = RunMeta(thread_id=tid, config=cfg.persisted())

@@ -27,11 +27,18 @@ def with_retries(
     max_delay_s: float = 8.0,
     retry_on: tuple[type[BaseException], ...] = (Exception,),
 ) -> T:
-    """``fn()``, tried up to ``attempts`` times with backoff; the last error propagates."""
+    """``fn()``, tried up to ``attempts`` times with backoff; the last error propagates.
+
+    A ``UserError`` (bad input: an unknown service, an invalid name) is never retried.
+    """
+    from mcp_tools.errors import UserError
+
     attempts = max(1, attempts)
     for i in range(attempts):
         try:
             return fn()
+        except UserError:
+            raise
         except retry_on as e:
             if i == attempts - 1:
                 raise

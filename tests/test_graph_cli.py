@@ -55,3 +55,10 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
         r = cli(*args, timeout=60)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr and r.stderr.startswith("error:"), (args, r.stderr)
+
+
+def test_unknown_or_invalid_service_is_a_clear_error() -> None:
+    r = cli("run", "--sandbox", "--scenario", "healthy", "--service", "no-such-service", "--yes", timeout=60)
+    assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = cli("run", "--service", "Bad_Name!", timeout=60)
+    assert r.returncode == 2 and "invalid Cloud Run service name" in r.stderr, r.stderr

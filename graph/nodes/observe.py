@@ -17,6 +17,7 @@ from graph.config import Configuration
 from graph.retry import short_error, with_retries
 from graph.state import ObservationSummary, SREState, event
 from graph.world import World
+from mcp_tools.errors import UserError
 from mcp_tools.incident import LogLine
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     info: Any = None
     try:
         info = retry(lambda: world.get_service(name), f"get service {name}")
+    except UserError:
+        raise  # an unknown service or a bad name is the caller's mistake, not a degraded read
     except Exception as e:
         unread.append(f"service spec and revisions: {short_error(e)}")
 
