@@ -62,3 +62,19 @@ def test_unknown_or_invalid_service_is_a_clear_error() -> None:
     assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = cli("run", "--service", "Bad_Name!", timeout=60)
     assert r.returncode == 2 and "invalid Cloud Run service name" in r.stderr, r.stderr
+
+
+def test_demo_with_a_model_url_uses_the_model() -> None:
+    from graph_helpers import ScriptedOpenAI
+
+    answer = {
+        "category": "weights_oom",
+        "confidence": 0.9,
+        "summary": "The bf16 weights of the 12B model do not fit one L4.",
+        "evidence": [],
+    }
+    with ScriptedOpenAI([{"content": json.dumps(answer)}], model="gemma-under-test") as model:
+        r = cli("demo", "--yes", "--model-url", model.url)
+        assert model.requests, "the model was asked"
+    assert r.returncode == 0, r.stderr
+    assert "model: gemma-under-test" in r.stdout and "fixed:" in r.stdout
