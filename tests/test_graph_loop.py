@@ -325,3 +325,41 @@ def test_a_failing_fix_with_nothing_to_return_to_says_so(sandbox_factory: Any) -
     assert "Outcome: failed" in Path(r.report["markdown"]).read_text()
     assert len(mutations(sb)) == 1  # the change; no rollback was invented
     assert_every_mutation_approved(sb)
+
+
+def test_user_mcp_servers_add_only_their_read_only_tools(
+    sandbox_factory: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import os
+    import sys
+
+    from sandbox.testing import sandbox_env
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    # A user's mcpServers file (as Gemini CLI writes it) naming a stdio server: our own, with its
+    # mutating tools listed (policy approve), so only its annotations keep them out.
+    servers = tmp_path / "mcp.json"
+    env = {**sandbox_env(sb), "GEMMA_SRE_POLICY": "approve", "GEMMA_SRE_STATE_DIR": str(tmp_path / "user")}
+    env["PATH"] = os.environ.get("PATH", "")
+    servers.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "ops": {"command": sys.executable, "args": ["-m", "agent.cli", "mcp"], "env": env}
+                }
+            }
+        )
+    )
+    answer = {"category": "weights_oom", "confidence": 0.9, "summary": "weights do not fit", "evidence": []}
+    with ScriptedOpenAI([{"content": json.dumps(answer)}]) as model:
+        r = run_cycle(config_for(sb, use_model=True, model_url=model.url, mcp_servers_file=str(servers)))
+        offered = {t["function"]["name"] for t in model.requests[0].get("tools") or []}
+    theirs = {n for n in offered if n.startswith("ops_")}
+    assert "ops_list_revisions" in theirs and "ops_get_vllm_metrics" in theirs
+    assert (
+        not {"ops_destroy_vllm", "ops_deploy_vllm", "ops_update_vllm_scaling", "ops_rollback_service"}
+        & theirs
+    )
+    assert r.values["diagnosis"]["model_used"]
+    assert mutations(sb) == []
