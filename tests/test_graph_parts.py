@@ -121,3 +121,26 @@ def test_mcp_servers_file_becomes_connections(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(UserError):
         connections_from_file(tmp_path / "bad.json")
+
+
+def test_apply_is_closed_without_a_recorded_approval(tmp_path: Path) -> None:
+    from graph.nodes.apply import NotApproved, apply
+
+    plan = _plan(RemediationKind.SET_MODEL).model_dump(mode="json")
+    approval = {"decision": "approve", "approver": "mallory", "approval_id": "apr-forged"}
+    base = {"configurable": {"thread_id": "t", "service": "svc", "state_dir": str(tmp_path)}}
+    # an approval in the state that the audit log never recorded
+    with pytest.raises(NotApproved):
+        apply({"plan": plan, "approval": approval}, base)  # type: ignore[arg-type]
+    with pytest.raises(NotApproved):
+        apply({"plan": plan, "approval": {**approval, "decision": "reject"}}, base)  # type: ignore[arg-type]
+    with pytest.raises(NotApproved):
+        apply({"plan": plan}, base)  # type: ignore[arg-type]
+    audit.append(
+        audit.AuditEvent(event="approval", thread_id="t", service="svc", actor="x", approval_id="apr-forged"),
+        state_dir=tmp_path,
+    )
+    for policy in (Policy.READ_ONLY, Policy.SUGGEST):
+        cfg = {"configurable": {**base["configurable"], "policy": policy.value}}
+        with pytest.raises(NotApproved):
+            apply({"plan": plan, "approval": approval}, cfg)  # type: ignore[arg-type]

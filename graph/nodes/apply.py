@@ -26,6 +26,7 @@ from graph.world import World
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import RemediationKind, RemediationPlan
+from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class NotApproved(RuntimeError):
 
 
 def _check_approval(state: SREState, cfg: Configuration) -> Approval:
+    if cfg.policy in (Policy.READ_ONLY, Policy.SUGGEST):
+        raise NotApproved(f"policy {cfg.policy.value} never applies a change")
     raw = state.get("approval")
     if not raw:
         raise NotApproved("no approval in the state")
