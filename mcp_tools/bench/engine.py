@@ -377,6 +377,7 @@ class _Run:
         stopped: list[str] = []
         notes: list[str] = []
         noted: set[int] = set()
+        noted_raise: set[str] = set()
         point = 0
         for ctx in contexts:
             self._emit(
@@ -387,7 +388,16 @@ class _Run:
             )
             prev: PointSummary | None = None
             for li, level in enumerate(levels):
-                prompts = await factory.make_many(ctx, cfg.requests_per_point)
+                n_requests = cfg.requests_per_point
+                if cfg.mode == "concurrency" and level > n_requests:
+                    n_requests = int(level)  # fewer requests than workers would not load the level
+                    if f"raised {ctx}" not in noted_raise:
+                        noted_raise.add(f"raised {ctx}")
+                        notes.append(
+                            f"context {ctx}: requests per point raised to the concurrency at levels above "
+                            f"{cfg.requests_per_point} (each worker sends at least one request)"
+                        )
+                prompts = await factory.make_many(ctx, n_requests)
                 inexact = [p.tokens for p in prompts if not p.exact]
                 if inexact and ctx not in noted:
                     noted.add(ctx)
