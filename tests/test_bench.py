@@ -332,3 +332,23 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
         stop()
     assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
     assert all(s.output_tokens == 3 for s in samples)
+
+
+def test_sweep_stops_at_saturation() -> None:
+    """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4."""
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.01,
+        itl_s=0.005,
+    )  # fmt: skip
+    url, stop = start_in_thread(VllmSim(cfg).app)
+    try:
+        result = asyncio.run(run_benchmark(_cfg(url, concurrencies=[1, 2, 4, 8, 16], requests_per_point=8)))
+    finally:
+        stop()
+    assert [p.level for p in result.points] == [1, 2, 4]
+    assert len(result.stopped) == 1 and "saturated" in result.stopped[0]
+    one, two, four = result.points
+    assert two.output_token_throughput > 1.6 * one.output_token_throughput
+    assert (
+        four.ttft.p50 is not None and two.ttft.p50 is not None and four.ttft.p50 > 2 * two.ttft.p50
+    )  # queueing
