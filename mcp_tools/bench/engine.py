@@ -37,6 +37,7 @@ TokenProvider = Callable[[], str | Awaitable[str]]
 
 class ProgressEvent(BaseModel):
     kind: Literal["prepare", "point_start", "request", "point_end", "done"]
+    mode: str = "concurrency"
     point: int = 0
     points: int = 0
     context_tokens: int = 0
@@ -188,7 +189,7 @@ class _Run:
     def _emit(self, **kw: Any) -> None:
         if self.progress is not None:
             try:
-                self.progress(ProgressEvent(**kw))
+                self.progress(ProgressEvent(mode=self.config.mode, **kw))
             except Exception:  # a broken progress display must not break the run
                 logger.debug("progress callback failed", exc_info=True)
 

@@ -73,7 +73,7 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
         "skipped": result.skipped,
         "notes": result.notes,
         "errors": result.errors,
-        "samples": [s.model_dump(mode="json") for s in result.samples],
+        "samples": [_sample_doc(s) for s in result.samples],
     }
     (run_dir / RUN_FILE).write_text(json.dumps(doc, indent=1) + "\n")
     _write_samples_csv(result.samples, run_dir / "samples.csv")
@@ -81,6 +81,16 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
     charts = write_charts(result.points, run_dir, title=f"{meta.model}", slo=meta.config.get("slo") or {})
     (run_dir / "summary.md").write_text(summary_markdown(result, charts=[c.name for c in charts]))
     return run_dir
+
+
+def _sample_doc(s: Sample) -> dict[str, Any]:
+    """A sample for run.json, times rounded to the microsecond (keeps big runs' files reasonable)."""
+    doc = s.model_dump(mode="json")
+    for k in ("start_s", "ttft_s", "e2e_s", "tpot_s"):
+        if doc[k] is not None:
+            doc[k] = round(doc[k], 6)
+    doc["itl_s"] = [round(x, 6) for x in s.itl_s]
+    return doc
 
 
 def _write_samples_csv(samples: Sequence[Sample], path: Path) -> None:
