@@ -222,7 +222,8 @@ def test_run_folder_written_never_overwritten_and_compare(
         assert len(doc["samples"]) == sum(p["requests"] for p in doc["points"]) == 20
         assert doc["metadata"]["model"] == MODEL and doc["metadata"]["client"]["httpx"]
         assert doc["metadata"]["config"]["concurrencies"] == [1, 2]
-        assert "| 32 | 1 |" in (d / "summary.md").read_text()
+        summary = (d / "summary.md").read_text()
+        assert "| 32 | 1 |" in summary and "- 32-token prompts: peak" in summary and "best goodput" in summary
     first_json = (Path(first.run_dir) / "run.json").read_text()
     assert json.loads(first_json)["metadata"]["started_at"] == first.metadata.started_at  # untouched
 

@@ -181,6 +181,9 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         )
     if len(result.points) > len(shown):
         lines.append(f"\n({len(result.points) - len(shown)} more points in points.csv)")
+    highlights = _highlights(result.points, mode)
+    if highlights:
+        lines += ["", "Highlights (measured):", *highlights]
     if result.errors:
         lines += ["", "Errors by type: " + ", ".join(f"{k}: {v}" for k, v in sorted(result.errors.items()))]
         details = _error_examples(result)
@@ -196,6 +199,33 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
     return "\n".join(lines) + "\n"
+
+
+def _highlights(points: Sequence[PointSummary], mode: str) -> list[str]:
+    """Per context length: the peak output throughput and, with SLOs, the level with the best goodput."""
+    out: list[str] = []
+    unit = "req/s offered" if mode == "rate" else "concurrent"
+    for ctx, ps in _series(points).items():
+        ok = [p for p in ps if p.ok]
+        if not ok:
+            continue
+        peak = max(ok, key=lambda p: p.output_token_throughput)
+        line = (
+            f"- {ctx}-token prompts: peak {peak.output_token_throughput:,.0f} output tok/s "
+            f"({peak.request_throughput:.2f} req/s) at {peak.level:g} {unit}"
+        )
+        with_good = [p for p in ok if p.goodput is not None]
+        if with_good:
+            best = max(with_good, key=lambda p: (p.goodput or 0, -p.level))
+            if (best.goodput or 0) > 0:
+                line += (
+                    f"; best goodput {best.goodput:.2f} req/s ({(best.goodput_fraction or 0):.0%} of "
+                    f"requests within the SLOs) at {best.level:g} {unit}"
+                )
+            else:
+                line += "; no level met the SLOs"
+        out.append(line)
+    return out
 
 
 def _error_examples(result: BenchResult) -> dict[str, str]:
