@@ -387,6 +387,12 @@ class VllmSim:
         scope["gemma_sre.raw_send"] = send
         scope["gemma_sre.arrival"] = asyncio.get_running_loop().time()
         try:
+            path = scope["path"]
+            if scope["method"] == "POST" and path in _HOT_PATHS:  # skip routing on the hot path
+                request = Request(scope, receive)
+                response = await self._generate_endpoint(request, chat=path == "/v1/chat/completions")
+                await response(scope, receive, send)
+                return
             await self._starlette(scope, receive, send)
         finally:
             self.in_flight -= 1
@@ -419,8 +425,10 @@ class VllmSim:
     def _drop_now(self, request: Request) -> Response:
         """Close the connection without any response when the server's transport is reachable
         (served directly by uvicorn); otherwise send the headers and cut the body."""
-        raw_send = request.scope.get("gemma_sre.raw_send")
-        transport = getattr(getattr(raw_send, "__self__", None), "transport", None)
+        transport = request.scope.get("gemma_sre.transport")  # set by an outer sandbox app, if any
+        if transport is None:
+            raw_send = request.scope.get("gemma_sre.raw_send")
+            transport = getattr(getattr(raw_send, "__self__", None), "transport", None)
         if transport is not None and hasattr(transport, "close"):
             transport.close()  # later writes to a closed transport are discarded
             return Response(status_code=500)
@@ -717,9 +725,28 @@ class VllmSim:
             "kv_transfer_params": None,
         }
 
+    @staticmethod
+    def _prefix(req: _Request, rid: str, created: int) -> bytes:
+        """The bytes every plain token chunk of this request starts with (built once per request)."""
+        obj = "chat.completion.chunk" if req.chat else "text_completion"
+        head = f'data: {{"id":"{rid}","object":"{obj}","created":{created},"model":{json.dumps(req.model)},'
+        return (head + '"choices":[{"index":0,' + ('"delta":{"content":' if req.chat else '"text":')).encode()
+
     def _chunk(
-        self, req: _Request, rid: str, created: int, piece: str | None, finish: str | None, n: int
+        self,
+        req: _Request,
+        rid: str,
+        created: int,
+        piece: str | None,
+        finish: str | None,
+        n: int,
+        prefix: bytes | None = None,
     ) -> bytes:
+        if prefix is not None and piece is not None and finish is None and not req.continuous_usage:
+            enc = _PIECE_JSON.get(piece)
+            if enc is None:
+                enc = _PIECE_JSON[piece] = json.dumps(piece).encode()
+            return prefix + enc + (_CHAT_TAIL if req.chat else _TEXT_TAIL)
         if req.chat:
             delta: dict[str, Any] = (
                 {"role": "assistant", "content": ""} if piece is None else {"content": piece}
@@ -757,6 +784,7 @@ class VllmSim:
         self, req: _Request, rid: str, created: int, drop_after: int | None, arrival: float
     ) -> AsyncIterator[bytes]:
         n = 0
+        prefix = self._prefix(req, rid, created)
         if req.chat:
             yield self._chunk(req, rid, created, None, None, 0)
         async for piece in self._decode(req, arrival):
@@ -764,13 +792,12 @@ class VllmSim:
                 raise _InjectedDrop("injected drop mid-stream")
             n += 1
             finish = "length" if n == req.max_tokens else None
-            yield self._chunk(req, rid, created, piece, finish, n)
+            yield self._chunk(req, rid, created, piece, finish, n, prefix)
         yield self._final_chunks(req, rid, created, n)
 
     def _instant(self, req: _Request, rid: str, created: int, drop_after: int | None) -> Response:
         """Zero-latency mode: account the request in one step and send the whole reply at once."""
         m = self.metrics
-        eng = self.engine
         n = req.max_tokens
         m.prompt_tokens += req.prompt_tokens
         m.generation_tokens += n
@@ -779,18 +806,17 @@ class VllmSim:
         m.e2e.observe(0.0)
         m.queue.observe(0.0)
         m.success["length"] += 1
-        peak = req.prompt_tokens + n
-        if peak > eng.config.kv_cache_tokens - eng.kv_used and eng.running:
-            m.preemptions += 1
         reply = synthetic_reply(req.seed, n)
         if not req.stream:
             return JSONResponse(self._full_body(req, rid, created, "".join(reply), n, "length"))
         chunks = []
+        prefix = self._prefix(req, rid, created)
         if req.chat:
             chunks.append(self._chunk(req, rid, created, None, None, 0))
         limit = n if drop_after is None else min(n, drop_after)
         for i in range(limit):
-            chunks.append(self._chunk(req, rid, created, reply[i], "length" if i == n - 1 else None, i + 1))
+            finish = "length" if i == n - 1 else None
+            chunks.append(self._chunk(req, rid, created, reply[i], finish, i + 1, prefix))
         if drop_after is not None:
             first = b"".join(chunks)
 
@@ -803,6 +829,12 @@ class VllmSim:
         return Response(
             b"".join(chunks), media_type="text/event-stream", headers={"cache-control": "no-cache"}
         )
+
+
+_PIECE_JSON: dict[str, bytes] = {}
+_HOT_PATHS = frozenset(("/v1/chat/completions", "/v1/completions"))
+_CHAT_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+_TEXT_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
 
 class _SimCollector:

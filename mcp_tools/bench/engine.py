@@ -22,8 +22,9 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
-from mcp_tools.bench.client import make_client, send_streaming
+from mcp_tools.bench.client import Transport, make_client, send_streaming
 from mcp_tools.bench.config import BenchConfig
+from mcp_tools.bench.http1 import Http1Pool
 from mcp_tools.bench.prompts import Prompt, PromptFactory
 from mcp_tools.bench.stats import PointSummary, Sample, summarize
 from mcp_tools.errors import ExternalError, UserError
@@ -36,6 +37,7 @@ TokenProvider = Callable[[], str | Awaitable[str]]
 
 class ProgressEvent(BaseModel):
     kind: Literal["prepare", "point_start", "request", "point_end", "done"]
+    mode: str = "concurrency"
     point: int = 0
     points: int = 0
     context_tokens: int = 0
@@ -68,8 +70,23 @@ class BenchResult(BaseModel):
     points: list[PointSummary]
     stopped: list[str] = Field(default_factory=list)  # why a sweep stopped early, per context length
     skipped: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     errors: dict[str, int] = Field(default_factory=dict)
     samples: list[Sample] = Field(default_factory=list, exclude=True)
+
+    def tool_output(self, max_chars: int = 8000) -> dict[str, Any]:
+        """A bounded answer for a tool call: the run folder, the Markdown summary, errors, early stops."""
+        text = self.summary_markdown(max_rows=40)
+        if len(text) > max_chars:
+            text = text[: max_chars - 40] + "\n... (truncated; see summary.md)\n"
+        return {
+            "run_dir": self.run_dir,
+            "model": self.metadata.model,
+            "points": len(self.points),
+            "errors": self.errors,
+            "stopped": self.stopped,
+            "summary_markdown": text,
+        }
 
     def summary_markdown(self, max_rows: int = 40) -> str:
         from mcp_tools.bench.output import summary_markdown
@@ -167,17 +184,18 @@ class _Run:
         self.auth = auth
         self.rng = random.Random(config.seed)
         self.path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
+        self.pool: Http1Pool | None = None
 
     def _emit(self, **kw: Any) -> None:
         if self.progress is not None:
             try:
-                self.progress(ProgressEvent(**kw))
+                self.progress(ProgressEvent(mode=self.config.mode, **kw))
             except Exception:  # a broken progress display must not break the run
                 logger.debug("progress callback failed", exc_info=True)
 
     async def _point(
         self,
-        client: httpx.AsyncClient,
+        client: Transport,
         bodies: list[bytes],
         *,
         point: int,
@@ -296,6 +314,9 @@ class _Run:
         cfg = self.config
         started = datetime.now(UTC)
         async with make_client(cfg.url, cfg.peak_in_flight(), cfg.request_timeout_s) as client:
+            transport: Transport = client
+            if cfg.http_client == "fast":
+                transport = self.pool = Http1Pool(cfg.url, connect_timeout_s=min(30.0, cfg.request_timeout_s))
             model, mml, revision = await _discover(client, cfg, self.auth)
             version = await _server_version(client, self.auth)
             meta = RunMetadata(
@@ -332,49 +353,86 @@ class _Run:
                     "--context: every context length plus --output-tokens exceeds the server's "
                     f"max_model_len {mml}"
                 )
-            levels = cfg.levels()
-            points_total = len(contexts) * len(levels)
-            await self._warmup(client, factory, model, contexts[0])
-            all_samples: list[Sample] = []
-            summaries: list[PointSummary] = []
-            stopped: list[str] = []
-            point = 0
-            for ctx in contexts:
-                self._emit(
-                    kind="prepare",
-                    context_tokens=ctx,
-                    points=points_total,
-                    message=f"prompts of {ctx} tokens",
+            try:
+                return await self._sweep(client, transport, factory, meta, contexts, skipped)
+            finally:
+                if self.pool is not None:
+                    await self.pool.aclose()
+
+    async def _sweep(
+        self,
+        client: httpx.AsyncClient,
+        transport: Transport,
+        factory: PromptFactory,
+        meta: RunMetadata,
+        contexts: list[int],
+        skipped: list[str],
+    ) -> BenchResult:
+        cfg = self.config
+        model = meta.model
+        levels = cfg.levels()
+        points_total = len(contexts) * len(levels)
+        await self._warmup(client, transport, factory, model, contexts[0])
+        all_samples: list[Sample] = []
+        summaries: list[PointSummary] = []
+        stopped: list[str] = []
+        notes: list[str] = []
+        noted: set[int] = set()
+        noted_raise: set[str] = set()
+        point = 0
+        for ctx in contexts:
+            self._emit(
+                kind="prepare",
+                context_tokens=ctx,
+                points=points_total,
+                message=f"prompts of {ctx} tokens",
+            )
+            prev: PointSummary | None = None
+            for li, level in enumerate(levels):
+                n_requests = cfg.requests_per_point
+                if cfg.mode == "concurrency" and level > n_requests:
+                    n_requests = int(level)  # fewer requests than workers would not load the level
+                    if f"raised {ctx}" not in noted_raise:
+                        noted_raise.add(f"raised {ctx}")
+                        notes.append(
+                            f"context {ctx}: requests per point raised to the concurrency at levels above "
+                            f"{cfg.requests_per_point} (each worker sends at least one request)"
+                        )
+                prompts = await factory.make_many(ctx, n_requests)
+                inexact = [p.tokens for p in prompts if not p.exact]
+                if inexact and ctx not in noted:
+                    noted.add(ctx)
+                    how = "estimated (no /tokenize)" if factory.measured is False else "inexact"
+                    notes.append(
+                        f"context {ctx}: {len(inexact)} of {len(prompts)} prompt lengths {how}, "
+                        f"{min(inexact)}..{max(inexact)} tokens; usage.prompt_tokens has the truth"
+                    )
+                bodies = [_body(cfg, model, p, cfg.output_tokens) for p in prompts]
+                del prompts
+                samples, duration = await self._point(
+                    transport, bodies, point=point, points=points_total, context=ctx, level=level
                 )
-                prev: PointSummary | None = None
-                for li, level in enumerate(levels):
-                    prompts = await factory.make_many(ctx, cfg.requests_per_point)
-                    bodies = [_body(cfg, model, p, cfg.output_tokens) for p in prompts]
-                    del prompts
-                    samples, duration = await self._point(
-                        client, bodies, point=point, points=points_total, context=ctx, level=level
-                    )
-                    summary = summarize(
-                        samples,
-                        point=point,
-                        context_tokens=ctx,
-                        mode=cfg.mode,
-                        level=level,
-                        slo=cfg.slo,
-                        duration_s=duration,
-                    )
-                    summaries.append(summary)
-                    all_samples.extend(samples)
-                    self._emit(
-                        kind="point_end", point=point, points=points_total, context_tokens=ctx, level=level,
-                        done=len(samples), total=len(samples),
-                    )  # fmt: skip
-                    point += 1
-                    reason = self._saturated(prev, summary, samples)
-                    if reason is not None and li < len(levels) - 1:
-                        stopped.append(f"context {ctx}: {reason}; skipped the higher levels")
-                        break
-                    prev = summary
+                summary = summarize(
+                    samples,
+                    point=point,
+                    context_tokens=ctx,
+                    mode=cfg.mode,
+                    level=level,
+                    slo=cfg.slo,
+                    duration_s=duration,
+                )
+                summaries.append(summary)
+                all_samples.extend(samples)
+                self._emit(
+                    kind="point_end", point=point, points=points_total, context_tokens=ctx, level=level,
+                    done=len(samples), total=len(samples),
+                )  # fmt: skip
+                point += 1
+                reason = self._saturated(prev, summary, samples)
+                if reason is not None and li < len(levels) - 1:
+                    stopped.append(f"context {ctx}: {reason}; skipped the higher levels")
+                    break
+                prev = summary
         errors: dict[str, int] = {}
         for s in all_samples:
             if not s.ok:
@@ -382,7 +440,13 @@ class _Run:
                 errors[key] = errors.get(key, 0) + 1
         meta.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
         result = BenchResult(
-            run_dir=None, metadata=meta, points=summaries, stopped=stopped, skipped=skipped, errors=errors
+            run_dir=None,
+            metadata=meta,
+            points=summaries,
+            stopped=stopped,
+            skipped=skipped,
+            notes=notes,
+            errors=errors,
         )
         result.samples = all_samples
         if cfg.write_output:
@@ -392,7 +456,9 @@ class _Run:
         self._emit(kind="done", points=points_total, message=result.run_dir or "")
         return result
 
-    async def _warmup(self, client: httpx.AsyncClient, factory: PromptFactory, model: str, ctx: int) -> None:
+    async def _warmup(
+        self, client: httpx.AsyncClient, transport: Transport, factory: PromptFactory, model: str, ctx: int
+    ) -> None:
         """Open the connections the run needs and send a few unrecorded requests."""
         cfg = self.config
         headers = await self.auth.headers()
@@ -402,7 +468,10 @@ class _Run:
             with contextlib.suppress(httpx.HTTPError):
                 await client.get("/health", headers=headers, timeout=10)
 
-        await asyncio.gather(*[ping() for _ in range(conns)])
+        if isinstance(transport, Http1Pool):
+            await transport.prewarm(conns)
+        else:
+            await asyncio.gather(*[ping() for _ in range(conns)])
         if cfg.warmup_requests <= 0:
             return
         prompts = await factory.make_many(min(ctx, 64), cfg.warmup_requests)
@@ -410,7 +479,7 @@ class _Run:
         await asyncio.gather(
             *[
                 send_streaming(
-                    client,
+                    transport,
                     self.path,
                     _body(cfg, model, p, min(8, cfg.output_tokens)),
                     headers,

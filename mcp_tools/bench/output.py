@@ -71,8 +71,9 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
         "points": [p.model_dump(mode="json") for p in result.points],
         "stopped": result.stopped,
         "skipped": result.skipped,
+        "notes": result.notes,
         "errors": result.errors,
-        "samples": [s.model_dump(mode="json") for s in result.samples],
+        "samples": [_sample_doc(s) for s in result.samples],
     }
     (run_dir / RUN_FILE).write_text(json.dumps(doc, indent=1) + "\n")
     _write_samples_csv(result.samples, run_dir / "samples.csv")
@@ -80,6 +81,16 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
     charts = write_charts(result.points, run_dir, title=f"{meta.model}", slo=meta.config.get("slo") or {})
     (run_dir / "summary.md").write_text(summary_markdown(result, charts=[c.name for c in charts]))
     return run_dir
+
+
+def _sample_doc(s: Sample) -> dict[str, Any]:
+    """A sample for run.json, times rounded to the microsecond (keeps big runs' files reasonable)."""
+    doc = s.model_dump(mode="json")
+    for k in ("start_s", "ttft_s", "e2e_s", "tpot_s"):
+        if doc[k] is not None:
+            doc[k] = round(doc[k], 6)
+    doc["itl_s"] = [round(x, 6) for x in s.itl_s]
+    return doc
 
 
 def _write_samples_csv(samples: Sequence[Sample], path: Path) -> None:
@@ -170,6 +181,9 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         )
     if len(result.points) > len(shown):
         lines.append(f"\n({len(result.points) - len(shown)} more points in points.csv)")
+    highlights = _highlights(result.points, mode)
+    if highlights:
+        lines += ["", "Highlights (measured):", *highlights]
     if result.errors:
         lines += ["", "Errors by type: " + ", ".join(f"{k}: {v}" for k, v in sorted(result.errors.items()))]
         details = _error_examples(result)
@@ -179,10 +193,39 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         lines.append(f"\nStopped early: {s}")
     for s in result.skipped:
         lines.append(f"\nSkipped: {s}")
+    for s in result.notes:
+        lines.append(f"\nNote: {s}")
     if charts:
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
     return "\n".join(lines) + "\n"
+
+
+def _highlights(points: Sequence[PointSummary], mode: str) -> list[str]:
+    """Per context length: the peak output throughput and, with SLOs, the level with the best goodput."""
+    out: list[str] = []
+    unit = "req/s offered" if mode == "rate" else "concurrent"
+    for ctx, ps in _series(points).items():
+        ok = [p for p in ps if p.ok]
+        if not ok:
+            continue
+        peak = max(ok, key=lambda p: p.output_token_throughput)
+        line = (
+            f"- {ctx}-token prompts: peak {peak.output_token_throughput:,.0f} output tok/s "
+            f"({peak.request_throughput:.2f} req/s) at {peak.level:g} {unit}"
+        )
+        with_good = [p for p in ok if p.goodput is not None]
+        if with_good:
+            best = max(with_good, key=lambda p: (p.goodput or 0, -p.level))
+            if (best.goodput or 0) > 0:
+                line += (
+                    f"; best goodput {best.goodput:.2f} req/s ({(best.goodput_fraction or 0):.0%} of "
+                    f"requests within the SLOs) at {best.level:g} {unit}"
+                )
+            else:
+                line += "; no level met the SLOs"
+        out.append(line)
+    return out
 
 
 def _error_examples(result: BenchResult) -> dict[str, str]:
@@ -287,13 +330,15 @@ def write_charts(
     ]
     for ax, (key, label, slo_key) in zip(axes.flat, panels, strict=True):
         top = 0.0
+        values: list[float] = []
         for ctx, ps in series.items():
             x = [p.level for p in ps]
             p50 = [(getattr(p, key).p50 or float("nan")) * 1000 for p in ps]
             p99 = [(getattr(p, key).p99 or float("nan")) * 1000 for p in ps]
             ax.plot(x, p50, marker="o", color=colors[ctx], label=_ctx_label(ctx))
             ax.plot(x, p99, marker=".", linestyle="--", color=colors[ctx], alpha=0.7)
-            top = max([top, *(v for v in p50 + p99 if v == v)])
+            values += [v for v in p50 + p99 if v == v and v > 0]
+            top = max([top, *values])
         bound = slo.get(slo_key)
         if bound:
             ax.axhline(
@@ -303,7 +348,15 @@ def write_charts(
         ax.set_title(label)
         ax.set_ylabel("milliseconds")
         _style_x(ax, mode, levels)
-        ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+        if values and max(values) / min(values) > 30:  # lines far apart: a log scale keeps each readable
+            from matplotlib.ticker import FuncFormatter
+
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_ylabel("milliseconds (log scale)")
+            ax.set_ylim(min(values) / 1.5, top * 2)
+        else:
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1)
         ax.legend(fontsize=8, loc="upper left")
     path = run_dir / "latency.png"
     fig.savefig(path, dpi=110)
@@ -416,7 +469,7 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
     la = f"A: {Path(a.path).name}"
     lb = f"B: {Path(b.path).name}"
     fig = Figure(figsize=(13, 5.2), layout="constrained")
-    fig.suptitle("Run comparison (solid A, dashed B)", fontsize=14, fontweight="bold")
+    fig.suptitle(f"Run comparison: solid = {la}, dashed = {lb}", fontsize=13, fontweight="bold")
     ax1, ax2 = fig.subplots(1, 2)
     levels = [p.level for p in a.points + b.points]
     for ctx in ctxs:
@@ -446,5 +499,4 @@ def _compare_chart(a: LoadedRun, b: LoadedRun, path: Path) -> None:
         _style_x(ax, mode, levels)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-    fig.text(0.01, 0.005, f"{la}    {lb}", fontsize=8, color="#444444")
     fig.savefig(path, dpi=110)

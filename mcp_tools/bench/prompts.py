@@ -22,8 +22,9 @@ from pydantic import BaseModel
 
 logger = logging.getLogger(__name__)
 
-# Short common English words: one token each in the usual tokenizers (and in the sandbox's).
-WORDS: tuple[str, ...] = (
+# Short common English words: one token each in the usual tokenizers (and in the sandbox's, which
+# splits words longer than four characters).
+_COMMON: tuple[str, ...] = (
     "the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as",
     "with", "his", "they", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but",
     "not", "what", "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each",
@@ -33,6 +34,7 @@ WORDS: tuple[str, ...] = (
     "water", "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get",
     "come", "made", "may", "part",
 )  # fmt: skip
+WORDS: tuple[str, ...] = tuple(w for w in _COMMON if len(w) <= 4)
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _TAG_SPACE = 26**4
@@ -98,6 +100,11 @@ class PromptFactory:
             return {"model": self.model, "messages": [{"role": "user", "content": text}]}
         return {"model": self.model, "prompt": text}
 
+    @property
+    def measured(self) -> bool | None:
+        """True once /tokenize answered, False when it is not available (or not used), None before."""
+        return self._tokenize_ok
+
     async def count(self, text: str) -> int | None:
         """Tokens of ``text`` as the server counts them for a request (template included); None if unknown."""
         if self._tokenize_ok is False:
@@ -145,17 +152,24 @@ class PromptFactory:
         if counted is None:
             return Prompt(text=text, tokens=overhead + 1 + k, exact=False)
         best = (abs(counted - target_tokens), counted, text)
-        for _ in range(6):
+        last_diff = 0
+        for attempt in range(12):
             diff = target_tokens - counted
             if diff == 0:
                 return Prompt(text=text, tokens=counted, exact=True)
-            if diff > 0:
+            if words and abs(diff) <= 2 and (attempt >= 3 or last_diff * diff < 0):
+                # near the target but oscillating on word boundaries: vary the last word instead
+                words = [*words[:-1], self.rng.choice(WORDS)]
+                if diff > 0 and attempt % 2:
+                    words = words + self._extra(1, len(words))
+            elif diff > 0:
                 words = words + self._extra(diff, len(words))
             else:
                 cut = min(len(words), -diff)
                 if cut == 0:
                     break  # the tag and template alone are longer than asked
                 words = words[: len(words) - cut]
+            last_diff = diff
             text = self._compose(tag, words)
             counted = await self.count(text)
             if counted is None:
@@ -163,6 +177,8 @@ class PromptFactory:
             if abs(counted - target_tokens) < best[0]:
                 best = (abs(counted - target_tokens), counted, text)
         _, counted_best, text_best = best
+        if counted_best != target_tokens:
+            logger.debug("prompt of %d tokens asked, %d made", target_tokens, counted_best)
         return Prompt(text=text_best, tokens=counted_best, exact=counted_best == target_tokens)
 
     def _extra(self, k: int, have: int) -> list[str]:

@@ -1,0 +1,355 @@
+"""The benchmark engine against the simulated vLLM endpoint (real HTTP, real server, injected faults)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from mcp_tools.bench import BenchConfig, compare_runs, parse_slo, run_benchmark
+from mcp_tools.bench.config import parse_int_list
+from mcp_tools.bench.prompts import PromptFactory
+from mcp_tools.bench.stats import Sample, dist, summarize
+from mcp_tools.errors import UserError
+from sandbox.faults import FaultInjector
+from sandbox.serve import start_in_thread
+from sandbox.vllm_sim import SimConfig, VllmSim, tokenize
+
+MODEL = "google/gemma-4-12B-it"
+
+
+@pytest.fixture(scope="module")
+def instant() -> Iterator[tuple[str, FaultInjector]]:
+    """A zero-latency sim (answers at once) with a fault injector."""
+    faults = FaultInjector()
+    sim = VllmSim(
+        SimConfig(served_model_name=MODEL, max_model_len=4096, kv_cache_tokens=1_000_000, zero_latency=True),
+        faults,
+    )
+    url, stop = start_in_thread(sim.app)
+    try:
+        yield url, faults
+    finally:
+        stop()
+
+
+def _cfg(url: str, **kw: object) -> BenchConfig:
+    base: dict[str, object] = {
+        "url": url,
+        "context_lengths": [32],
+        "output_tokens": 8,
+        "requests_per_point": 10,
+        "warmup_requests": 0,
+        "write_output": False,
+        "seed": 7,
+    }
+    base.update(kw)
+    return BenchConfig(**base)  # type: ignore[arg-type]
+
+
+def test_measured_ttft_and_itl_within_5_percent_of_injected() -> None:
+    """TTFT 200 ms and 20 ms per token in the sim; the benchmark must measure them within 5%."""
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=1024, kv_cache_tokens=100_000, ttft_base_s=0.2, itl_s=0.02
+    )
+    url, stop = start_in_thread(VllmSim(cfg).app)
+    try:
+        result = asyncio.run(
+            run_benchmark(
+                _cfg(
+                    url,
+                    concurrencies=[4],
+                    requests_per_point=8,
+                    output_tokens=16,
+                    warmup_requests=2,
+                    endpoint="chat",
+                )
+            )
+        )
+    finally:
+        stop()
+    (p,) = result.points
+    assert p.ok == 8 and p.mean_output_tokens == 16
+    assert p.ttft.p50 is not None and abs(p.ttft.p50 - 0.2) / 0.2 < 0.05, p.ttft
+    assert p.itl.mean is not None and abs(p.itl.mean - 0.02) / 0.02 < 0.05, p.itl
+    assert p.tpot.mean is not None and abs(p.tpot.mean - 0.02) / 0.02 < 0.05, p.tpot
+    assert p.e2e.mean is not None and abs(p.e2e.mean - (0.2 + 15 * 0.02)) / 0.5 < 0.05
+
+
+def test_prompts_are_unique_and_exact(instant: tuple[str, FaultInjector]) -> None:
+    url, _ = instant
+
+    async def build(shared: bool, chat: bool) -> list:
+        async with httpx.AsyncClient(base_url=url) as c:
+            f = PromptFactory(
+                c, model=MODEL, chat=chat, shared_prefix=shared, exact=True, rng=random.Random(1)
+            )
+            return await f.make_many(48, 150)
+
+    prompts = asyncio.run(build(False, True))
+    assert all(p.exact and p.tokens == 48 for p in prompts)
+    # no two prompts share even their first token (the tag), so nothing is cacheable across requests
+    firsts = [tokenize(p.text)[:1] for p in prompts]
+    assert len({tuple(x) for x in firsts}) == len(prompts)
+    # the server agrees on the length, chat template included
+    counts = {
+        httpx.post(f"{url}/tokenize", json={"messages": [{"role": "user", "content": p.text}]}).json()[
+            "count"
+        ]
+        for p in prompts[:10]
+    }
+    assert counts == {48}
+    shared = asyncio.run(build(True, False))
+    assert all(p.tokens == 48 for p in shared)
+    assert len({p.text for p in shared}) == len(shared)
+    assert len({tuple(tokenize(p.text)[:20]) for p in shared}) == 1  # a common cacheable prefix
+
+
+def test_usage_prompt_tokens_match_the_asked_context(instant: tuple[str, FaultInjector]) -> None:
+    url, _ = instant
+    result = asyncio.run(
+        run_benchmark(_cfg(url, endpoint="completions", context_lengths=[8, 300], concurrencies=[2, 4]))
+    )
+    assert [(p.context_tokens, p.level) for p in result.points] == [
+        (8, 2),
+        (8, 4),
+        (300, 2),
+        (300, 4),
+    ] or all("saturated" in s for s in result.stopped)
+    for s in result.samples:
+        assert s.ok and s.prompt_tokens == s.context_tokens and s.output_tokens == 8
+
+
+@pytest.mark.parametrize("http_client", ["fast", "httpx"])
+def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_client: str) -> None:
+    url, faults = instant
+    path = "/v1/chat/completions"
+    faults.inject(path, "status", 503, count=3)
+    faults.inject(path, "drop", count=2, after_tokens=2)
+    faults.inject(path, "hang", count=1)
+    try:
+        result = asyncio.run(
+            run_benchmark(
+                _cfg(
+                    url,
+                    concurrencies=[1],
+                    requests_per_point=10,
+                    request_timeout_s=0.5,
+                    error_budget=1.0,
+                    http_client=http_client,
+                )
+            )
+        )
+    finally:
+        faults.clear()
+    assert result.errors == {"http_503": 3, "connection_dropped": 2, "timeout": 1}
+    (p,) = result.points
+    assert p.requests == 10 and p.ok == 4 and p.success_rate == pytest.approx(0.4)
+    bad = [s for s in result.samples if s.error == "http_503"]
+    assert all(s.status == 503 and "Injected fault" in (s.error_detail or "") for s in bad)
+
+
+def test_error_budget_stops_the_sweep(instant: tuple[str, FaultInjector]) -> None:
+    url, faults = instant
+    faults.inject("/v1/chat/completions", "status", 500, count=None)
+    try:
+        result = asyncio.run(run_benchmark(_cfg(url, concurrencies=[1, 2, 4], requests_per_point=4)))
+    finally:
+        faults.clear()
+    assert [p.level for p in result.points] == [1]
+    assert result.errors == {"http_500": 4}
+    assert result.stopped and "error budget" in result.stopped[0]
+
+
+def test_rate_mode_spreads_arrivals(instant: tuple[str, FaultInjector]) -> None:
+    url, _ = instant
+    result = asyncio.run(run_benchmark(_cfg(url, mode="rate", rates=[40.0], requests_per_point=20)))
+    starts = sorted(s.start_s for s in result.samples)
+    assert len(starts) == 20 and all(s.ok for s in result.samples)
+    assert 0.2 < starts[-1] < 2.0  # 19 gaps at 40 req/s average 0.475 s
+
+
+def test_goodput_and_percentiles_by_hand() -> None:
+    def s(ttft: float, tpot: float, ok: bool = True) -> Sample:
+        return Sample(
+            point=0, context_tokens=8, level=1, start_s=0, ok=ok, ttft_s=ttft, tpot_s=tpot,
+            e2e_s=ttft + tpot * 9, prompt_tokens=8, output_tokens=10, error=None if ok else "http_503",
+        )  # fmt: skip
+
+    samples = [s(0.4, 0.04), s(0.6, 0.04), s(0.3, 0.06), s(0.1, 0.01, ok=False)]
+    slo = parse_slo("ttft=500ms,tpot=50ms")
+    assert slo.ttft_s == 0.5 and slo.tpot_s == 0.05
+    p = summarize(samples, point=0, context_tokens=8, mode="concurrency", level=1, slo=slo, duration_s=2.0)
+    assert p.goodput == pytest.approx(0.5)  # only the first request met both SLOs: 1 / 2 s
+    assert p.goodput_fraction == pytest.approx(0.25)
+    assert p.request_throughput == pytest.approx(1.5)
+    assert p.output_token_throughput == pytest.approx(15.0)
+    assert p.errors == {"http_503": 1}
+    d = dist([1.0, 2.0, 3.0, 4.0])
+    assert (d.mean, d.p50, d.p90, d.p99, d.max) == pytest.approx((2.5, 2.5, 3.7, 3.97, 4.0))
+    with pytest.raises(UserError):
+        parse_slo("ttft=fast")
+    assert parse_int_list("1..16,3", "--concurrency") == [1, 2, 3, 4, 8, 16]
+
+
+def test_run_folder_written_never_overwritten_and_compare(
+    tmp_path: Path, instant: tuple[str, FaultInjector]
+) -> None:
+    url, _ = instant
+    cfg = _cfg(
+        url,
+        concurrencies=[1, 2],
+        write_output=True,
+        output_dir=tmp_path,
+        label="same",
+        slo=parse_slo("ttft=1s"),
+    )
+    first = asyncio.run(run_benchmark(cfg))
+    second = asyncio.run(run_benchmark(cfg))
+    assert first.run_dir and second.run_dir and first.run_dir != second.run_dir
+    for run_dir in (first.run_dir, second.run_dir):
+        d = Path(run_dir)
+        for name in ("run.json", "samples.csv", "points.csv", "summary.md", "throughput.png", "latency.png"):
+            assert (d / name).stat().st_size > 0, name
+        assert (d / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        doc = json.loads((d / "run.json").read_text())
+        assert len(doc["samples"]) == sum(p["requests"] for p in doc["points"]) == 20
+        assert doc["metadata"]["model"] == MODEL and doc["metadata"]["client"]["httpx"]
+        assert doc["metadata"]["config"]["concurrencies"] == [1, 2]
+        summary = (d / "summary.md").read_text()
+        assert "| 32 | 1 |" in summary and "- 32-token prompts: peak" in summary and "best goodput" in summary
+    first_json = (Path(first.run_dir) / "run.json").read_text()
+    assert json.loads(first_json)["metadata"]["started_at"] == first.metadata.started_at  # untouched
+
+    cmp = compare_runs(first.run_dir, second.run_dir, output_dir=tmp_path)
+    assert {(r.context_tokens, r.level) for r in cmp.rows} == {(32, 1.0), (32, 2.0)}
+    assert any(r.metric == "req/s" and r.a and r.b for r in cmp.rows)
+    assert cmp.output_dir and (Path(cmp.output_dir) / "compare.png").stat().st_size > 0
+
+    from agent.cli import app
+
+    out = CliRunner().invoke(
+        app, ["bench", "compare", first.run_dir, second.run_dir, "--output-dir", str(tmp_path)]
+    )
+    assert out.exit_code == 0, out.output
+    assert "TTFT p50 ms" in out.output and "comparison chart" in out.output
+    bad = CliRunner().invoke(app, ["bench", "compare", str(tmp_path / "nope"), second.run_dir])
+    assert isinstance(bad.exception, UserError)
+
+
+def test_cli_sandbox_run(tmp_path: Path) -> None:
+    from agent.cli import app
+
+    args = [
+        "bench",
+        "--sandbox",
+        "--sandbox-zero-latency",
+        "-c",
+        "1,2",
+        "--context",
+        "16",
+        "--output-tokens",
+        "4",
+    ]
+    args += ["-n", "4", "--warmup", "0", "--output-dir", str(tmp_path), "--json"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["run_dir"] and (Path(doc["run_dir"]) / "run.json").exists()
+    assert [p["level"] for p in doc["points"]] == [1, 2] or doc["stopped"]
+    bad = CliRunner().invoke(app, ["bench", "--sandbox", "--slo", "ttft=soon"])
+    assert isinstance(bad.exception, UserError)
+
+
+def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
+    """The lean HTTP/1.1 client speaks TLS (Cloud Run is https) and survives the server closing idle
+    keep-alive connections between load points."""
+    import shutil
+    import ssl
+    import subprocess
+    import time
+
+    from mcp_tools.bench.client import send_streaming
+    from mcp_tools.bench.http1 import Http1Pool
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    cfg = SimConfig(served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, zero_latency=True)
+    url, stop = start_in_thread(
+        VllmSim(cfg).app,
+        uvicorn_options={"ssl_certfile": str(cert), "ssl_keyfile": str(key), "timeout_keep_alive": 1},
+    )
+    https = url.replace("http://127.0.0.1", "https://localhost")
+    ctx = ssl.create_default_context(cafile=str(cert))
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "prompt": "hello",
+            "max_tokens": 3,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+
+    async def main() -> list[Sample]:
+        pool = Http1Pool(https, ssl_context=ctx)
+        out = []
+        try:
+            for pause in (0.0, 0.0, 1.6):  # the last request follows the server's 1 s keep-alive timeout
+                await asyncio.sleep(pause)
+                out.append(
+                    await send_streaming(
+                        pool,
+                        "/v1/completions",
+                        body,
+                        {"content-type": "application/json"},
+                        chat=False,
+                        point=0,
+                        context_tokens=2,
+                        level=1,
+                        t_point=time.perf_counter(),
+                        timeout_s=5,
+                    )  # fmt: skip
+                )
+        finally:
+            await pool.aclose()
+        return out
+
+    try:
+        samples = asyncio.run(main())
+    finally:
+        stop()
+    assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
+    assert all(s.output_tokens == 3 for s in samples)
+
+
+def test_sweep_stops_at_saturation() -> None:
+    """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4."""
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.01,
+        itl_s=0.005,
+    )  # fmt: skip
+    url, stop = start_in_thread(VllmSim(cfg).app)
+    try:
+        result = asyncio.run(run_benchmark(_cfg(url, concurrencies=[1, 2, 4, 8, 16], requests_per_point=8)))
+    finally:
+        stop()
+    assert [p.level for p in result.points] == [1, 2, 4]
+    assert len(result.stopped) == 1 and "saturated" in result.stopped[0]
+    one, two, four = result.points
+    assert two.output_token_throughput > 1.6 * one.output_token_throughput
+    assert (
+        four.ttft.p50 is not None and two.ttft.p50 is not None and four.ttft.p50 > 2 * two.ttft.p50
+    )  # queueing
