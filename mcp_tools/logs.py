@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +54,15 @@ _KEY_NAMES = (
     r"|private[_-]?key|credentials?|auth)"
 )
 
+
+def _keep_quotes(value: str) -> str:
+    """A quoted value stays quoted, so redacted JSON or YAML still parses."""
+    q = value[0] if value[:1] in ("'", '"') else ""
+    return f"{q}[REDACTED]{q}"
+
+
 #: (pattern, replacement) in order. Each replacement keeps enough context to read the line.
-_REDACTIONS: list[tuple[re.Pattern[str], str]] = [
+_REDACTIONS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # PEM private keys (whole block, or a block cut by the log line)
     (
         re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|$)", re.DOTALL),
@@ -89,7 +96,7 @@ _REDACTIONS: list[tuple[re.Pattern[str], str]] = [
             r"(?!(?:None|null|''|\"\"|False|True|\[REDACTED)\b)"
             r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)"
         ),
-        r"\1\2[REDACTED]",
+        lambda m: m.group(1) + m.group(2) + _keep_quotes(m.group(3)),
     ),
 ]
 

@@ -798,7 +798,6 @@ class VllmSim:
     def _instant(self, req: _Request, rid: str, created: int, drop_after: int | None) -> Response:
         """Zero-latency mode: account the request in one step and send the whole reply at once."""
         m = self.metrics
-        eng = self.engine
         n = req.max_tokens
         m.prompt_tokens += req.prompt_tokens
         m.generation_tokens += n
@@ -807,9 +806,6 @@ class VllmSim:
         m.e2e.observe(0.0)
         m.queue.observe(0.0)
         m.success["length"] += 1
-        peak = req.prompt_tokens + n
-        if peak > eng.config.kv_cache_tokens - eng.kv_used and eng.running:
-            m.preemptions += 1
         reply = synthetic_reply(req.seed, n)
         if not req.stream:
             return JSONResponse(self._full_body(req, rid, created, "".join(reply), n, "length"))

@@ -76,7 +76,7 @@ def test_measured_ttft_and_itl_within_5_percent_of_injected() -> None:
         stop()
     (p,) = result.points
     assert p.ok == 8 and p.mean_output_tokens == 16
-    assert p.ttft.mean is not None and abs(p.ttft.mean - 0.2) / 0.2 < 0.05, p.ttft
+    assert p.ttft.p50 is not None and abs(p.ttft.p50 - 0.2) / 0.2 < 0.05, p.ttft
     assert p.itl.mean is not None and abs(p.itl.mean - 0.02) / 0.02 < 0.05, p.itl
     assert p.tpot.mean is not None and abs(p.tpot.mean - 0.02) / 0.02 < 0.05, p.tpot
     assert p.e2e.mean is not None and abs(p.e2e.mean - (0.2 + 15 * 0.02)) / 0.5 < 0.05
@@ -222,7 +222,8 @@ def test_run_folder_written_never_overwritten_and_compare(
         assert len(doc["samples"]) == sum(p["requests"] for p in doc["points"]) == 20
         assert doc["metadata"]["model"] == MODEL and doc["metadata"]["client"]["httpx"]
         assert doc["metadata"]["config"]["concurrencies"] == [1, 2]
-        assert "| 32 | 1 |" in (d / "summary.md").read_text()
+        summary = (d / "summary.md").read_text()
+        assert "| 32 | 1 |" in summary and "- 32-token prompts: peak" in summary and "best goodput" in summary
     first_json = (Path(first.run_dir) / "run.json").read_text()
     assert json.loads(first_json)["metadata"]["started_at"] == first.metadata.started_at  # untouched
 
@@ -332,3 +333,23 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
         stop()
     assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
     assert all(s.output_tokens == 3 for s in samples)
+
+
+def test_sweep_stops_at_saturation() -> None:
+    """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4."""
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.01,
+        itl_s=0.005,
+    )  # fmt: skip
+    url, stop = start_in_thread(VllmSim(cfg).app)
+    try:
+        result = asyncio.run(run_benchmark(_cfg(url, concurrencies=[1, 2, 4, 8, 16], requests_per_point=8)))
+    finally:
+        stop()
+    assert [p.level for p in result.points] == [1, 2, 4]
+    assert len(result.stopped) == 1 and "saturated" in result.stopped[0]
+    one, two, four = result.points
+    assert two.output_token_throughput > 1.6 * one.output_token_throughput
+    assert (
+        four.ttft.p50 is not None and two.ttft.p50 is not None and four.ttft.p50 > 2 * two.ttft.p50
+    )  # queueing

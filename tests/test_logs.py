@@ -175,3 +175,22 @@ def test_every_line_different_stays_bounded_and_keeps_the_cause() -> None:
     c = compress_logs(lines, budget_tokens=1500)
     assert c.tokens <= 1500 and (n - 699) in c.kept_line_numbers
     assert any(t.template.endswith("<*>") and t.id >= 1_000_000 for t in c.templates)  # the overflow groups
+
+
+def test_redacted_json_still_parses() -> None:
+    """A secret inside serialized JSON (a service's env, a report) is hidden and the JSON stays valid."""
+    import json
+
+    doc = {
+        "env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz123456", "PLAIN": "1"},
+        "auth": "Bearer abc.def.ghi",
+        "api_key": "k-1234567890",
+        "nested": [{"password": "hunter2"}],
+    }
+    out = redact(json.dumps(doc))
+    back = json.loads(out)
+    assert back["env"]["PLAIN"] == "1"
+    assert "hf_abcdefghijklmnopqrstuvwxyz123456" not in out
+    assert "hunter2" not in out and "k-1234567890" not in out and "abc.def.ghi" not in out
+    assert back["nested"][0]["password"] == "[REDACTED]"
+    assert redact("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456") == "HF_TOKEN=[REDACTED:hf_token]"

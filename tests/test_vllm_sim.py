@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import time
 from collections.abc import Iterator
@@ -297,7 +298,10 @@ def test_injected_latency_measured_within_5_percent() -> None:
     try:
 
         async def main() -> list[list[float]]:
-            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            # TCP_NODELAY: httpx writes headers and body separately; without it Nagle's algorithm can
+            # hold the body back until the server's delayed ACK (~40 ms), which is not server latency
+            nodelay = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            async with httpx.AsyncClient(base_url=url, timeout=10, transport=nodelay) as c:
                 # warm the connections up first, as any benchmark does
                 await asyncio.gather(*[c.get("/health") for _ in range(4)])
                 return list(await asyncio.gather(*[_stream_tokens(c, f"latency {i}", 16) for i in range(4)]))
@@ -305,8 +309,9 @@ def test_injected_latency_measured_within_5_percent() -> None:
         results = asyncio.run(main())
     finally:
         stop()  # type: ignore[operator]
-    ttft = statistics.mean(r[1] - r[0] for r in results)
-    itl = statistics.mean((r[-1] - r[1]) / (len(r) - 2) for r in results)
+    # medians: a shared 2-core machine adds rare scheduling outliers that are not the server's doing
+    ttft = statistics.median(r[1] - r[0] for r in results)
+    itl = statistics.median((r[-1] - r[1]) / (len(r) - 2) for r in results)
     assert abs(ttft - 0.2) / 0.2 < 0.05, ttft
     assert abs(itl - 0.02) / 0.02 < 0.05, itl
 

@@ -8,16 +8,16 @@ import typer
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS: list[str] = [
-    "version",
-    "mcp",
-    "sandbox",
-    "plan",
+    "demo",
     "run",
     "approve",
-    "demo",
-    "eval",
     "diagnose",
+    "plan",
+    "eval",
     "bench",
+    "sandbox",
+    "mcp",
+    "version",
 ]
 
 

@@ -230,9 +230,7 @@ class _Progress:
         if ev.kind == "prepare":
             self.progress.console.print(f"[dim]preparing {ev.message}[/dim]")
         elif ev.kind == "point_start":
-            what = (
-                f"{ev.level:g} req/s" if ev.level and not float(ev.level).is_integer() else f"x{ev.level:g}"
-            )
+            what = f"{ev.level:g} req/s" if ev.mode == "rate" else f"concurrency {ev.level:g}"
             self.task = self.progress.add_task(
                 f"point {ev.point + 1}/{ev.points}  ctx {ev.context_tokens}  {what}", total=ev.total
             )

@@ -39,12 +39,14 @@ def raise_open_files_limit(needed: int) -> int:
 def make_client(base_url: str, max_connections: int, timeout_s: float) -> httpx.AsyncClient:
     """An HTTP/1.1 pool with one connection per concurrent request (and open files to match)."""
     raise_open_files_limit(max_connections * 2 + 256)
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]  # headers and body go out as two writes
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=60
+    )
     return httpx.AsyncClient(
         base_url=base_url,
         http2=False,
-        limits=httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=60
-        ),
+        transport=httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay),
         timeout=httpx.Timeout(timeout_s, connect=min(30.0, timeout_s)),
         follow_redirects=False,
     )

@@ -37,6 +37,7 @@ TokenProvider = Callable[[], str | Awaitable[str]]
 
 class ProgressEvent(BaseModel):
     kind: Literal["prepare", "point_start", "request", "point_end", "done"]
+    mode: str = "concurrency"
     point: int = 0
     points: int = 0
     context_tokens: int = 0
@@ -188,7 +189,7 @@ class _Run:
     def _emit(self, **kw: Any) -> None:
         if self.progress is not None:
             try:
-                self.progress(ProgressEvent(**kw))
+                self.progress(ProgressEvent(mode=self.config.mode, **kw))
             except Exception:  # a broken progress display must not break the run
                 logger.debug("progress callback failed", exc_info=True)
 
@@ -377,6 +378,7 @@ class _Run:
         stopped: list[str] = []
         notes: list[str] = []
         noted: set[int] = set()
+        noted_raise: set[str] = set()
         point = 0
         for ctx in contexts:
             self._emit(
@@ -387,7 +389,16 @@ class _Run:
             )
             prev: PointSummary | None = None
             for li, level in enumerate(levels):
-                prompts = await factory.make_many(ctx, cfg.requests_per_point)
+                n_requests = cfg.requests_per_point
+                if cfg.mode == "concurrency" and level > n_requests:
+                    n_requests = int(level)  # fewer requests than workers would not load the level
+                    if f"raised {ctx}" not in noted_raise:
+                        noted_raise.add(f"raised {ctx}")
+                        notes.append(
+                            f"context {ctx}: requests per point raised to the concurrency at levels above "
+                            f"{cfg.requests_per_point} (each worker sends at least one request)"
+                        )
+                prompts = await factory.make_many(ctx, n_requests)
                 inexact = [p.tokens for p in prompts if not p.exact]
                 if inexact and ctx not in noted:
                     noted.add(ctx)

@@ -73,7 +73,7 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
         "skipped": result.skipped,
         "notes": result.notes,
         "errors": result.errors,
-        "samples": [s.model_dump(mode="json") for s in result.samples],
+        "samples": [_sample_doc(s) for s in result.samples],
     }
     (run_dir / RUN_FILE).write_text(json.dumps(doc, indent=1) + "\n")
     _write_samples_csv(result.samples, run_dir / "samples.csv")
@@ -81,6 +81,16 @@ def write_run(result: BenchResult, output_dir: Path) -> Path:
     charts = write_charts(result.points, run_dir, title=f"{meta.model}", slo=meta.config.get("slo") or {})
     (run_dir / "summary.md").write_text(summary_markdown(result, charts=[c.name for c in charts]))
     return run_dir
+
+
+def _sample_doc(s: Sample) -> dict[str, Any]:
+    """A sample for run.json, times rounded to the microsecond (keeps big runs' files reasonable)."""
+    doc = s.model_dump(mode="json")
+    for k in ("start_s", "ttft_s", "e2e_s", "tpot_s"):
+        if doc[k] is not None:
+            doc[k] = round(doc[k], 6)
+    doc["itl_s"] = [round(x, 6) for x in s.itl_s]
+    return doc
 
 
 def _write_samples_csv(samples: Sequence[Sample], path: Path) -> None:
@@ -171,6 +181,9 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         )
     if len(result.points) > len(shown):
         lines.append(f"\n({len(result.points) - len(shown)} more points in points.csv)")
+    highlights = _highlights(result.points, mode)
+    if highlights:
+        lines += ["", "Highlights (measured):", *highlights]
     if result.errors:
         lines += ["", "Errors by type: " + ", ".join(f"{k}: {v}" for k, v in sorted(result.errors.items()))]
         details = _error_examples(result)
@@ -186,6 +199,33 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
     return "\n".join(lines) + "\n"
+
+
+def _highlights(points: Sequence[PointSummary], mode: str) -> list[str]:
+    """Per context length: the peak output throughput and, with SLOs, the level with the best goodput."""
+    out: list[str] = []
+    unit = "req/s offered" if mode == "rate" else "concurrent"
+    for ctx, ps in _series(points).items():
+        ok = [p for p in ps if p.ok]
+        if not ok:
+            continue
+        peak = max(ok, key=lambda p: p.output_token_throughput)
+        line = (
+            f"- {ctx}-token prompts: peak {peak.output_token_throughput:,.0f} output tok/s "
+            f"({peak.request_throughput:.2f} req/s) at {peak.level:g} {unit}"
+        )
+        with_good = [p for p in ok if p.goodput is not None]
+        if with_good:
+            best = max(with_good, key=lambda p: (p.goodput or 0, -p.level))
+            if (best.goodput or 0) > 0:
+                line += (
+                    f"; best goodput {best.goodput:.2f} req/s ({(best.goodput_fraction or 0):.0%} of "
+                    f"requests within the SLOs) at {best.level:g} {unit}"
+                )
+            else:
+                line += "; no level met the SLOs"
+        out.append(line)
+    return out
 
 
 def _error_examples(result: BenchResult) -> dict[str, str]:
