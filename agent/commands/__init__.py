@@ -10,6 +10,9 @@ import typer
 COMMANDS: list[str] = [
     "version",
     "plan",
+    "run",
+    "approve",
+    "demo",
 ]
 
 

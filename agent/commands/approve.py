@@ -1,0 +1,70 @@
+"""``gemma-sre approve THREAD`` / ``gemma-sre reject THREAD``: decide a pending approval.
+
+From another process or later: the thread is resumed from the checkpoint store, against the service
+and endpoints it was started with.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+import typer
+
+
+def _default_approver() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _decide(thread: str, decision: str, approver: str | None, reason: str | None, as_json: bool) -> None:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from agent.display import print_outcome, print_update
+    from agent.loop import resume_cycle
+
+    console = Console(stderr=as_json)
+    result = resume_cycle(
+        thread,
+        decision=decision,
+        approver=approver or _default_approver(),
+        reason=reason,
+        on_update=lambda n, u: print_update(console, n, u),
+    )
+    if as_json:
+        doc = {
+            "thread_id": result.thread_id,
+            "status": result.status,
+            "summary": result.summary,
+            "report": result.report,
+        }
+        sys.stdout.write(json.dumps(doc) + "\n")
+    else:
+        print_outcome(console, result.status, result.summary, result.report)
+    if result.status in ("failed",):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def approve(
+        thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
+        approver: str = typer.Option(None, "--approver", help="Who approves (default: your user name)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
+    ) -> None:
+        """Approve a pending plan: it is applied, verified, and rolled back if it fails."""
+        _decide(thread, "approve", approver, None, as_json)
+
+    @app.command()
+    def reject(
+        thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
+        reason: str = typer.Option(None, "--reason", help="Why (kept in the audit log and the report)."),
+        approver: str = typer.Option(None, "--approver", help="Who rejects (default: your user name)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
+    ) -> None:
+        """Reject a pending plan: nothing is applied; the report records who and why."""
+        _decide(thread, "reject", approver, reason, as_json)

@@ -1,0 +1,113 @@
+"""``gemma-sre demo``: the whole loop on the reference failure, on a local sandbox, in under a minute.
+
+Gemma 4 12B in bf16 on one 24 GB NVIDIA L4: the weights alone do not fit, vLLM dies with CUDA out of
+memory while loading them. The demo observes it, diagnoses it with the cited log line, shows the
+capacity planner's options with their predicted memory, asks for approval (``--yes`` approves), applies
+the fix as a new revision, verifies it and writes the report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+SCENARIO = "reference-weights-oom"
+DEMO_TIME_SCALE = 600.0  # a three-minute cold start takes a third of a second
+
+
+def _banner(console: Any, cfg: Any) -> None:
+    console.rule("[bold]gemma-sre demo[/]: Gemma 4 12B (bf16) on one NVIDIA L4, local sandbox")
+    console.print(
+        f"service [bold]{cfg.service}[/] in sandbox project {cfg.project} / {cfg.location}; "
+        f"policy {cfg.policy.value}",
+        highlight=False,
+    )
+    if cfg.model_url:
+        console.print(f"diagnosis model: {cfg.model_url}", highlight=False)
+    else:
+        console.print(
+            "[yellow]no model configured[/]: the deterministic analyzers diagnose "
+            "(pass --model-url URL to add a model)",
+            highlight=False,
+        )
+
+
+def planner_options(console: Any, result: Any) -> None:
+    """The capacity planner's options for the failing spec, with their predicted memory."""
+    from rich.table import Table
+
+    from mcp_tools.capacity import parse_vllm_args, plan_capacity, resolve_model
+    from mcp_tools.incident import ServiceSpec
+    from mcp_tools.spec_ops import get_model
+
+    raw = (result.values.get("observation") or {}).get("service")
+    if not raw:
+        return
+    spec = ServiceSpec.model_validate(raw)
+    model_ref = get_model(spec.args)
+    if not model_ref or not spec.gpu_type:
+        return
+    try:
+        cap = plan_capacity(
+            resolve_model(model_ref),
+            gpu=spec.gpu_type,
+            gpu_count=spec.gpu_count,
+            flags=parse_vllm_args(spec.args),
+        )
+    except Exception as e:  # the planner cannot place this model: the plan table still shows
+        console.print(f"[dim]planner: {e}[/]")
+        return
+    console.print(
+        f"planner: {cap.model} on {cap.gpu} ({cap.gpu_memory_gib:.1f} GiB usable): weights "
+        f"{cap.weights_gib:.1f} GiB, {cap.verdict}",
+        highlight=False,
+    )
+    if not cap.suggestions:
+        return
+    table = Table(title="Capacity planner's options")
+    table.add_column("option")
+    table.add_column("change")
+    table.add_column("weights GiB", justify="right")
+    table.add_column("KV cache tokens", justify="right")
+    table.add_column("fits")
+    for s in cap.suggestions:
+        change = ", ".join(f"{k}={v}" for k, v in {**s.change, **s.also}.items())
+        table.add_row(
+            s.summary,
+            f"{s.kind}: {change}",
+            f"{s.weights_gib:.1f}",
+            f"{s.kv_cache_tokens:,}",
+            "yes" if s.fits else "no",
+        )
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def demo(
+        yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
+        model_url: str = typer.Option(None, "--model-url", help="A vLLM /v1 URL to diagnose with."),
+        approver: str = typer.Option(None, "--approver", help="Who approves (default: your user name)."),
+    ) -> None:
+        """Run the whole loop on the reference failure (Gemma 4 12B bf16 on one L4) in a local sandbox."""
+        from agent.session import CycleOptions, run_interactive
+        from mcp_tools.settings import Policy
+
+        code = run_interactive(
+            CycleOptions(
+                policy=Policy.APPROVE,
+                yes=yes,
+                approver=approver,
+                sandbox=True,
+                scenario=SCENARIO,
+                use_model=bool(model_url),
+                model_url=model_url,
+                time_scale=DEMO_TIME_SCALE,
+                demo=True,
+            ),
+            banner=_banner,
+            before_decision=planner_options,
+        )
+        if code:
+            raise typer.Exit(code)

@@ -1,0 +1,170 @@
+"""Running the loop from a face (CLI, demo): one cycle, and resuming a thread waiting for a decision.
+
+The graph is compiled with the configured checkpointer for each call and streamed with
+``durability="sync"``: each step's checkpoint is on disk before the next step starts, so a process
+killed at any point resumes from the last finished step. A thread that stops at the approval
+interrupt can be resumed later, from another process, by its thread id alone: its configuration is
+kept in its state (``meta.config``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from graph.config import Configuration
+from graph.state import RunMeta
+from mcp_tools.errors import UserError
+from mcp_tools.settings import get_settings
+
+#: ``on_update(node, update)`` is called after each step with that node's state update.
+OnUpdate = Callable[[str, dict[str, Any]], None]
+
+
+class CycleResult(BaseModel):
+    thread_id: str
+    status: str  # "awaiting_approval", or the outcome's status
+    summary: str = ""
+    pending: dict[str, Any] | None = None  # the approval request, when awaiting a decision
+    report: dict[str, str] = Field(default_factory=dict)
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+@contextmanager
+def compiled_graph() -> Iterator[Any]:
+    from graph.checkpoint import open_checkpointer
+    from graph.graph import builder
+
+    s = get_settings()
+    with open_checkpointer(s.checkpoint_url, s.state_dir) as saver:
+        yield builder.compile(checkpointer=saver, name="gemma-sre")
+
+
+def new_thread_id(service: str) -> str:
+    return f"{service}-{uuid.uuid4().hex[:10]}"
+
+
+def _runnable_config(thread_id: str, cfg: Configuration) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id, **cfg.persisted()}
+    if cfg.model is not None:
+        configurable["model"] = cfg.model
+    if cfg.tools is not None:
+        configurable["tools"] = cfg.tools
+    return {"configurable": configurable, "recursion_limit": 50}
+
+
+def _stream(g: Any, payload: Any, config: dict[str, Any], on_update: OnUpdate | None) -> None:
+    for chunk in g.stream(payload, config, stream_mode="updates", durability="sync"):
+        if not isinstance(chunk, dict):
+            continue
+        for node, update in chunk.items():
+            if node == "__interrupt__" or not isinstance(update, dict):
+                continue
+            if on_update is not None:
+                on_update(node, update)
+
+
+def _result(g: Any, thread_id: str, config: dict[str, Any]) -> CycleResult:
+    snap = g.get_state(config)
+    values = dict(snap.values or {})
+    if snap.interrupts:
+        pending = snap.interrupts[0].value
+        return CycleResult(
+            thread_id=thread_id,
+            status="awaiting_approval",
+            summary=f"waiting for a decision on thread {thread_id}",
+            pending=pending if isinstance(pending, dict) else {"request": pending},
+            values=values,
+        )
+    outcome = values.get("outcome") or {}
+    return CycleResult(
+        thread_id=thread_id,
+        status=str(outcome.get("status") or ("running" if snap.next else "unknown")),
+        summary=str(outcome.get("summary") or ""),
+        report=dict(values.get("report") or {}),
+        values=values,
+    )
+
+
+def run_cycle(
+    cfg: Configuration, *, thread_id: str | None = None, on_update: OnUpdate | None = None
+) -> CycleResult:
+    """One cycle for ``cfg.service``: to the report, or to the approval interrupt."""
+    if not cfg.service:
+        raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
+    tid = thread_id or new_thread_id(cfg.service)
+    config = _runnable_config(tid, cfg)
+    meta = RunMeta(thread_id=tid, config=cfg.persisted())
+    with compiled_graph() as g:
+        _stream(g, {"meta": meta.model_dump(mode="json")}, config, on_update)
+        return _result(g, tid, config)
+
+
+def thread_configuration(thread_id: str, g: Any) -> Configuration:
+    snap = g.get_state({"configurable": {"thread_id": thread_id}})
+    if not snap.values:
+        raise UserError(f"thread {thread_id!r}: no such thread in the checkpoint store")
+    meta = (snap.values or {}).get("meta") or {}
+    return Configuration.model_validate(meta.get("config") or {})
+
+
+def pending_request(thread_id: str) -> dict[str, Any] | None:
+    """The approval request a thread waits on, or None."""
+    with compiled_graph() as g:
+        thread_configuration(thread_id, g)
+        snap = g.get_state({"configurable": {"thread_id": thread_id}})
+        if not snap.interrupts:
+            return None
+        value = snap.interrupts[0].value
+        return value if isinstance(value, dict) else {"request": value}
+
+
+def resume_cycle(
+    thread_id: str,
+    *,
+    decision: str,
+    approver: str,
+    reason: str | None = None,
+    on_update: OnUpdate | None = None,
+    live: Configuration | None = None,
+) -> CycleResult:
+    """Answer a thread's approval request and run it to the end. ``live`` carries in-process objects."""
+    from langgraph.types import Command
+
+    from graph.state import now_iso
+
+    if decision not in ("approve", "reject"):
+        raise UserError(f"decision must be approve or reject, not {decision!r}")
+    if not approver.strip():
+        raise UserError("--approver: a decision must name who made it")
+    with compiled_graph() as g:
+        cfg = thread_configuration(thread_id, g)
+        if live is not None:
+            cfg.model, cfg.tools = live.model, live.tools
+        config = _runnable_config(thread_id, cfg)
+        snap = g.get_state(config)
+        if not snap.interrupts:
+            if snap.next:  # killed mid-cycle after the decision: carry on from the last checkpoint
+                _stream(g, None, config, on_update)
+                return _result(g, thread_id, config)
+            raise UserError(f"thread {thread_id!r} is not waiting for a decision (it has finished)")
+        answer = {"decision": decision, "approver": approver.strip(), "reason": reason, "at": now_iso()}
+        _stream(g, Command(resume=answer), config, on_update)
+        return _result(g, thread_id, config)
+
+
+def continue_cycle(thread_id: str, *, on_update: OnUpdate | None = None) -> CycleResult:
+    """Carry on a thread that was interrupted by a crash (not by an approval request)."""
+    with compiled_graph() as g:
+        cfg = thread_configuration(thread_id, g)
+        config = _runnable_config(thread_id, cfg)
+        snap = g.get_state(config)
+        if snap.interrupts:
+            return _result(g, thread_id, config)
+        if snap.next:
+            _stream(g, None, config, on_update)
+        return _result(g, thread_id, config)

@@ -1,0 +1,90 @@
+"""The append-only audit log: every decision and every mutation, one JSON line each.
+
+``<state_dir>/audit.jsonl``. Who, what, when, the diff, the thread and the approval id. Entries are
+only ever appended (under an exclusive lock); an entry whose ``event_id`` is already present is not
+written again, so a node that re-runs after a crash does not record the same decision twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from graph.state import now_iso
+
+AuditKind = Literal["approval", "rejection", "mutation", "mutation_failed", "rollback", "rollback_failed"]
+
+AUDIT_FILE = "audit.jsonl"
+
+
+class AuditEvent(BaseModel):
+    event: AuditKind
+    thread_id: str
+    service: str
+    actor: str  # who decided, or "gemma-sre" for a mutation carried out under an approval
+    approval_id: str | None = None
+    what: str = ""  # one line: the plan's steps, the revision, the reason
+    diff: str = ""
+    revision: str | None = None
+    at: str = Field(default_factory=now_iso)
+    details: dict[str, Any] = Field(default_factory=dict)
+    event_id: str = ""
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.event_id:
+            raw = f"{self.event}|{self.thread_id}|{self.approval_id}|{self.revision}|{self.what}"
+            self.event_id = hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def audit_path(state_dir: Path | str) -> Path:
+    return Path(state_dir) / AUDIT_FILE
+
+
+def _redact(text: str) -> str:
+    from mcp_tools.logs import redact
+
+    return redact(text)
+
+
+def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
+    """Append one event (secrets redacted). False when the same event was already recorded."""
+    path = audit_path(state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean = event.model_copy(update={"what": _redact(event.what), "diff": _redact(event.diff)})
+    line = json.dumps(clean.model_dump(mode="json"), sort_keys=True) + "\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8") as f:
+            f.seek(0)
+            for existing in f:
+                if f'"event_id": "{event.event_id}"' in existing:
+                    return False
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+        return True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def read(state_dir: Path | str) -> list[AuditEvent]:
+    path = audit_path(state_dir)
+    if not path.exists():
+        return []
+    out: list[AuditEvent] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if raw.strip():
+            out.append(AuditEvent.model_validate_json(raw))
+    return out
+
+
+def approved_ids(state_dir: Path | str) -> set[str]:
+    """Approval ids a person (or the auto policy) granted: the only ones a mutation may carry."""
+    return {e.approval_id for e in read(state_dir) if e.event == "approval" and e.approval_id}

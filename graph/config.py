@@ -1,0 +1,109 @@
+"""The loop's configuration: a typed object read from the run config (``config["configurable"]``).
+
+As in the LangGraph react-agent template, nodes call ``Configuration.from_runnable_config(config)``;
+anything not given falls back to the process settings (``GEMMA_SRE_*``). The serializable part is
+also kept in the thread's state (``meta.config``) so ``gemma-sre approve THREAD`` in another process
+resumes against the same service and endpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcp_tools.settings import Policy, Settings, get_settings
+
+#: Keys of ``configurable`` that hold live objects, never persisted.
+RUNTIME_KEYS = ("model", "tools")
+
+
+class Configuration(BaseModel):
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+
+    service: str = ""
+    policy: Policy = Policy.APPROVE
+    auto_kinds: list[str] = Field(default_factory=list)
+    project: str | None = None
+    location: str | None = None
+    run_api_endpoint: str | None = None
+    logging_api_endpoint: str | None = None
+    anonymous_credentials: bool = False
+    vllm_base_url: str | None = None  # the monitored endpoint when the service URI is not reachable
+    state_dir: str | None = None
+    # The model that diagnoses (None: analyzers only). ``use_model=False`` never calls one.
+    use_model: bool = True
+    model_url: str | None = None
+    fallback_model_url: str | None = None
+    model_name: str | None = None
+    model_factory: str = "agent.model:build_diagnosis_model"
+    mcp_servers_file: str | None = None
+    max_tool_steps: int = 4
+    # Bounds and retries.
+    log_limit: int = 50_000
+    log_window_s: float = 3600.0
+    retries: int = 3
+    retry_base_s: float = 0.5
+    verify_deadline_s: float = 300.0
+    verify_poll_s: float = 1.0
+    smoke_prompt: str = "Reply with the word ok."
+    # Live objects (never persisted): a chat model to use as is, and extra LangChain tools.
+    model: Any = Field(default=None, exclude=True)
+    tools: Any = Field(default=None, exclude=True)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Configuration:
+        s = settings or get_settings()
+        base: dict[str, Any] = {
+            "service": s.service or "",
+            "policy": s.policy,
+            "auto_kinds": list(s.auto_kinds),
+            "project": s.project,
+            "location": s.location,
+            "run_api_endpoint": s.run_api_endpoint,
+            "logging_api_endpoint": s.logging_api_endpoint,
+            "anonymous_credentials": s.anonymous_credentials,
+            "vllm_base_url": s.vllm_base_url,
+            "state_dir": str(s.state_dir),
+            "model_url": s.diagnosis_model_url,
+            "fallback_model_url": s.fallback_model_url,
+            "model_name": s.model_name,
+            "mcp_servers_file": str(s.mcp_servers_file) if s.mcp_servers_file else None,
+        }
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(base)
+
+    @classmethod
+    def from_runnable_config(cls, config: RunnableConfig | None = None) -> Configuration:
+        configurable = dict((config or {}).get("configurable") or {})
+        known = {k: v for k, v in configurable.items() if k in cls.model_fields}
+        return cls.from_settings(**known)
+
+    def persisted(self) -> dict[str, Any]:
+        """The serializable part, for the thread's state."""
+        return self.model_dump(mode="json")
+
+    def settings(self) -> Settings:
+        """Process settings with this configuration's project, endpoints and credentials."""
+        s = get_settings()
+        return s.model_copy(
+            update={
+                "project": self.project,
+                "location": self.location,
+                "run_api_endpoint": self.run_api_endpoint,
+                "logging_api_endpoint": self.logging_api_endpoint,
+                "anonymous_credentials": self.anonymous_credentials,
+                "vllm_base_url": self.vllm_base_url,
+                "policy": self.policy,
+                "auto_kinds": list(self.auto_kinds),
+                "state_dir": Path(self.state_dir) if self.state_dir else s.state_dir,
+                "model_url": self.model_url,
+                "fallback_model_url": self.fallback_model_url,
+            }
+        )
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.state_dir) if self.state_dir else get_settings().state_dir

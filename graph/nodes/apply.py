@@ -1,0 +1,163 @@
+"""apply: the approved plan, through the Cloud Run Admin API, exactly once.
+
+Idempotence: the plan's apply key (thread id + plan) goes into the new revision as the environment
+variable ``GEMMA_SRE_APPLY_KEY``; Cloud Run keeps it in the service template. Before every attempt
+the node reads the service: if the template already carries the key, the change was made (by this
+process before a retry, or by one that was killed during apply) and nothing is sent again. So a
+process killed between approval and apply, or during apply, resumes and applies exactly once.
+
+The mutation path is closed unless the state holds an approval whose id is in the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph import audit
+from graph.config import Configuration
+from graph.nodes.approve import thread_id_of
+from graph.policy import APPLY_KEY_ENV, apply_key
+from graph.retry import short_error, with_retries
+from graph.state import ApplyResult, Approval, ObservationSummary, SREState, event
+from graph.world import World
+from mcp_tools.errors import UserError
+from mcp_tools.incident import ServiceSpec
+from mcp_tools.remediation import RemediationKind, RemediationPlan
+
+log = logging.getLogger(__name__)
+
+
+class NotApproved(RuntimeError):
+    """apply was reached without a recorded approval: a bug in the wiring, never a path to a change."""
+
+
+def _check_approval(state: SREState, cfg: Configuration) -> Approval:
+    raw = state.get("approval")
+    if not raw:
+        raise NotApproved("no approval in the state")
+    approval = Approval.model_validate(raw)
+    if approval.decision != "approve":
+        raise NotApproved(f"the plan was {approval.decision}ed, not approved")
+    if approval.approval_id not in audit.approved_ids(cfg.state_path):
+        raise NotApproved(f"approval {approval.approval_id} is not in the audit log")
+    return approval
+
+
+def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    cfg = Configuration.from_runnable_config(config)
+    approval = _check_approval(state, cfg)
+    plan = RemediationPlan.model_validate(state.get("plan") or {})
+    thread_id = thread_id_of(config)
+    key = apply_key(thread_id, plan)
+    world = World(cfg)
+    name = cfg.service
+    summary = ObservationSummary.model_validate(state.get("observation_summary") or {"service": name})
+    result = ApplyResult(key=key, previous_ready_revision=summary.latest_ready_revision)
+
+    rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
+    if rollback_steps:  # a plan that only routes traffic back: naturally idempotent
+        target = str(rollback_steps[0].change.get("revision") or summary.latest_ready_revision or "")
+        try:
+            res = with_retries(
+                lambda: world.rollback(
+                    name, target, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
+                ),
+                what=f"route traffic to {target}",
+                attempts=cfg.retries,
+                base_delay_s=cfg.retry_base_s,
+            )
+            result.revision = res.revision
+            if not res.ready:
+                result.error = res.message
+        except Exception as e:
+            result.error = short_error(e)
+        return _done(state, cfg, thread_id, approval, plan, result)
+
+    pf = state.get("preflight") or {}
+    if not pf.get("new_spec"):
+        result.error = "preflight rendered no new spec"
+        return _done(state, cfg, thread_id, approval, plan, result)
+    new_spec = ServiceSpec.model_validate(pf["new_spec"])
+    new_spec.env = {**new_spec.env, APPLY_KEY_ENV: key}
+
+    first = True
+    for attempt in range(1, max(1, cfg.retries) + 1):
+        try:
+            info = with_retries(
+                lambda: world.get_service(name),
+                what=f"get service {name}",
+                attempts=cfg.retries,
+                base_delay_s=cfg.retry_base_s,
+            )
+        except Exception as e:
+            result.error = f"could not read the service before applying: {short_error(e)}"
+            break
+        if info.spec.env.get(APPLY_KEY_ENV) == key:
+            # Already made (by an earlier attempt or an earlier process): never send it twice.
+            result.already_applied = first
+            result.revision = info.latest_created_revision
+            result.error = None  # whether it came up is verify's question
+            break
+        if first and result.previous_ready_revision is None:
+            result.previous_ready_revision = info.latest_ready_revision
+        first = False
+        try:
+            res = world.update_service(
+                name, new_spec, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
+            )
+            result.revision = res.revision
+            result.error = None if res.ready else res.message
+            break
+        except UserError as e:  # refused by the API: retrying cannot help
+            result.error = short_error(e)
+            break
+        except Exception as e:  # transient after the client's retries: re-check the key, then retry
+            result.error = short_error(e)
+            log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
+    return _done(state, cfg, thread_id, approval, plan, result)
+
+
+def _done(
+    state: SREState,
+    cfg: Configuration,
+    thread_id: str,
+    approval: Approval,
+    plan: RemediationPlan,
+    result: ApplyResult,
+) -> dict[str, Any]:
+    if result.revision:
+        audit.append(
+            audit.AuditEvent(
+                event="mutation",
+                thread_id=thread_id,
+                service=cfg.service,
+                actor="gemma-sre",
+                approval_id=approval.approval_id,
+                what=", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
+                diff=(state.get("preflight") or {}).get("diff", ""),
+                revision=result.revision,
+                details={"apply_key": result.key, "error": result.error},
+            ),
+            state_dir=cfg.state_path,
+        )
+    if result.already_applied:
+        msg = f"already applied before this run (revision {result.revision}); nothing sent again"
+    elif result.revision:
+        msg = f"applied: revision {result.revision}" + (f" ({result.error})" if result.error else "")
+    else:
+        msg = f"not applied: {result.error}"
+        audit.append(
+            audit.AuditEvent(
+                event="mutation_failed",
+                thread_id=thread_id,
+                service=cfg.service,
+                actor="gemma-sre",
+                approval_id=approval.approval_id,
+                what=msg,
+            ),
+            state_dir=cfg.state_path,
+        )
+    return {"applied": result.model_dump(mode="json"), "timeline": event("apply", msg)}

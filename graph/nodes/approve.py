@@ -1,0 +1,112 @@
+"""approve: the human decision, through LangGraph's ``interrupt()``.
+
+The node runs again from its top when the thread is resumed, so nothing before the ``interrupt()``
+call has a side effect: the payload is computed from the state only. After it returns, the decision
+is validated, written to the state and appended to the audit log (idempotently: a re-run does not
+record it twice). Under the ``auto`` policy, plans whose every mutating step is of a kind the user
+listed as safe are approved by the policy without interrupting, and that too is audited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import interrupt
+
+from graph import audit
+from graph.config import Configuration
+from graph.policy import apply_key, approval_id_for, auto_allowed
+from graph.state import Approval, SREState, event, now_iso
+from mcp_tools.remediation import RemediationPlan
+
+
+class ApprovalInputError(ValueError):
+    """A resume value that is not a decision."""
+
+
+def thread_id_of(config: RunnableConfig) -> str:
+    tid = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(tid) if tid else "no-thread"
+
+
+def approval_request(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    """What the person is asked to decide: the plan, the diff and the prediction. Pure."""
+    cfg = Configuration.from_runnable_config(config)
+    plan = RemediationPlan.model_validate(state.get("plan") or {})
+    pf = state.get("preflight") or {}
+    diag = state.get("diagnosis") or {}
+    return {
+        "thread_id": thread_id_of(config),
+        "service": cfg.service,
+        "category": diag.get("category"),
+        "summary": diag.get("summary"),
+        "plan": plan.model_dump(mode="json"),
+        "diff": pf.get("diff", ""),
+        "prediction": [s.predicted for s in plan.steps if s.predicted],
+        "preflight_notes": pf.get("notes", []),
+        "question": "Apply this plan? Resume with {'decision': 'approve'|'reject', 'approver': NAME}.",
+    }
+
+
+def parse_decision(value: Any) -> tuple[str, str, str | None, str | None]:
+    """(decision, approver, reason, at) from a resume value; anything else is refused."""
+    if isinstance(value, str):
+        value = {"decision": value}
+    if not isinstance(value, dict):
+        raise ApprovalInputError(f"a decision must be a mapping, not {type(value).__name__}")
+    decision = str(value.get("decision", "")).strip().lower()
+    if decision not in ("approve", "reject"):
+        raise ApprovalInputError(f"decision must be 'approve' or 'reject', not {value.get('decision')!r}")
+    approver = str(value.get("approver") or "").strip()
+    if not approver:
+        raise ApprovalInputError("a decision must name its approver")
+    reason = value.get("reason")
+    at = value.get("at")
+    return decision, approver[:200], (str(reason)[:500] if reason else None), (str(at) if at else None)
+
+
+def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    cfg = Configuration.from_runnable_config(config)
+    plan = RemediationPlan.model_validate(state.get("plan") or {})
+    thread_id = thread_id_of(config)
+    key = apply_key(thread_id, plan)
+
+    decision: str
+    approver: str
+    reason: str | None
+    at: str | None
+    if auto_allowed(plan, cfg):
+        decision, approver, at = "approve", "policy:auto", None
+        reason = "every mutating step is of a kind listed in GEMMA_SRE_AUTO_KINDS"
+    else:
+        # Everything above is pure; the interrupt is the first thing with an effect.
+        answer = interrupt(approval_request(state, config))
+        decision, approver, reason, at = parse_decision(answer)
+
+    approval = Approval(
+        decision=decision,  # type: ignore[arg-type]
+        approver=approver,
+        at=at or now_iso(),
+        reason=reason,
+        approval_id=approval_id_for(thread_id, key),
+        policy=cfg.policy.value,
+    )
+    pf = state.get("preflight") or {}
+    audit.append(
+        audit.AuditEvent(
+            event="approval" if decision == "approve" else "rejection",
+            thread_id=thread_id,
+            service=cfg.service,
+            actor=approver,
+            approval_id=approval.approval_id,
+            what=", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
+            diff=pf.get("diff", ""),
+            at=approval.at,
+            details={"reason": reason, "policy": cfg.policy.value, "apply_key": key},
+        ),
+        state_dir=cfg.state_path,
+    )
+    verb = "approved" if decision == "approve" else "rejected"
+    msg = f"{verb} by {approver}" + (f" ({reason})" if reason else "")
+    return {"approval": approval.model_dump(mode="json"), "timeline": event("approve", msg)}

@@ -1,0 +1,135 @@
+"""observe: the service spec and revision conditions, the logs since the last cycle, /health, /metrics.
+
+Every read can fail. Each is tried a bounded number of times with backoff; what still cannot be read
+is named in the observation summary (``unread``) and the loop goes on with what it has: a degraded
+observation, never a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.config import Configuration
+from graph.retry import short_error, with_retries
+from graph.state import ObservationSummary, SREState, event
+from graph.world import World
+from mcp_tools.incident import LogLine
+
+log = logging.getLogger(__name__)
+
+
+def _parse_ts(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    from graph.observation import Observation
+
+    cfg = Configuration.from_runnable_config(config)
+    world = World(cfg)
+    name = cfg.service
+    until = datetime.now(UTC)
+    since = _parse_ts(state.get("since")) or until - timedelta(seconds=cfg.log_window_s)
+    unread: list[str] = []
+
+    def retry(fn: Any, what: str) -> Any:
+        return with_retries(fn, what=what, attempts=cfg.retries, base_delay_s=cfg.retry_base_s)
+
+    info: Any = None
+    try:
+        info = retry(lambda: world.get_service(name), f"get service {name}")
+    except Exception as e:
+        unread.append(f"service spec and revisions: {short_error(e)}")
+
+    conditions: list[dict[str, Any]] = []
+    if info is not None:
+        for c in info.conditions:
+            conditions.append({"scope": "service", **c.model_dump(mode="json")})
+        for r in info.revisions[:3]:  # newest first: the failing revision is the latest created
+            for c in r.conditions:
+                conditions.append({"scope": f"revision/{r.name}", **c.model_dump(mode="json")})
+
+    logs: list[LogLine] = []
+    try:
+        logs = retry(
+            lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
+            f"list log entries of {name}",
+        )
+    except Exception as e:
+        unread.append(f"logs: {short_error(e)}")
+
+    base_url = (info.uri if info is not None else None) or cfg.vllm_base_url
+    health: bool | None = None
+    metrics: str | None = None
+    if base_url:
+        ep = world.endpoint(base_url)
+        try:
+            health = bool(retry(ep.health, "vLLM /health"))
+        except Exception as e:
+            health = False
+            unread.append(f"/health: {short_error(e)}")
+        if health:
+            try:
+                metrics = retry(ep.metrics_text, "vLLM /metrics")
+            except Exception as e:
+                unread.append(f"/metrics: {short_error(e)}")
+    else:
+        unread.append("/health and /metrics: the service has no URL")
+
+    obs = Observation(
+        id=name,
+        title=f"Cloud Run service {name}",
+        service=info.spec if info is not None else None,
+        logs=logs,
+        metrics=metrics,
+        conditions=conditions,
+        health=health,
+        source="cloud-run",
+        latest_ready_revision=info.latest_ready_revision if info is not None else None,
+        latest_created_revision=info.latest_created_revision if info is not None else None,
+        serving_revision=info.serving_revision if info is not None else None,
+        ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
+    )
+    summary = ObservationSummary(
+        service=name,
+        uri=base_url,
+        latest_ready_revision=info.latest_ready_revision if info is not None else None,
+        latest_created_revision=info.latest_created_revision if info is not None else None,
+        conditions=conditions,
+        log_lines=len(logs),
+        logs_truncated=len(logs) >= cfg.log_limit,
+        since=_iso(since),
+        until=_iso(until),
+        health=health,
+        metrics_read=metrics is not None,
+        unread=unread,
+    )
+    msg = (
+        f"{len(logs)} log lines since {_iso(since)}; /health "
+        f"{'ok' if health else 'failing' if health is False else 'not read'}; "
+        f"latest ready revision {summary.latest_ready_revision or 'none'}"
+    )
+    if unread:
+        msg += f"; could not read: {'; '.join(unread)}"
+    for u in unread:
+        log.warning("observe %s: %s", name, u)
+    return {
+        "cycle": int(state.get("cycle") or 0) + 1,
+        "since": _iso(until),
+        "observation": obs.model_dump(mode="json", by_alias=True),
+        "observation_summary": summary.model_dump(mode="json"),
+        "timeline": event("observe", msg),
+    }

@@ -1,0 +1,32 @@
+"""report: the outcome, and the Markdown and JSON reports under ``<state_dir>/reports/``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.config import Configuration
+from graph.nodes.approve import thread_id_of
+from graph.report import outcome_of, render_json, render_markdown, report_basename
+from graph.state import SREState, event
+
+
+def report(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    cfg = Configuration.from_runnable_config(config)
+    outcome = outcome_of(state, cfg.policy)
+    final = event("report", f"{outcome.status}: {outcome.summary}")
+    full: SREState = {**state, "timeline": [*(state.get("timeline") or []), *final]}  # type: ignore[typeddict-item]
+    directory = cfg.state_path / "reports"
+    directory.mkdir(parents=True, exist_ok=True)
+    base = report_basename(cfg.service, thread_id_of(config), int(state.get("cycle") or 0))
+    md_path = directory / f"{base}.md"
+    json_path = directory / f"{base}.json"
+    md_path.write_text(render_markdown(full, outcome), encoding="utf-8")
+    json_path.write_text(json.dumps(render_json(full, outcome), indent=2) + "\n", encoding="utf-8")
+    return {
+        "outcome": outcome.model_dump(mode="json"),
+        "report": {"markdown": str(md_path), "json": str(json_path)},
+        "timeline": final,
+    }

@@ -1,0 +1,144 @@
+"""The loop's state: what one cycle has seen, decided and done.
+
+The graph's channels hold plain JSON values (so a checkpoint written by one process resumes in
+another, with any serializer and across versions); the pydantic models here give each part its type,
+and nodes read and write through them (``Approval.model_validate(state["approval"])``).
+"""
+
+from __future__ import annotations
+
+import operator
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TimelineEvent(BaseModel):
+    at: str = Field(default_factory=now_iso)
+    node: str
+    message: str
+
+
+class ObservationSummary(BaseModel):
+    """What observe saw, in a few fields, and what it could not read (a degraded observation)."""
+
+    service: str
+    source: str = "cloud-run"
+    uri: str | None = None
+    latest_ready_revision: str | None = None
+    latest_created_revision: str | None = None
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    log_lines: int = 0
+    logs_truncated: bool = False
+    since: str | None = None
+    until: str | None = None
+    health: bool | None = None
+    metrics_read: bool = False
+    unread: list[str] = Field(default_factory=list)  # "logs: 503 after 3 attempts", ...
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.unread)
+
+
+class PreflightResult(BaseModel):
+    ok: bool
+    notes: list[str] = Field(default_factory=list)
+    diff: str = ""
+    new_spec: dict[str, Any] | None = None
+    mutates: bool = False
+
+
+Decision = Literal["approve", "reject"]
+
+
+class Approval(BaseModel):
+    decision: Decision
+    approver: str
+    at: str = Field(default_factory=now_iso)
+    reason: str | None = None
+    approval_id: str
+    policy: str = "approve"
+
+
+class ApplyResult(BaseModel):
+    key: str
+    revision: str | None = None
+    already_applied: bool = False  # the service already carried this plan's key: nothing was sent
+    error: str | None = None
+    at: str = Field(default_factory=now_iso)
+    previous_ready_revision: str | None = None
+
+
+class Verification(BaseModel):
+    ok: bool
+    revision: str | None = None
+    ready: bool | None = None
+    health: bool | None = None
+    smoke: bool | None = None
+    reasons: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class RollbackResult(BaseModel):
+    attempted: bool
+    ok: bool = False
+    to_revision: str | None = None
+    reason: str = ""
+    error: str | None = None
+
+
+OutcomeStatus = Literal[
+    "healthy",  # nothing wrong, nothing to do
+    "diagnosed",  # read-only: diagnosis only
+    "suggested",  # suggest policy: a plan, never applied
+    "no_action",  # no applicable plan (escalation, or preflight refused it)
+    "awaiting_approval",
+    "rejected",
+    "fixed",  # applied and verified
+    "rolled_back",  # applied, verification failed, traffic back on the last good revision
+    "failed",  # applied, verification failed, and no rollback was possible
+]
+
+
+class Outcome(BaseModel):
+    status: OutcomeStatus
+    summary: str
+
+
+class RunMeta(BaseModel):
+    """The serializable configuration of a thread, kept in the state so another process can resume it."""
+
+    thread_id: str
+    started_at: str = Field(default_factory=now_iso)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class SREState(TypedDict, total=False):
+    meta: dict[str, Any]  # RunMeta
+    cycle: int
+    since: str | None  # logs are read from here (the end of the previous cycle's window)
+    observation: dict[str, Any]  # graph.observation.Observation, as JSON
+    observation_summary: dict[str, Any]  # ObservationSummary
+    findings: list[dict[str, Any]]  # analyzers' Finding, as JSON
+    diagnosis: dict[str, Any]  # graph.diagnosis.Diagnosis, as JSON
+    plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan
+    preflight: dict[str, Any]  # PreflightResult
+    approval: dict[str, Any] | None  # Approval
+    applied: dict[str, Any] | None  # ApplyResult
+    verification: dict[str, Any] | None  # Verification
+    rollback: dict[str, Any] | None  # RollbackResult
+    outcome: dict[str, Any]  # Outcome
+    report: dict[str, str]  # {"markdown": path, "json": path}
+    timeline: Annotated[list[dict[str, Any]], operator.add]
+
+
+def event(node: str, message: str) -> list[dict[str, Any]]:
+    """A one-entry timeline update (the channel appends)."""
+    return [TimelineEvent(node=node, message=message).model_dump()]

@@ -1,0 +1,83 @@
+"""The loop's fixed steps reach the outside world only through here, and only through ``mcp_tools``.
+
+One ``World`` per node run, built from the run's ``Configuration``: the Cloud Run client, the
+Cloud Logging reader and the vLLM endpoint client, each with the configuration's endpoints and
+credentials. Keeping this seam in one module means the nodes read as the loop, not as client code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from graph.config import Configuration
+from mcp_tools.incident import LogLine, ServiceSpec
+
+
+class World:
+    def __init__(self, cfg: Configuration) -> None:
+        self.cfg = cfg
+        self.settings = cfg.settings()
+        self._cloudrun: Any = None
+
+    @property
+    def cloudrun(self) -> Any:
+        if self._cloudrun is None:
+            from mcp_tools.cloudrun import CloudRun
+
+            # The loop does its own bounded retries around each step; keep the client's short.
+            self._cloudrun = CloudRun(self.settings, retry_attempts=2, retry_max_wait_s=2.0)
+        return self._cloudrun
+
+    # -- Cloud Run --
+
+    def get_service(self, name: str) -> Any:
+        return self.cloudrun.get_service(name)
+
+    def list_revisions(self, name: str) -> list[Any]:
+        return list(self.cloudrun.list_revisions(name))
+
+    def update_service(self, name: str, spec: ServiceSpec, *, approval_id: str, deadline_s: float) -> Any:
+        # A remediation's revision is meant to serve: send traffic to the latest ready revision.
+        return self.cloudrun.update_service(
+            name, spec, approval_id=approval_id, deadline_s=deadline_s, traffic_to_latest=True
+        )
+
+    def rollback(self, name: str, revision: str, *, approval_id: str, deadline_s: float) -> Any:
+        return self.cloudrun.rollback(name, revision, approval_id=approval_id, deadline_s=deadline_s)
+
+    # -- Cloud Logging --
+
+    def list_entries(self, service: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]:
+        from mcp_tools.cloudlogging import list_entries
+
+        return list(list_entries(service, since=since, until=until, limit=limit, settings=self.settings))
+
+    # -- the vLLM endpoint --
+
+    def endpoint(self, base_url: str) -> SyncEndpoint:
+        from mcp_tools.endpoint import VllmEndpoint
+
+        api_key = self.settings.model_api_key if base_url == self.settings.vllm_base_url else None
+        return SyncEndpoint(VllmEndpoint(base_url, timeout_s=self.settings.http_timeout_s, api_key=api_key))
+
+
+class SyncEndpoint:
+    """``mcp_tools.endpoint.VllmEndpoint`` (async) for the loop's synchronous nodes.
+
+    Nodes run in a thread without an event loop (LangGraph runs sync nodes in an executor under an
+    async driver), so each call gets its own short-lived loop.
+    """
+
+    def __init__(self, endpoint: Any) -> None:
+        self.endpoint = endpoint
+
+    def health(self) -> bool:
+        return bool(asyncio.run(self.endpoint.health()))
+
+    def metrics_text(self) -> str:
+        return str(asyncio.run(self.endpoint.metrics_text()))
+
+    def chat(self, messages: list[dict[str, Any]], *, max_tokens: int = 8) -> Any:
+        return asyncio.run(self.endpoint.chat(messages, stream=False, max_tokens=max_tokens, temperature=0.0))

@@ -1,0 +1,288 @@
+"""Cloud Logging entries for a Cloud Run service, through the official client (REST).
+
+Filters are built only from validated or quoted values: service and revision names are checked
+against Cloud Run's naming rules, free text is escaped inside a quoted string, severities come from
+the LogSeverity list. Every query carries an explicit ``timestamp>=`` (the client silently adds a
+24-hour one otherwise) and is bounded in time and count.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mcp_tools.cloudrun import validate_revision_name, validate_service_name
+from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.incident import SEVERITIES, LogLine
+from mcp_tools.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 5000
+MAX_WINDOW = timedelta(days=30)
+MAX_TEXT_FILTER = 200
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def quote(value: str) -> str:
+    """``value`` as a Logging-query string literal: quoted, backslashes and quotes escaped."""
+    if not isinstance(value, str):
+        raise UserError(f"expected text for a log filter, not {type(value).__name__}")
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in value)
+    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def parse_time(
+    value: datetime | timedelta | str, *, now: datetime | None = None, what: str = "since"
+) -> datetime:
+    """An aware UTC datetime from a datetime, a timedelta back from now, '15m'/'2h'/'1d', or ISO 8601."""
+    now = now or datetime.now(UTC)
+    if isinstance(value, timedelta):
+        return now - value
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        m = _DURATION_RE.fullmatch(value)
+        if m:
+            return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    raise UserError(
+        f"bad '{what}' value {value!r}: use a duration like '15m', '2h', '1d' or an ISO 8601 time"
+    )
+
+
+def _rfc3339(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build_filter(
+    service: str,
+    *,
+    since: datetime,
+    until: datetime | None = None,
+    severity: str | None = None,
+    text_filter: str | None = None,
+    revision: str | None = None,
+    location: str | None = None,
+) -> str:
+    """The Logging query for a Cloud Run service's entries; every value validated or quoted."""
+    validate_service_name(service)
+    if since.tzinfo is None:
+        raise UserError("'since' must be a time with a timezone")
+    parts = [
+        'resource.type="cloud_run_revision"',
+        f"resource.labels.service_name={quote(service)}",
+    ]
+    if location:
+        if not re.fullmatch(r"[a-z0-9-]{1,63}", location):
+            raise UserError(f"invalid region {location!r}")
+        parts.append(f"resource.labels.location={quote(location)}")
+    if revision:
+        parts.append(f"resource.labels.revision_name={quote(validate_revision_name(revision))}")
+    parts.append(f'timestamp>="{_rfc3339(since)}"')
+    if until is not None:
+        if until <= since:
+            raise UserError("'until' must be later than 'since'")
+        parts.append(f'timestamp<="{_rfc3339(until)}"')
+    if severity:
+        sev = severity.strip().upper()
+        if sev == "WARN":
+            sev = "WARNING"
+        if sev not in SEVERITIES:
+            raise UserError(f"unknown severity {severity!r} (one of {', '.join(SEVERITIES)})")
+        parts.append(f"severity>={sev}")
+    if text_filter:
+        if len(text_filter) > MAX_TEXT_FILTER:
+            raise UserError(f"text filter is longer than {MAX_TEXT_FILTER} characters")
+        q = quote(text_filter)
+        parts.append(f"(textPayload:{q} OR jsonPayload.message:{q})")
+    return "\n".join(parts)
+
+
+def entry_to_logline(entry: Any) -> LogLine:
+    """A LogLine from a google.cloud.logging entry (text, structured or request-log)."""
+    ts = entry.timestamp
+    timestamp = _rfc3339(ts) if isinstance(ts, datetime) else (str(ts) if ts else None)
+    severity = entry.severity or "DEFAULT"
+    payload = entry.payload
+    data: dict[str, Any] = {"timestamp": timestamp, "severity": severity}
+    if isinstance(payload, str):
+        data["text"] = payload
+    elif isinstance(payload, dict):
+        data["json"] = payload
+    else:
+        req = getattr(entry, "http_request", None) or {}
+        if req:
+            status = req.get("status", "")
+            data["text"] = " ".join(
+                str(x)
+                for x in (
+                    req.get("requestMethod", ""),
+                    req.get("requestUrl", ""),
+                    status,
+                    req.get("latency", ""),
+                )
+                if x != ""
+            )
+        elif payload is not None:
+            data["text"] = str(payload)
+        else:
+            data["text"] = ""
+    try:
+        return LogLine.model_validate(data)
+    except Exception:  # an odd severity from the API must not lose the line
+        data["severity"] = "DEFAULT"
+        return LogLine.model_validate(data)
+
+
+class CloudLogging:
+    """Read Cloud Run service logs from Cloud Logging."""
+
+    def __init__(self, settings: Settings | None = None, *, retry_attempts: int = 3) -> None:
+        self.settings = settings or get_settings()
+        self.retry_attempts = max(1, retry_attempts)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from google.auth import exceptions as auth_exc
+            from google.cloud import logging as gcl
+
+            if not self.settings.project:
+                raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
+            kw: dict[str, Any] = {"project": self.settings.project, "_use_grpc": False}
+            if self.settings.logging_api_endpoint:
+                kw["client_options"] = {"api_endpoint": self.settings.logging_api_endpoint}
+            if self.settings.anonymous_credentials:
+                from google.auth.credentials import AnonymousCredentials
+
+                kw["credentials"] = AnonymousCredentials()
+            try:
+                self._client = gcl.Client(**kw)
+            except auth_exc.DefaultCredentialsError:
+                raise ExternalError(
+                    "no Google credentials found: run `gcloud auth application-default login` "
+                    "or set GOOGLE_APPLICATION_CREDENTIALS"
+                ) from None
+        return self._client
+
+    def list_entries(
+        self,
+        service: str,
+        *,
+        since: datetime | timedelta | str,
+        until: datetime | timedelta | str | None = None,
+        severity: str | None = None,
+        text_filter: str | None = None,
+        revision: str | None = None,
+        limit: int = 1000,
+        newest: bool = True,
+    ) -> list[LogLine]:
+        """Entries of ``service`` in [since, until], oldest first, at most ``limit``.
+
+        With ``newest`` (default) the newest ``limit`` entries in the window are kept; otherwise the
+        oldest (useful for start-up failures).
+        """
+        from google.api_core import exceptions as gexc
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise UserError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
+        now = datetime.now(UTC)
+        start = parse_time(since, now=now, what="since")
+        end = parse_time(until, now=now, what="until") if until is not None else None
+        if (end or now) - start > MAX_WINDOW:
+            raise UserError(f"time window is longer than {MAX_WINDOW.days} days; narrow 'since'/'until'")
+        filt = build_filter(
+            service,
+            since=start,
+            until=end,
+            severity=severity,
+            text_filter=text_filter,
+            revision=revision,
+            location=self.settings.location,
+        )
+        order = "timestamp desc" if newest else "timestamp asc"
+        log.debug("Cloud Logging filter:\n%s", filt)
+
+        import requests
+
+        transient = (
+            gexc.TooManyRequests,
+            gexc.InternalServerError,
+            gexc.BadGateway,
+            gexc.ServiceUnavailable,
+            gexc.GatewayTimeout,
+            requests.exceptions.ConnectionError,
+            requests.exceptions.Timeout,
+        )
+        last: BaseException | None = None
+        for attempt in range(1, self.retry_attempts + 1):
+            try:
+                entries = self.client.list_entries(
+                    resource_names=[f"projects/{self.settings.project}"],
+                    filter_=filt,
+                    order_by=order,
+                    max_results=limit,
+                    page_size=min(limit, 1000),
+                )
+                lines = [entry_to_logline(e) for e in entries]
+                break
+            except transient as e:
+                last = e
+                if attempt < self.retry_attempts:
+                    import time
+
+                    log.warning("Cloud Logging: %s; retrying", e.__class__.__name__)
+                    time.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
+            except gexc.InvalidArgument as e:
+                raise UserError(f"Cloud Logging rejected the query ({_describe(e)})") from None
+            except gexc.PermissionDenied as e:
+                raise ExternalError(f"Cloud Logging: permission denied ({_describe(e)})") from None
+            except gexc.GoogleAPICallError as e:
+                raise ExternalError(f"Cloud Logging error ({_describe(e)})") from None
+        else:
+            raise ExternalError(
+                f"Cloud Logging unavailable after {self.retry_attempts} attempts ({_describe(last)})"
+            )
+        if newest:
+            lines.reverse()
+        return lines
+
+
+def list_entries(
+    service: str,
+    *,
+    since: datetime | timedelta | str,
+    until: datetime | timedelta | str | None = None,
+    severity: str | None = None,
+    text_filter: str | None = None,
+    revision: str | None = None,
+    limit: int = 1000,
+    settings: Settings | None = None,
+) -> list[LogLine]:
+    """Entries of a Cloud Run service, oldest first (see ``CloudLogging.list_entries``)."""
+    return CloudLogging(settings).list_entries(
+        service,
+        since=since,
+        until=until,
+        severity=severity,
+        text_filter=text_filter,
+        revision=revision,
+        limit=limit,
+    )
+
+
+def _describe(e: BaseException | None) -> str:
+    if e is None:
+        return "unknown error"
+    msg = " ".join(str(getattr(e, "message", None) or e).split())
+    return f"{e.__class__.__name__}: {msg[:300]}" if msg else e.__class__.__name__

@@ -1,0 +1,776 @@
+"""Cloud Run Admin API v2 through the official client (sync, REST), and ServiceSpec <-> run_v2.Service.
+
+``CloudRun(settings)`` is the only way our code reads or changes a Cloud Run service. It uses the
+ambient Google credentials and ``GOOGLE_CLOUD_PROJECT`` / ``GOOGLE_CLOUD_LOCATION``; the settings
+``run_api_endpoint`` + ``anonymous_credentials`` point it at another endpoint (the local sandbox).
+
+Everything here is synchronous: async callers use ``asyncio.to_thread`` (the async REST client does
+not work). Transient failures (429, 5xx, timeouts, connection errors) are retried with backoff a
+bounded number of times, then raised as one-line ``ExternalError``; an unknown service or revision is
+a ``UserError``. Every mutation carries the approval id as ``x-gemma-sre-approval`` request metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.settings import Settings, get_settings
+
+if TYPE_CHECKING:  # the client libraries are heavy: import them where they are used
+    from google.cloud import run_v2
+
+log = logging.getLogger(__name__)
+
+APPROVAL_HEADER = "x-gemma-sre-approval"
+GPU_LIMIT = "nvidia.com/gpu"
+DEFAULT_VLLM_PORT = 8000
+
+# Cloud Run: lower-case letters, digits and hyphens, starting with a letter, not ending with a hyphen.
+_SERVICE_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,47}[a-z0-9])?$")
+_REVISION_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_FULL_SERVICE_RE = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/services/(?P<service>[^/]+)$"
+)
+_APPROVAL_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+# --- names -----------------------------------------------------------------------------------------
+
+
+def validate_service_name(name: str) -> str:
+    """A Cloud Run service's short name, checked against Cloud Run's naming rules."""
+    if not isinstance(name, str) or not _SERVICE_RE.fullmatch(name):
+        raise UserError(
+            f"invalid Cloud Run service name {name!r}: use 1-49 lower-case letters, digits or hyphens, "
+            "starting with a letter and not ending with a hyphen"
+        )
+    return name
+
+
+def validate_revision_name(name: str) -> str:
+    if not isinstance(name, str) or not _REVISION_RE.fullmatch(name):
+        raise UserError(
+            f"invalid Cloud Run revision name {name!r}: use lower-case letters, digits or hyphens, "
+            "starting with a letter"
+        )
+    return name
+
+
+def _short(resource: str) -> str:
+    return resource.rsplit("/", 1)[-1] if resource else resource
+
+
+# --- result models ---------------------------------------------------------------------------------
+
+
+class ConditionInfo(BaseModel):
+    type: str
+    state: str
+    message: str = ""
+    reason: str = ""
+    severity: str = ""
+    last_transition_time: str | None = None
+
+
+class TrafficEntry(BaseModel):
+    revision: str | None = None  # short name (a LATEST target names the latest ready revision)
+    percent: int = 0
+    latest: bool = False
+    tag: str | None = None
+
+
+class RevisionInfo(BaseModel):
+    name: str  # short name
+    full_name: str
+    create_time: str | None = None
+    ready: bool = False
+    conditions: list[ConditionInfo] = Field(default_factory=list)
+    spec: ServiceSpec
+    traffic_percent: int = 0
+
+
+class ServiceInfo(BaseModel):
+    name: str  # short name
+    full_name: str
+    spec: ServiceSpec
+    uri: str | None = None
+    latest_ready_revision: str | None = None
+    latest_created_revision: str | None = None
+    traffic: list[TrafficEntry] = Field(default_factory=list)
+    conditions: list[ConditionInfo] = Field(default_factory=list)
+    terminal_condition: ConditionInfo | None = None
+    etag: str | None = None
+    revisions: list[RevisionInfo] = Field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        tc = self.terminal_condition
+        return tc is not None and tc.state == "CONDITION_SUCCEEDED"
+
+    @property
+    def serving_revision(self) -> str | None:
+        """The revision that gets the largest traffic share (the latest ready one for a LATEST target)."""
+        best: TrafficEntry | None = None
+        for t in self.traffic:
+            if best is None or t.percent > best.percent:
+                best = t
+        if best is None:
+            return self.latest_ready_revision
+        return best.revision if best.revision else self.latest_ready_revision
+
+
+class MutationResult(BaseModel):
+    service: str
+    operation: str  # "update" | "rollback" | "create" | "delete"
+    revision: str | None = None  # the revision the change produced (or routes to)
+    ready: bool = False
+    message: str = ""
+    approval_id: str
+
+
+# --- conversion ------------------------------------------------------------------------------------
+
+
+def _enum_name(value: Any) -> str:
+    return getattr(value, "name", None) or str(value)
+
+
+def _ts(value: Any) -> str | None:
+    if not value:
+        return None
+    iso = getattr(value, "isoformat", None)
+    if callable(iso):
+        try:
+            return str(iso())
+        except Exception:  # pragma: no cover - odd timestamp types
+            return str(value)
+    return str(value)
+
+
+def _condition(c: Any) -> ConditionInfo:
+    reason = ""
+    for field in ("reason", "revision_reason", "execution_reason"):
+        v = getattr(c, field, None)
+        if v and int(v) != 0:
+            reason = _enum_name(v)
+            break
+    return ConditionInfo(
+        type=c.type_,
+        state=_enum_name(c.state),
+        message=c.message or "",
+        reason=reason,
+        severity=_enum_name(c.severity) if int(c.severity) else "",
+        last_transition_time=_ts(c.last_transition_time),
+    )
+
+
+def _number(v: str) -> float | int | str:
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return int(f) if f.is_integer() and re.fullmatch(r"\d+", v) else f
+
+
+def _main_container(containers: Any) -> Any:
+    """The serving container: the one with a port, else the first (None when there is none)."""
+    if not containers:
+        return None
+    for c in containers:
+        if c.ports:
+            return c
+    return containers[0]
+
+
+def _spec_from_parts(
+    *,
+    name: str,
+    region: str | None,
+    containers: Any,
+    scaling: Any,
+    concurrency: int,
+    accelerator: str,
+    zonal_disabled: bool | None,
+) -> ServiceSpec:
+    c = _main_container(containers)
+    spec = ServiceSpec(name=name, region=region)
+    if accelerator:
+        spec.gpu_type = accelerator
+    if c is not None:
+        spec.image = c.image or None
+        spec.args = list(c.args)
+        spec.env = {e.name: e.value for e in c.env if not e.value_source}
+        limits = dict(c.resources.limits) if c.resources else {}
+        if "cpu" in limits:
+            spec.cpu = _number(limits["cpu"])
+        if "memory" in limits:
+            spec.memory = limits["memory"]
+        if GPU_LIMIT in limits:
+            try:
+                spec.gpu_count = int(limits[GPU_LIMIT])
+            except ValueError:
+                log.warning("unreadable GPU limit %r", limits[GPU_LIMIT])
+        if "startup_probe" in c:
+            p = c.startup_probe
+            spec.startup_probe = StartupProbe(
+                initial_delay_seconds=p.initial_delay_seconds,
+                period_seconds=p.period_seconds or 10,
+                timeout_seconds=p.timeout_seconds or 1,
+                failure_threshold=p.failure_threshold or 3,
+                http_path=(p.http_get.path or "/") if "http_get" in p else None,
+            )
+    if scaling is not None:
+        spec.min_instances = int(scaling.min_instance_count or 0)
+        spec.max_instances = int(scaling.max_instance_count) if scaling.max_instance_count else None
+    spec.concurrency = int(concurrency) if concurrency else None
+    if zonal_disabled is not None:
+        spec.gpu_zonal_redundancy = not zonal_disabled
+    return spec
+
+
+def _location_of(full_name: str) -> str | None:
+    m = re.match(r"^projects/[^/]+/locations/([^/]+)/", full_name or "")
+    return m.group(1) if m else None
+
+
+def service_to_spec(service: run_v2.Service) -> ServiceSpec:
+    """The neutral ServiceSpec of a Cloud Run service (its revision template)."""
+    t = service.template
+    return _spec_from_parts(
+        name=_short(service.name),
+        region=_location_of(service.name),
+        containers=t.containers,
+        scaling=t.scaling if "scaling" in t else None,
+        concurrency=t.max_instance_request_concurrency,
+        accelerator=t.node_selector.accelerator if "node_selector" in t else "",
+        zonal_disabled=t.gpu_zonal_redundancy_disabled if "gpu_zonal_redundancy_disabled" in t else None,
+    )
+
+
+def revision_to_spec(revision: run_v2.Revision) -> ServiceSpec:
+    """The ServiceSpec a revision runs (what rolling back to it would serve)."""
+    return _spec_from_parts(
+        name=_short(revision.service) or _short(revision.name),
+        region=_location_of(revision.name),
+        containers=revision.containers,
+        scaling=revision.scaling if "scaling" in revision else None,
+        concurrency=revision.max_instance_request_concurrency,
+        accelerator=revision.node_selector.accelerator if "node_selector" in revision else "",
+        zonal_disabled=revision.gpu_zonal_redundancy_disabled
+        if "gpu_zonal_redundancy_disabled" in revision
+        else None,
+    )
+
+
+def _fmt_cpu(cpu: float | int | str) -> str:
+    if isinstance(cpu, float) and cpu.is_integer():
+        return str(int(cpu))
+    return str(cpu)
+
+
+def _port_of(args: list[str]) -> int:
+    from mcp_tools.spec_ops import get_flag
+
+    p = get_flag(args, "--port")
+    if isinstance(p, str) and p.isdigit():
+        return int(p)
+    return DEFAULT_VLLM_PORT
+
+
+def apply_spec(service: run_v2.Service | None, spec: ServiceSpec) -> run_v2.Service:
+    """A new run_v2.Service: ``spec`` rendered onto a copy of ``service`` (or onto a fresh one).
+
+    Only what ServiceSpec describes changes; everything else (volumes, secrets in env, service
+    account, command, labels, ...) is carried over from the current service. The template's explicit
+    revision name is cleared so Cloud Run names the new revision.
+    """
+    from google.cloud import run_v2
+
+    if service is None:
+        svc = run_v2.Service()
+        svc.template.containers.append(
+            run_v2.Container(name="vllm", ports=[run_v2.ContainerPort(container_port=_port_of(spec.args))])
+        )
+        svc.labels["managed-by"] = "gemma-sre"
+    else:
+        svc = run_v2.Service.deserialize(run_v2.Service.serialize(service))
+    t = svc.template
+    t.revision = ""
+    if not t.containers:
+        t.containers.append(run_v2.Container(name="vllm"))
+    c = _main_container(t.containers)
+
+    if spec.image:
+        c.image = spec.image
+    c.args = list(spec.args)
+    kept = [e for e in c.env if e.value_source and e.name not in spec.env]
+    c.env = [*kept, *(run_v2.EnvVar(name=k, value=str(v)) for k, v in spec.env.items())]
+
+    limits = dict(c.resources.limits) if "resources" in c else {}
+    if spec.cpu is not None:
+        limits["cpu"] = _fmt_cpu(spec.cpu)
+    if spec.memory is not None:
+        limits["memory"] = spec.memory
+    if spec.gpu_type:
+        limits[GPU_LIMIT] = str(spec.gpu_count)
+        t.node_selector = run_v2.NodeSelector(accelerator=spec.gpu_type)
+        if service is None:
+            c.resources.cpu_idle = False  # GPUs need CPU always allocated
+    else:
+        limits.pop(GPU_LIMIT, None)
+        if "node_selector" in t:
+            del t.node_selector
+    c.resources.limits = limits
+
+    if spec.gpu_zonal_redundancy is not None:
+        t.gpu_zonal_redundancy_disabled = not spec.gpu_zonal_redundancy
+    t.scaling.min_instance_count = spec.min_instances
+    t.scaling.max_instance_count = spec.max_instances or 0
+    t.max_instance_request_concurrency = spec.concurrency or 0
+
+    if spec.startup_probe is not None:
+        p = spec.startup_probe
+        probe = run_v2.Probe(
+            initial_delay_seconds=p.initial_delay_seconds,
+            period_seconds=p.period_seconds,
+            timeout_seconds=p.timeout_seconds,
+            failure_threshold=p.failure_threshold,
+        )
+        port = c.ports[0].container_port if c.ports else 0
+        if p.http_path:
+            probe.http_get = run_v2.HTTPGetAction(path=p.http_path, port=port)
+        else:
+            probe.tcp_socket = run_v2.TCPSocketAction(port=port)
+        c.startup_probe = probe
+    return svc
+
+
+# --- the client ------------------------------------------------------------------------------------
+
+
+def _transient_types() -> tuple[type[BaseException], ...]:
+    import requests
+    from google.api_core import exceptions as gexc
+
+    return (
+        gexc.TooManyRequests,
+        gexc.InternalServerError,
+        gexc.BadGateway,
+        gexc.ServiceUnavailable,
+        gexc.GatewayTimeout,
+        gexc.DeadlineExceeded,
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+    )
+
+
+def _not_processed_types() -> tuple[type[BaseException], ...]:
+    """Failures that mean a mutation was not applied, so retrying it cannot apply it twice."""
+    import requests
+    from google.api_core import exceptions as gexc
+
+    return (gexc.TooManyRequests, gexc.ServiceUnavailable, requests.exceptions.ConnectTimeout)
+
+
+def _check_approval(approval_id: str) -> str:
+    if not isinstance(approval_id, str) or not _APPROVAL_RE.fullmatch(approval_id):
+        raise UserError(
+            "a Cloud Run mutation needs an approval id (1-128 letters, digits, '.', '_', ':' or '-')"
+        )
+    return approval_id
+
+
+class CloudRun:
+    """Cloud Run services and revisions in one project and region."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        retry_attempts: int = 4,
+        retry_max_wait_s: float = 8.0,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.retry_attempts = max(1, retry_attempts)
+        self.retry_max_wait_s = retry_max_wait_s
+        self._services: Any = None
+        self._revisions: Any = None
+
+    # -- plumbing --
+
+    @property
+    def project(self) -> str:
+        if not self.settings.project:
+            raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
+        return self.settings.project
+
+    @property
+    def location(self) -> str:
+        if not self.settings.location:
+            raise UserError("no Cloud Run region: set GOOGLE_CLOUD_LOCATION (e.g. the service's region)")
+        return self.settings.location
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}"
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        from google.api_core.client_options import ClientOptions
+
+        kw: dict[str, Any] = {"transport": "rest"}
+        if self.settings.run_api_endpoint:
+            kw["client_options"] = ClientOptions(api_endpoint=self.settings.run_api_endpoint)
+        if self.settings.anonymous_credentials:
+            from google.auth.credentials import AnonymousCredentials
+
+            kw["credentials"] = AnonymousCredentials()
+        return kw
+
+    @property
+    def services(self) -> Any:
+        if self._services is None:
+            from google.cloud import run_v2
+
+            self._services = self._make(run_v2.ServicesClient)
+        return self._services
+
+    @property
+    def revisions(self) -> Any:
+        if self._revisions is None:
+            from google.cloud import run_v2
+
+            self._revisions = self._make(run_v2.RevisionsClient)
+        return self._revisions
+
+    def _make(self, cls: Any) -> Any:
+        from google.auth import exceptions as auth_exc
+
+        try:
+            return cls(**self._client_kwargs())
+        except auth_exc.DefaultCredentialsError:
+            raise ExternalError(
+                "no Google credentials found: run `gcloud auth application-default login` "
+                "or set GOOGLE_APPLICATION_CREDENTIALS"
+            ) from None
+
+    def service_path(self, name: str) -> str:
+        """The full resource name for a short service name (or a full one in this project/region)."""
+        m = _FULL_SERVICE_RE.fullmatch(name or "")
+        if m:
+            validate_service_name(m.group("service"))
+            return name
+        return f"{self.parent}/services/{validate_service_name(name)}"
+
+    def _call(self, what: str, fn: Any, *args: Any, mutation: bool = False, **kwargs: Any) -> Any:
+        """Run one API call with bounded retries; map failures to one-line errors."""
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+        from tenacity import (
+            RetryError,
+            Retrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        retry_on = _not_processed_types() if mutation else _transient_types()
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retry_attempts),
+            wait=wait_exponential(multiplier=0.5, max=self.retry_max_wait_s),
+            retry=retry_if_exception_type(retry_on),
+            reraise=False,
+            before_sleep=lambda rs: log.warning(
+                "%s: %s; retrying (attempt %d of %d)",
+                what,
+                type(rs.outcome.exception()).__name__ if rs.outcome else "error",
+                rs.attempt_number,
+                self.retry_attempts,
+            ),
+        )
+        kwargs.setdefault("timeout", self.settings.http_timeout_s)
+        kwargs.setdefault("retry", None)  # ours, not the library's default
+        try:
+            return retrying(fn, *args, **kwargs)
+        except RetryError as e:
+            last = e.last_attempt.exception()
+            raise ExternalError(
+                f"{what}: Cloud Run API unavailable after {self.retry_attempts} attempts ({_describe(last)})"
+            ) from None
+        except gexc.NotFound:
+            raise UserError(f"{what}: not found in project {self.project}, region {self.location}") from None
+        except gexc.PermissionDenied as e:
+            raise ExternalError(f"{what}: permission denied ({_describe(e)})") from None
+        except gexc.Unauthenticated as e:
+            raise ExternalError(f"{what}: not authenticated ({_describe(e)})") from None
+        except (gexc.InvalidArgument, gexc.FailedPrecondition, gexc.Aborted, gexc.AlreadyExists) as e:
+            raise UserError(f"{what}: rejected by Cloud Run ({_describe(e)})") from None
+        except auth_exc.GoogleAuthError as e:
+            raise ExternalError(f"{what}: credentials problem ({e.__class__.__name__})") from None
+        except retry_on as e:  # a transient failure on the last allowed attempt
+            raise ExternalError(f"{what}: Cloud Run API unavailable ({_describe(e)})") from None
+        except gexc.GoogleAPICallError as e:
+            raise ExternalError(f"{what}: Cloud Run API error ({_describe(e)})") from None
+
+    # -- reads --
+
+    def get_raw(self, name: str) -> run_v2.Service:
+        path = self.service_path(name)
+        return self._call(f"service {_short(path)!r}", self.services.get_service, name=path)
+
+    def get_service(self, name: str, *, with_revisions: bool = True) -> ServiceInfo:
+        """The service, its spec, URL, traffic and conditions (and its revisions' conditions)."""
+        svc = self.get_raw(name)
+        info = _service_info(svc)
+        if with_revisions:
+            info.revisions = self.list_revisions(name, _traffic=info.traffic)
+        return info
+
+    def list_services(self) -> list[ServiceInfo]:
+        pager = self._call("list services", self.services.list_services, parent=self.parent)
+        return [_service_info(s) for s in pager]
+
+    def list_revisions(
+        self, name: str, *, limit: int = 50, _traffic: list[TrafficEntry] | None = None
+    ) -> list[RevisionInfo]:
+        """The service's revisions, newest first (at most ``limit``)."""
+        path = self.service_path(name)
+        if _traffic is None:
+            _traffic = _service_info(self.get_raw(name)).traffic
+        pager = self._call(
+            f"revisions of {_short(path)!r}", self.revisions.list_revisions, parent=path, page_size=limit
+        )
+        percent: dict[str, int] = {}
+        for t in _traffic:
+            if t.revision:
+                percent[t.revision] = percent.get(t.revision, 0) + t.percent
+        out: list[RevisionInfo] = []
+        for r in pager:
+            out.append(_revision_info(r, percent))
+            if len(out) >= limit:
+                break
+        out.sort(key=lambda r: r.create_time or "", reverse=True)
+        return out
+
+    # -- mutations --
+
+    def _wait(self, what: str, op: Any, deadline_s: float) -> tuple[Any, str]:
+        """Wait for a long-running operation: (its result or None, a message)."""
+        import concurrent.futures
+
+        from google.api_core import exceptions as gexc
+
+        try:
+            return op.result(timeout=deadline_s), ""
+        except (concurrent.futures.TimeoutError, TimeoutError):
+            return None, f"{what}: not finished after {deadline_s:.0f} s (still rolling out)"
+        except gexc.GoogleAPICallError as e:
+            return None, f"{what}: {_describe(e)}"
+
+    def update_service(
+        self,
+        name: str,
+        new_spec: ServiceSpec,
+        *,
+        approval_id: str,
+        deadline_s: float = 900.0,
+        traffic_to_latest: bool = False,
+    ) -> MutationResult:
+        """Apply ``new_spec`` (a new revision), waiting for the rollout up to ``deadline_s``."""
+        _check_approval(approval_id)
+        current = self.get_raw(name)
+        svc = apply_spec(current, new_spec)
+        if traffic_to_latest:
+            from google.cloud import run_v2
+
+            svc.traffic = [
+                run_v2.TrafficTarget(
+                    type_=run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST,
+                    percent=100,
+                )
+            ]
+        what = f"update {_short(current.name)!r}"
+        op = self._call(
+            what,
+            self.services.update_service,
+            service=svc,
+            metadata=[(APPROVAL_HEADER, approval_id)],
+            mutation=True,
+        )
+        result, message = self._wait(what, op, deadline_s)
+        after = self.get_raw(name)
+        revision = _short(after.latest_created_revision) or None
+        ready = bool(revision) and _short(after.latest_ready_revision) == revision and result is not None
+        if not ready and not message:
+            message = _failed_message(after) or "the new revision is not ready"
+        return MutationResult(
+            service=_short(after.name),
+            operation="update",
+            revision=revision,
+            ready=ready,
+            message=message or "ready",
+            approval_id=approval_id,
+        )
+
+    def rollback(
+        self, name: str, revision: str, *, approval_id: str, deadline_s: float = 300.0
+    ) -> MutationResult:
+        """Route 100% of traffic to ``revision`` (an existing, Ready revision of this service)."""
+        from google.cloud import run_v2
+
+        _check_approval(approval_id)
+        revision = validate_revision_name(_short(revision))
+        current = self.get_raw(name)
+        revs = {r.name: r for r in self.list_revisions(name, _traffic=[])}
+        if revision not in revs:
+            raise UserError(
+                f"revision {revision!r} is not a revision of service {_short(current.name)!r} "
+                f"(known: {', '.join(sorted(revs)) or 'none'})"
+            )
+        if not revs[revision].ready:
+            raise UserError(f"revision {revision!r} is not Ready; route traffic only to a Ready revision")
+        svc = run_v2.Service.deserialize(run_v2.Service.serialize(current))
+        svc.traffic = [
+            run_v2.TrafficTarget(
+                type_=run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION,
+                revision=revision,
+                percent=100,
+            )
+        ]
+        what = f"rollback {_short(current.name)!r} to {revision!r}"
+        op = self._call(
+            what,
+            self.services.update_service,
+            service=svc,
+            metadata=[(APPROVAL_HEADER, approval_id)],
+            mutation=True,
+        )
+        result, message = self._wait(what, op, deadline_s)
+        after = _service_info(self.get_raw(name))
+        ready = result is not None and after.serving_revision == revision
+        return MutationResult(
+            service=after.name,
+            operation="rollback",
+            revision=revision,
+            ready=ready,
+            message=message or ("traffic routed" if ready else "traffic not on the revision yet"),
+            approval_id=approval_id,
+        )
+
+    def create_service(
+        self, spec: ServiceSpec, *, approval_id: str, deadline_s: float = 900.0
+    ) -> MutationResult:
+        """Create a service from ``spec`` (``spec.name`` is its name) and wait for it to be Ready."""
+        _check_approval(approval_id)
+        name = validate_service_name(spec.name)
+        svc = apply_spec(None, spec)
+        what = f"create {name!r}"
+        op = self._call(
+            what,
+            self.services.create_service,
+            parent=self.parent,
+            service=svc,
+            service_id=name,
+            metadata=[(APPROVAL_HEADER, approval_id)],
+            mutation=True,
+        )
+        result, message = self._wait(what, op, deadline_s)
+        after = self.get_raw(name)
+        revision = _short(after.latest_created_revision) or None
+        ready = result is not None and bool(revision) and _short(after.latest_ready_revision) == revision
+        if not ready and not message:
+            message = _failed_message(after) or "the service is not ready"
+        return MutationResult(
+            service=name,
+            operation="create",
+            revision=revision,
+            ready=ready,
+            message=message or "ready",
+            approval_id=approval_id,
+        )
+
+    def delete_service(self, name: str, *, approval_id: str, deadline_s: float = 300.0) -> MutationResult:
+        """Delete a service (only ``destroy_vllm`` does this; it is never a remediation)."""
+        _check_approval(approval_id)
+        path = self.service_path(name)
+        what = f"delete {_short(path)!r}"
+        op = self._call(
+            what,
+            self.services.delete_service,
+            name=path,
+            metadata=[(APPROVAL_HEADER, approval_id)],
+            mutation=True,
+        )
+        result, message = self._wait(what, op, deadline_s)
+        return MutationResult(
+            service=_short(path),
+            operation="delete",
+            ready=result is not None,
+            message=message or "deleted",
+            approval_id=approval_id,
+        )
+
+
+def _describe(e: BaseException | None) -> str:
+    if e is None:
+        return "unknown error"
+    msg = getattr(e, "message", None) or str(e)
+    msg = " ".join(str(msg).split())
+    if len(msg) > 300:
+        msg = msg[:300] + "..."
+    return f"{e.__class__.__name__}: {msg}" if msg else e.__class__.__name__
+
+
+def _failed_message(svc: Any) -> str:
+    for c in [svc.terminal_condition, *svc.conditions]:
+        if c and _enum_name(c.state) == "CONDITION_FAILED" and c.message:
+            return str(c.message)
+    return ""
+
+
+def _service_info(svc: Any) -> ServiceInfo:
+    traffic: list[TrafficEntry] = []
+    latest_ready = _short(svc.latest_ready_revision) or None
+    for t in svc.traffic_statuses or svc.traffic:
+        latest = _enum_name(t.type_).endswith("LATEST")
+        traffic.append(
+            TrafficEntry(
+                revision=_short(t.revision) or (latest_ready if latest else None),
+                percent=int(t.percent),
+                latest=latest,
+                tag=t.tag or None,
+            )
+        )
+    tc = _condition(svc.terminal_condition) if "terminal_condition" in svc else None
+    return ServiceInfo(
+        name=_short(svc.name),
+        full_name=svc.name,
+        spec=service_to_spec(svc),
+        uri=svc.uri or None,
+        latest_ready_revision=_short(svc.latest_ready_revision) or None,
+        latest_created_revision=_short(svc.latest_created_revision) or None,
+        traffic=traffic,
+        conditions=[_condition(c) for c in svc.conditions],
+        terminal_condition=tc,
+        etag=svc.etag or None,
+    )
+
+
+def _revision_info(r: Any, percent: dict[str, int]) -> RevisionInfo:
+    conditions = [_condition(c) for c in r.conditions]
+    ready = any(c.type == "Ready" and c.state == "CONDITION_SUCCEEDED" for c in conditions)
+    short = _short(r.name)
+    return RevisionInfo(
+        name=short,
+        full_name=r.name,
+        create_time=_ts(r.create_time),
+        ready=ready,
+        conditions=conditions,
+        spec=revision_to_spec(r),
+        traffic_percent=percent.get(short, 0),
+    )

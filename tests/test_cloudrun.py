@@ -1,0 +1,191 @@
+"""Cloud Run layer: ServiceSpec <-> run_v2.Service conversion, names, and error mapping."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from google.cloud import run_v2
+
+from mcp_tools.cloudrun import (
+    GPU_LIMIT,
+    CloudRun,
+    apply_spec,
+    revision_to_spec,
+    service_to_spec,
+    validate_revision_name,
+    validate_service_name,
+)
+from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.settings import Settings
+
+SPEC = ServiceSpec(
+    name="gemma-12b",
+    region="region-a",
+    gpu_type="nvidia-l4",
+    gpu_count=1,
+    cpu=8,
+    memory="32Gi",
+    image="vllm/vllm-openai:v0.11.0",
+    args=["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384", "--port=8080"],
+    env={"HF_HUB_OFFLINE": "1"},
+    min_instances=0,
+    max_instances=1,
+    concurrency=4,
+    startup_probe=StartupProbe(period_seconds=240, timeout_seconds=240, failure_threshold=1),
+    gpu_zonal_redundancy=False,
+)
+
+
+def _named(svc: run_v2.Service) -> run_v2.Service:
+    svc.name = "projects/proj/locations/region-a/services/gemma-12b"
+    return svc
+
+
+def test_spec_round_trips_through_run_v2_service() -> None:
+    svc = _named(apply_spec(None, SPEC))
+    t = svc.template
+    c = t.containers[0]
+    assert t.node_selector.accelerator == "nvidia-l4"
+    assert c.resources.limits[GPU_LIMIT] == "1"
+    assert c.resources.limits["cpu"] == "8"
+    assert c.resources.limits["memory"] == "32Gi"
+    assert c.resources.cpu_idle is False  # GPU services need CPU always allocated
+    assert t.gpu_zonal_redundancy_disabled is True
+    assert t.max_instance_request_concurrency == 4
+    assert t.scaling.max_instance_count == 1
+    assert c.ports[0].container_port == 8080  # from --port
+    assert c.startup_probe.tcp_socket.port == 8080
+    assert c.startup_probe.period_seconds == 240
+    assert service_to_spec(svc) == SPEC
+
+
+def test_apply_onto_current_keeps_what_the_spec_does_not_describe() -> None:
+    current = _named(apply_spec(None, SPEC))
+    c = current.template.containers[0]
+    c.command = ["vllm", "serve"]
+    c.env.append(
+        run_v2.EnvVar(
+            name="HF_TOKEN",
+            value_source=run_v2.EnvVarSource(
+                secret_key_ref=run_v2.SecretKeySelector(secret="hf-token", version="latest")
+            ),
+        )
+    )
+    current.template.volumes.append(run_v2.Volume(name="models"))
+    current.template.service_account = "sa@example.iam.gserviceaccount.com"
+    current.template.revision = "gemma-12b-pinned"
+    current.etag = "etag-1"
+
+    new_spec = SPEC.model_copy(deep=True)
+    new_spec.args = [*SPEC.args, "--gpu-memory-utilization=0.95"]
+    new_spec.max_instances = 3
+    new_spec.env = {"HF_HUB_OFFLINE": "0"}
+    out = apply_spec(current, new_spec)
+
+    oc = out.template.containers[0]
+    assert list(oc.command) == ["vllm", "serve"]
+    assert out.template.volumes[0].name == "models"
+    assert out.template.service_account == "sa@example.iam.gserviceaccount.com"
+    assert out.template.revision == ""  # Cloud Run names the new revision
+    assert out.etag == "etag-1"  # optimistic concurrency is kept
+    names = {e.name: e for e in oc.env}
+    assert names["HF_TOKEN"].value_source.secret_key_ref.secret == "hf-token"
+    assert names["HF_HUB_OFFLINE"].value == "0"
+    assert out.template.scaling.max_instance_count == 3
+    assert "--gpu-memory-utilization=0.95" in list(oc.args)
+    # the input is not modified
+    assert current.template.revision == "gemma-12b-pinned"
+    assert service_to_spec(out) == new_spec
+
+
+def test_removing_the_gpu_clears_accelerator_and_limit() -> None:
+    current = _named(apply_spec(None, SPEC))
+    cpu_only = SPEC.model_copy(update={"gpu_type": None})
+    out = apply_spec(current, cpu_only)
+    assert GPU_LIMIT not in out.template.containers[0].resources.limits
+    assert "node_selector" not in out.template
+
+
+def test_http_probe_and_unset_scaling() -> None:
+    spec = SPEC.model_copy(
+        update={
+            "startup_probe": StartupProbe(period_seconds=10, failure_threshold=30, http_path="/health"),
+            "max_instances": None,
+            "concurrency": None,
+            "gpu_zonal_redundancy": None,
+        }
+    )
+    svc = _named(apply_spec(None, spec))
+    assert svc.template.containers[0].startup_probe.http_get.path == "/health"
+    back = service_to_spec(svc)
+    assert back.startup_probe is not None and back.startup_probe.http_path == "/health"
+    assert back.startup_probe.budget_seconds == 300
+    assert back.max_instances is None and back.concurrency is None
+    assert back.gpu_zonal_redundancy is None
+
+
+def test_revision_to_spec_reads_the_revision() -> None:
+    svc = _named(apply_spec(None, SPEC))
+    t = svc.template
+    rev = run_v2.Revision(
+        name="projects/proj/locations/region-a/services/gemma-12b/revisions/gemma-12b-00002-abc",
+        service="projects/proj/locations/region-a/services/gemma-12b",
+        containers=list(t.containers),
+        scaling=t.scaling,
+        max_instance_request_concurrency=4,
+        node_selector=t.node_selector,
+        gpu_zonal_redundancy_disabled=True,
+    )
+    assert revision_to_spec(rev) == SPEC
+
+
+@pytest.mark.parametrize("bad", ["", "Gemma", "1abc", "abc-", "a_b", "a" * 50, "x/y", 'a" OR "b'])
+def test_bad_service_names_are_refused(bad: str) -> None:
+    with pytest.raises(UserError, match="invalid Cloud Run service name"):
+        validate_service_name(bad)
+
+
+def test_good_names_pass() -> None:
+    assert validate_service_name("gemma-12b") == "gemma-12b"
+    assert validate_service_name("a" * 49) == "a" * 49
+    assert validate_revision_name("gemma-12b-00002-abc") == "gemma-12b-00002-abc"
+    with pytest.raises(UserError):
+        validate_revision_name("Gemma-12b")
+
+
+def test_service_path_accepts_full_names_and_needs_project() -> None:
+    cr = CloudRun(Settings(project="proj", location="region-a"))
+    assert cr.service_path("gemma") == "projects/proj/locations/region-a/services/gemma"
+    full = "projects/other/locations/region-b/services/gemma"
+    assert cr.service_path(full) == full
+    with pytest.raises(UserError, match="GOOGLE_CLOUD_PROJECT"):
+        CloudRun(Settings(location="region-a")).service_path("gemma")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_api_is_one_external_error_after_bounded_retries() -> None:
+    settings = Settings(
+        project="proj",
+        location="region-a",
+        run_api_endpoint=f"http://127.0.0.1:{_free_port()}",
+        anonymous_credentials=True,
+        http_timeout_s=2,
+    )
+    cr = CloudRun(settings, retry_attempts=2, retry_max_wait_s=0.1)
+    with pytest.raises(ExternalError, match=r"Cloud Run API unavailable after 2 attempts"):
+        cr.get_service("gemma")
+
+
+def test_mutations_need_an_approval_id() -> None:
+    cr = CloudRun(Settings(project="proj", location="region-a"))
+    with pytest.raises(UserError, match="approval id"):
+        cr.update_service("gemma", SPEC, approval_id="")
+    with pytest.raises(UserError, match="approval id"):
+        cr.rollback("gemma", "gemma-00001-abc", approval_id="bad id\n")
