@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 APPROVAL_HEADER = "x-gemma-sre-approval"
 GPU_LIMIT = "nvidia.com/gpu"
 DEFAULT_VLLM_PORT = 8000
+MODELS_MOUNT = "/mnt/models"
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 # Cloud Run: lower-case letters, digits and hyphens, starting with a letter, not ending with a hyphen.
 _SERVICE_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,47}[a-z0-9])?$")
@@ -351,6 +353,19 @@ def apply_spec(service: run_v2.Service | None, spec: ServiceSpec) -> run_v2.Serv
     return svc
 
 
+def add_gcs_volume(svc: run_v2.Service, bucket: str, mount_path: str = MODELS_MOUNT) -> None:
+    """Mount a Cloud Storage bucket read-only into the serving container (Cloud Storage FUSE)."""
+    from google.cloud import run_v2
+
+    if not _BUCKET_RE.fullmatch(bucket or ""):
+        raise UserError(f"invalid Cloud Storage bucket name {bucket!r}")
+    t = svc.template
+    t.volumes.append(run_v2.Volume(name="models", gcs=run_v2.GCSVolumeSource(bucket=bucket, read_only=True)))
+    c = _main_container(t.containers)
+    c.volume_mounts.append(run_v2.VolumeMount(name="models", mount_path=mount_path))
+    t.execution_environment = run_v2.ExecutionEnvironment.EXECUTION_ENVIRONMENT_GEN2  # type: ignore[assignment]
+
+
 # --- the client ------------------------------------------------------------------------------------
 
 
@@ -663,12 +678,22 @@ class CloudRun:
         )
 
     def create_service(
-        self, spec: ServiceSpec, *, approval_id: str, deadline_s: float = 900.0
+        self,
+        spec: ServiceSpec,
+        *,
+        approval_id: str,
+        deadline_s: float = 900.0,
+        gcs_bucket: str | None = None,
+        mount_path: str = MODELS_MOUNT,
     ) -> MutationResult:
-        """Create a service from ``spec`` (``spec.name`` is its name) and wait for it to be Ready."""
+        """Create a service from ``spec`` (``spec.name`` is its name) and wait for it to be Ready.
+
+        ``gcs_bucket`` mounts that Cloud Storage bucket read-only at ``mount_path`` (the weights)."""
         _check_approval(approval_id)
         name = validate_service_name(spec.name)
         svc = apply_spec(None, spec)
+        if gcs_bucket:
+            add_gcs_volume(svc, gcs_bucket, mount_path)
         what = f"create {name!r}"
         op = self._call(
             what,

@@ -171,6 +171,10 @@ class VllmEndpoint:
         p = urlsplit(self.base_url)
         return f"{p.scheme}://{p.netloc}"
 
+    def wants_id_token(self) -> bool:
+        """Whether calls carry a Google ID token (https, not loopback, unless auth says otherwise)."""
+        return self._wants_id_token()
+
     def _wants_id_token(self) -> bool:
         if self.auth == "none":
             return False

@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # Test and sandbox seams: point the official clients at another endpoint (e.g. the sandbox).
     run_api_endpoint: str | None = None
     logging_api_endpoint: str | None = None
+    storage_api_endpoint: str | None = None
+    secretmanager_api_endpoint: str | None = None
+    quotas_api_endpoint: str | None = None
+    aiplatform_api_endpoint: str | None = None
     anonymous_credentials: bool = False
 
     @property

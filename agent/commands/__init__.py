@@ -9,6 +9,7 @@ import typer
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS: list[str] = [
     "version",
+    "mcp",
     "plan",
     "run",
     "approve",

@@ -1,0 +1,43 @@
+"""``gemma-sre mcp``: serve the MCP tool server over stdio (default) or streamable HTTP."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def mcp(
+        transport: str = typer.Option("stdio", "--transport", help="stdio or http (streamable HTTP)."),
+        host: str = typer.Option(
+            "127.0.0.1", "--host", help="HTTP bind address (non-loopback needs a token)."
+        ),
+        port: int = typer.Option(8765, "--port", help="HTTP port."),
+    ) -> None:
+        """Serve the gemma-sre MCP tools (for Antigravity CLI, Gemini CLI, or any MCP client).
+
+        Over HTTP, binding anything but loopback requires GEMMA_SRE_MCP_TOKEN; clients send
+        'Authorization: Bearer <token>'. GEMMA_SRE_POLICY=read-only hides the mutating tools.
+        """
+        from mcp_tools.errors import UserError
+
+        if transport not in ("stdio", "http"):
+            raise UserError(f"--transport must be 'stdio' or 'http', not {transport!r}")
+        if not 0 < port < 65536:
+            raise UserError(f"--port must be from 1 to 65535, not {port}")
+        import anyio
+
+        from agent.mcp_agent_tools import register_agent_tools
+        from mcp_tools.server import build_server, check_http_binding, serve_http
+        from mcp_tools.settings import get_settings
+
+        settings = get_settings()
+        token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+        if transport == "http":
+            check_http_binding(host, token)
+        server = build_server(settings, extra_registrars=[register_agent_tools], host=host, port=port)
+        if transport == "stdio":
+            # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
+            anyio.run(server.run_stdio_async)
+        else:
+            anyio.run(serve_http, server, host, port, token)

@@ -1,0 +1,174 @@
+"""Agent-level MCP tools: they need the graph's analyzers and diagnosis, which ``mcp_tools`` may not
+import (DESIGN boundary), so they are registered onto the server from here.
+
+``gemma-sre mcp`` builds the server with ``register_agent_tools``:
+
+- ``suggest_sre_remediation``: diagnose an error message, or a live service (spec, revision
+  conditions, recent logs, metrics), and return the root-cause category, cited evidence and a typed
+  remediation plan. It never applies anything (applying goes through the two-step mutating tools).
+- ``analyze_gpu_logs``: the deterministic analyzers over a service's recent logs (or pasted log text):
+  every finding with the log lines it cites, plus the diagnosis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from mcp_tools.errors import UserError
+from mcp_tools.server import READ_ONLY, ServerState, result, tool_errors
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
+
+MAX_PASTED_CHARS = 200_000
+
+
+class FindingOut(BaseModel):
+    category: str
+    confidence: float
+    summary: str
+    evidence: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class DiagnosisOut(BaseModel):
+    source: str
+    category: str
+    confidence: float
+    summary: str
+    evidence: list[dict[str, Any]] = Field(default_factory=list)
+    plan: dict[str, Any] = Field(default_factory=dict)
+    model_used: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    findings: list[FindingOut] = Field(default_factory=list)
+
+
+def _lines_from_text(text: str) -> list[Any]:
+    from mcp_tools.incident import LogLine
+
+    if len(text) > MAX_PASTED_CHARS:
+        raise UserError(f"log text is longer than {MAX_PASTED_CHARS} characters; paste the relevant part")
+    out = []
+    for raw in text.splitlines():
+        if raw.strip():
+            sev = "ERROR" if any(w in raw for w in ("Error", "ERROR", "error:", "Traceback")) else "DEFAULT"
+            out.append(LogLine(severity=sev, text=raw))
+    return out
+
+
+async def _observe(state: ServerState, service_name: str | None, since: str, text: str | None) -> Any:
+    """An Observation from pasted text, or from the live service (spec, conditions, logs, metrics)."""
+    from graph.observation import Observation
+
+    if text and text.strip():
+        return Observation(
+            service=None,
+            logs=_lines_from_text(text),
+            metrics=None,
+            conditions=[],
+            health=None,
+            model_config={},
+            source="text",
+        )
+    name = state.service_name(service_name)
+    info = await state.get_service(name, with_revisions=True)
+    logs = await asyncio.to_thread(state.cloudlogging.list_entries, name, since=since, limit=2000)
+    conditions = [c.model_dump() for c in info.conditions]
+    for r in info.revisions[:5]:
+        conditions += [{**c.model_dump(), "revision": r.name} for c in r.conditions]
+    metrics: str | None = None
+    health: bool | None = None
+    if info.uri:
+        from mcp_tools.endpoint import VllmEndpoint
+
+        ep = VllmEndpoint(info.uri, timeout_s=min(10.0, state.settings.http_timeout_s))
+        try:
+            health = await ep.health()
+            metrics = await ep.metrics_text()
+        except Exception:  # the endpoint being down is itself evidence; the analyzers read the logs
+            health = False if health is None else health
+    return Observation(
+        service=info.spec,
+        logs=logs,
+        metrics=metrics,
+        conditions=conditions,
+        health=health,
+        model_config={},
+        source=f"cloud_run:{name}",
+    )
+
+
+def _diagnosis_out(diag: Any, findings: list[Any], source: str) -> DiagnosisOut:
+    d = diag.model_dump(mode="json") if hasattr(diag, "model_dump") else dict(diag)
+    return DiagnosisOut(
+        source=source,
+        category=d.get("category", "unknown"),
+        confidence=float(d.get("confidence", 0.0)),
+        summary=d.get("summary", ""),
+        evidence=list(d.get("evidence") or []),
+        plan=dict(d.get("plan") or {}),
+        model_used=d.get("model_used"),
+        notes=list(d.get("notes") or []),
+        findings=[
+            FindingOut(
+                category=f.category,
+                confidence=float(f.confidence),
+                summary=f.summary,
+                evidence=[{"line": e.line, "text": e.text} for e in f.evidence][:10],
+            )
+            for f in findings
+        ],
+    )
+
+
+def _text(out: DiagnosisOut) -> str:
+    lines = [f"{out.category} (confidence {out.confidence:.2f}): {out.summary}"]
+    for e in out.evidence[:8]:
+        lines.append(f"  line {e.get('line')}: {e.get('text')}")
+    steps = out.plan.get("steps") or []
+    for st in steps:
+        lines.append(f"step {st.get('kind')}: {st.get('change')} - {st.get('why', '')}")
+    if len(out.findings) > 1:
+        lines.append(
+            "other findings: " + ", ".join(f"{f.category} {f.confidence:.2f}" for f in out.findings[1:])
+        )
+    lines += out.notes
+    return "\n".join(lines)
+
+
+def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
+    @mcp.tool(annotations=READ_ONLY)
+    @tool_errors
+    async def suggest_sre_remediation(
+        error_message: str | None = None, service_name: str | None = None, since: str = "1h"
+    ) -> Annotated[CallToolResult, DiagnosisOut]:
+        """Diagnose a vLLM-on-Cloud-Run failure and propose a typed remediation plan (never applied here).
+        Give error_message (log text or an error), or a service_name to read its live state and logs."""
+        from graph.analyzers import run_analyzers
+        from graph.diagnosis import diagnose
+
+        obs = await _observe(state, service_name, since, error_message)
+        findings = await asyncio.to_thread(run_analyzers, obs)
+        diag = await asyncio.to_thread(diagnose, obs)
+        out = _diagnosis_out(diag, findings, obs.source)
+        return result(out, _text(out))
+
+    @mcp.tool(annotations=READ_ONLY)
+    @tool_errors
+    async def analyze_gpu_logs(
+        service_name: str | None = None, since: str = "1h", log_text: str | None = None
+    ) -> Annotated[CallToolResult, DiagnosisOut]:
+        """Run the GPU failure analyzers (weights / KV-cache / runtime OOM, unsupported dtype or kernel,
+        start-up timeout, quota, engine crash, overload) over a service's recent logs or pasted log
+        text; every finding cites its log lines."""
+        from graph.analyzers import run_analyzers
+        from graph.diagnosis import diagnose
+
+        obs = await _observe(state, service_name, since, log_text)
+        findings = await asyncio.to_thread(run_analyzers, obs)
+        diag = await asyncio.to_thread(diagnose, obs)
+        out = _diagnosis_out(diag, findings, obs.source)
+        return result(out, _text(out))

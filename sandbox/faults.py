@@ -1,0 +1,99 @@
+"""Fault injection shared by the sandbox's emulated endpoints.
+
+A :class:`FaultInjector` holds a list of armed faults. An endpoint calls :meth:`FaultInjector.take`
+once per request with the names it answers to (its path, its revision, ...); the first armed fault
+whose target matches is consumed and returned, and the endpoint acts it out:
+
+- ``status``: answer with that HTTP status (and an error body) instead of doing the work;
+- ``hang``: send nothing until the client gives up (or ``seconds`` pass, then answer normally);
+- ``drop``: close the connection: mid-stream for a streaming request, without any response otherwise.
+
+Everything is plain data guarded by a lock, so the sandbox may arm faults from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FaultKind = Literal["status", "hang", "drop"]
+
+#: Matches every request.
+ANY = "*"
+
+
+class Fault(BaseModel):
+    """One armed fault. ``remaining`` None means it fires until cleared."""
+
+    target: str = ANY
+    kind: FaultKind
+    status: int = 503
+    remaining: int | None = 1
+    seconds: float | None = None  # hang: give up hanging after this long (None: until the client leaves)
+    after_tokens: int | None = None  # drop: tokens streamed before the connection is cut (None: half)
+    fired: int = Field(default=0)
+
+
+class FaultInjector:
+    """Armed faults, consumed by endpoints per request. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def inject(
+        self,
+        target: str = ANY,
+        kind: FaultKind = "status",
+        status: int = 503,
+        count: int | None = 1,
+        *,
+        seconds: float | None = None,
+        after_tokens: int | None = None,
+    ) -> Fault:
+        """Arm a fault for the next ``count`` matching requests (``None``: until :meth:`clear`)."""
+        if kind not in ("status", "hang", "drop"):
+            raise ValueError(f"fault kind must be status, hang or drop, not {kind!r}")
+        if count is not None and count < 1:
+            raise ValueError(f"fault count must be at least 1 (or None for unlimited), not {count}")
+        if kind == "status" and not 100 <= status <= 599:
+            raise ValueError(f"fault status must be an HTTP status code, not {status}")
+        fault = Fault(
+            target=target,
+            kind=kind,
+            status=status,
+            remaining=count,
+            seconds=seconds,
+            after_tokens=after_tokens,
+        )
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear(self, target: str | None = None) -> None:
+        """Disarm every fault (or only those armed for ``target``)."""
+        with self._lock:
+            self._faults = [f for f in self._faults if target is not None and f.target != target]
+
+    def pending(self) -> list[Fault]:
+        with self._lock:
+            return [f.model_copy() for f in self._faults]
+
+    def take(self, names: Iterable[str]) -> Fault | None:
+        """The first armed fault whose target is ``*`` or one of ``names``, consumed once; else None."""
+        if not self._faults:  # fast path without the lock: the common case is nothing armed
+            return None
+        wanted = set(names)
+        with self._lock:
+            for i, f in enumerate(self._faults):
+                if f.target == ANY or f.target in wanted:
+                    f.fired += 1
+                    if f.remaining is not None:
+                        f.remaining -= 1
+                        if f.remaining <= 0:
+                            del self._faults[i]
+                    return f.model_copy()
+        return None

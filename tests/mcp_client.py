@@ -1,0 +1,89 @@
+"""One official-MCP-client session per test module, kept in a background thread with its own loop.
+
+anyio transports must be entered and left in the same task, so the session lives in one task of a
+dedicated event loop; tests call into it synchronously. Spawns ``gemma-sre mcp`` (stdio) or talks to
+an already running streamable-HTTP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.types import CallToolResult
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def server_env(extra: dict[str, str], state_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """The test process's environment without any GEMMA_SRE_* / Google settings, plus ``extra``;
+    the server's state (benchmark runs, ...) goes to ``state_dir``."""
+    drop = ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "VLLM_BASE_URL", "MODEL_NAME")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_") and k not in drop}
+    env["GEMMA_SRE_STATE_DIR"] = str(state_dir)
+    env.update(extra)
+    return env
+
+
+def stdio_params(env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "agent.cli", "mcp"], env=env, cwd=ROOT)
+
+
+class SessionThread:
+    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Any]], *, start_timeout: float = 60):
+        self._opener = opener
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+        self.session: ClientSession | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(start_timeout):
+            raise TimeoutError("MCP session did not start")
+        if self._error is not None:
+            raise RuntimeError(f"MCP session failed to start: {self._error!r}") from self._error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main())
+        except BaseException as e:  # surfaced to the test through _error
+            self._error = self._error or e
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        async with self._opener() as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                self.session = session
+                self._ready.set()
+                await self._stop.wait()
+
+    def run(self, fn: Callable[[ClientSession], Awaitable[Any]], timeout: float = 120) -> Any:
+        assert self.session is not None
+        return asyncio.run_coroutine_threadsafe(fn(self.session), self._loop).result(timeout)
+
+    def call(self, name: str, args: dict[str, Any] | None = None, timeout: float = 120) -> CallToolResult:
+        return self.run(lambda s: s.call_tool(name, args or {}), timeout)
+
+    def tool_names(self) -> set[str]:
+        res = self.run(lambda s: s.list_tools())
+        return {t.name for t in res.tools}
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=20)
+
+
+def text_of(r: CallToolResult) -> str:
+    return "\n".join(getattr(c, "text", "") for c in r.content)

@@ -1,0 +1,150 @@
+"""``gemma-sre mcp --transport http``: bearer-token auth, the read-only policy, an unreachable endpoint.
+
+One server process for the module, started as users start it, driven by the official MCP client over
+streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.mcp_client import ROOT, SessionThread, server_env, text_of
+from tests.openai_server import free_port
+
+TOKEN = "test-token-not-a-secret-123"
+MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service"}
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    dead = free_port()  # nothing listens here: the "unreachable endpoint"
+    env = server_env(
+        {
+            "GEMMA_SRE_MCP_TOKEN": TOKEN,
+            "GEMMA_SRE_POLICY": "read-only",
+            "VLLM_BASE_URL": f"http://127.0.0.1:{dead}",
+            "GEMMA_SRE_HTTP_TIMEOUT_S": "3",
+        },
+        tmp_path_factory.mktemp("state"),
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            err = p.stderr.read().decode() if p.stderr else ""
+            raise RuntimeError(f"server exited: {err}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        if p.stderr:
+            p.stderr.close()
+
+
+def _opener(url: str, token: str | None) -> Any:
+    @asynccontextmanager
+    async def open_() -> AsyncIterator[Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=120)) as http,
+            streamable_http_client(url, http_client=http) as streams,
+        ):
+            yield streams
+
+    return open_
+
+
+@pytest.fixture(scope="module")
+def client(http_server: str) -> Iterator[SessionThread]:
+    st = SessionThread(_opener(http_server, TOKEN))
+    yield st
+    st.close()
+
+
+def test_requests_without_the_bearer_token_get_401(http_server: str) -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    r = httpx.post(http_server, json=init, headers=headers, timeout=10)
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    r = httpx.post(http_server, json=init, headers={**headers, "Authorization": "Bearer wrong"}, timeout=10)
+    assert r.status_code == 401
+    r = httpx.post(
+        http_server, json=init, headers={**headers, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+    )
+    assert r.status_code == 200
+
+
+def test_official_client_without_token_cannot_connect(http_server: str) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as an HTTP error
+        SessionThread(_opener(http_server, None), start_timeout=20)
+
+
+def test_read_only_policy_hides_mutating_tools(client: SessionThread) -> None:
+    names = client.tool_names()
+    assert not (names & MUTATING)
+    assert {"status_vllm", "get_vllm_metrics", "get_service_logs", "plan_capacity"} <= names
+    r = client.call("update_vllm_scaling", {"min_instances": 0, "max_instances": 1})
+    assert r.isError and "update_vllm_scaling" in text_of(r)  # unknown tool
+
+
+def test_unreachable_endpoint_is_a_clear_error(client: SessionThread) -> None:
+    t0 = time.monotonic()
+    r = client.call("query_vllm", {"prompt": "hello"}, timeout=60)
+    assert r.isError and "cannot reach" in text_of(r)
+    r = client.call("get_vllm_metrics", timeout=60)
+    assert r.isError and "cannot reach" in text_of(r)
+    assert time.monotonic() - t0 < 30  # no hang
+    h = client.call("verify_model_health")
+    assert not h.isError and h.structuredContent["healthy"] is False
+    assert "cannot reach" in h.structuredContent["problems"][0]
+
+
+def test_non_loopback_bind_without_token_is_refused(tmp_path: Path) -> None:
+    env = server_env({}, tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 2
+    assert "GEMMA_SRE_MCP_TOKEN" in p.stderr and "Traceback" not in p.stderr

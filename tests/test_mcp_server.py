@@ -1,0 +1,242 @@
+"""The MCP server over stdio, driven by the official MCP client (one server process for the module).
+
+Model-backed tools talk to a local OpenAI-compatible server over real HTTP (VLLM_BASE_URL).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp.client.stdio import stdio_client
+
+from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
+from tests.openai_server import MODEL, Script, serve
+
+READ_TOOLS = {
+    "get_vllm_endpoint",
+    "get_endpoint",
+    "status_vllm",
+    "list_revisions",
+    "verify_model_health",
+    "get_system_status",
+    "get_model_details",
+    "query_vllm",
+    "query_gemma4",
+    "query_gemma4_with_stats",
+    "get_vllm_metrics",
+    "plan_capacity",
+    "get_service_logs",
+    "analyze_cloud_logging",
+    "suggest_sre_remediation",
+    "analyze_gpu_logs",
+}
+MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service"}
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[tuple[str, Script]]:
+    with serve() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(model: tuple[str, Script], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
+    url, _ = model
+    env = server_env({"VLLM_BASE_URL": url}, tmp_path_factory.mktemp("state"))
+    st = SessionThread(lambda: stdio_client(stdio_params(env)))
+    yield st
+    st.close()
+
+
+def test_lists_every_tool(client: SessionThread) -> None:
+    names = client.tool_names()
+    missing = (READ_TOOLS | MUTATING) - names
+    assert not missing, f"missing tools: {missing}"
+    tools = client.run(lambda s: s.list_tools()).tools
+    by_name = {t.name: t for t in tools}
+    assert by_name["update_vllm_scaling"].annotations.destructiveHint is True
+    assert by_name["get_vllm_metrics"].annotations.readOnlyHint is True
+    assert by_name["get_vllm_metrics"].outputSchema is not None  # structured results
+
+
+def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, Script]) -> None:
+    _, script = model
+    r = client.call("query_vllm", {"prompt": "what is wrong?", "max_tokens": 32})
+    assert not r.isError, text_of(r)
+    assert r.structuredContent["text"] == script.reply
+    assert r.structuredContent["model"] == MODEL
+    assert script.reply in text_of(r)
+    r2 = client.call("query_gemma4", {"prompt": "hello"})
+    assert not r2.isError and r2.structuredContent["completion_tokens"] == len(script.reply.split(" "))
+
+
+def test_stats_come_from_usage_not_chunks(client: SessionThread, model: tuple[str, Script]) -> None:
+    _, script = model
+    r = client.call("query_gemma4_with_stats", {"prompt": "why is TTFT high?", "max_tokens": 64})
+    assert not r.isError, text_of(r)
+    sc = r.structuredContent
+    n = len(script.reply.split(" "))
+    assert sc["usage_reported"] is True and sc["completion_tokens"] == n
+    assert sc["chunks"] < n  # the server packs three tokens per chunk
+    assert sc["ttft_s"] >= script.ttft_s * 0.9
+    assert "TTFT" in text_of(r)
+
+
+def test_metrics_health_details_endpoint(client: SessionThread, model: tuple[str, Script]) -> None:
+    url, _ = model
+    m = client.call("get_vllm_metrics")
+    assert not m.isError, text_of(m)
+    assert m.structuredContent["kv_cache_usage"] == pytest.approx(0.5)
+    assert m.structuredContent["num_requests_running"] == 2
+    h = client.call("verify_model_health")
+    assert not h.isError and h.structuredContent["healthy"] is True
+    assert h.structuredContent["smoke_test_ok"] is True and h.structuredContent["models"] == [MODEL]
+    d = client.call("get_model_details")
+    assert not d.isError and d.structuredContent["served_models"] == [MODEL]
+    e = client.call("get_vllm_endpoint")
+    assert not e.isError and e.structuredContent == {"service": None, "url": url, "source": "VLLM_BASE_URL"}
+
+
+def test_plan_capacity_tool(client: SessionThread) -> None:
+    r = client.call(
+        "plan_capacity", {"model": "google/gemma-4-12B-it", "gpu": "nvidia-l4", "max_model_len": 16384}
+    )
+    assert not r.isError, text_of(r)
+    sc = r.structuredContent
+    assert sc["gpu"] == "nvidia-l4" and isinstance(sc["fits"], bool) and sc["weights_gib"] > 0
+    bad = client.call("plan_capacity", {"model": "no-such/model-xyz"})
+    assert bad.isError and "no-such/model-xyz" in text_of(bad)
+
+
+@pytest.mark.parametrize(
+    "tool, args, message",
+    [
+        (
+            "update_vllm_scaling",
+            {"min_instances": -1, "max_instances": 2, "service_name": "gemma"},
+            "min_instances",
+        ),
+        (
+            "update_vllm_scaling",
+            {"min_instances": 3, "max_instances": 2, "service_name": "gemma"},
+            "above max",
+        ),
+        (
+            "update_vllm_scaling",
+            {"min_instances": 0, "max_instances": 0, "service_name": "gemma"},
+            "max_instances",
+        ),
+        ("status_vllm", {"service_name": "Bad_Name"}, "invalid Cloud Run service name"),
+        ("query_vllm", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ("query_vllm", {"prompt": "   "}, "prompt is empty"),
+        ("get_service_logs", {"service_name": "gemma", "since": "last tuesday"}, "bad 'since' value"),
+        ("update_vllm_scaling", {"min_instances": "lots", "max_instances": 1}, "min_instances"),
+    ],
+)
+def test_bad_input_is_an_error_result_not_a_traceback(
+    client: SessionThread, tool: str, args: dict, message: str
+) -> None:
+    r = client.call(tool, args)
+    assert r.isError
+    t = text_of(r)
+    assert message in t
+    assert "Traceback" not in t and 'File "' not in t
+
+
+def test_no_service_configured_says_so(client: SessionThread) -> None:
+    r = client.call("status_vllm")
+    assert r.isError and "GEMMA_SRE_SERVICE" in text_of(r)
+
+
+def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path) -> None:
+    """Raw stdio: every line the server writes to stdout is a JSON-RPC message."""
+    url, _ = model
+    env = server_env({"VLLM_BASE_URL": url}, tmp_path)
+    msgs = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "get_vllm_metrics", "arguments": {}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "status_vllm", "arguments": {}},
+        },
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "--verbose", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        for m in msgs:
+            p.stdin.write(json.dumps(m) + "\n")
+        p.stdin.flush()
+        ids: set[object] = set()
+        deadline = time.monotonic() + 60
+        while not {1, 2, 3, 4} <= ids and time.monotonic() < deadline:
+            ready, _, _ = select.select([p.stdout], [], [], 1.0)
+            if not ready:
+                continue
+            line = p.stdout.readline()
+            if not line:
+                break
+            if not line.strip():
+                continue
+            doc = json.loads(line)  # a non-JSON line on stdout fails here
+            assert doc.get("jsonrpc") == "2.0"
+            ids.add(doc.get("id"))
+        assert {1, 2, 3, 4} <= ids
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        if p.stderr is not None:
+            p.stderr.close()
+
+
+def test_run_benchmark_against_local_model(client: SessionThread) -> None:
+    r = client.call(
+        "run_benchmark",
+        {"concurrencies": [1, 2], "context_lengths": [64], "output_tokens": 8, "requests_per_point": 4},
+        timeout=120,
+    )
+    assert not r.isError, text_of(r)
+    sc = r.structuredContent
+    assert [p["level"] for p in sc["points"]] == [1.0, 2.0]
+    assert all(p["ok"] == p["requests"] > 0 for p in sc["points"])
+    assert sc["points"][0]["ttft"]["p50"] is not None
+    assert sc["run_dir"] and Path(sc["run_dir"]).is_dir()  # the full run, where the result says
+    too_big = client.call("run_benchmark", {"concurrencies": list(range(1, 14))})
+    assert too_big.isError and "at most 12" in text_of(too_big)

@@ -1,0 +1,357 @@
+"""The simulated vLLM endpoint, driven by the real openai client, httpx and prometheus_client's parser."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sandbox.faults import FaultInjector
+from sandbox.serve import start_in_thread
+from sandbox.vllm_sim import SimConfig, VllmSim, count_tokens, create_vllm_app, synthetic_reply
+
+MODEL = "google/gemma-4-12B-it"
+
+
+def _serve(config: SimConfig, faults: FaultInjector | None = None) -> tuple[VllmSim, str, object]:
+    sim = VllmSim(config, faults)
+    url, stop = start_in_thread(sim.app)
+    return sim, url, stop
+
+
+@pytest.fixture(scope="module")
+def fast() -> Iterator[tuple[VllmSim, str, FaultInjector]]:
+    """A quick server: 5 ms TTFT, 1 ms per token."""
+    faults = FaultInjector()
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=256, kv_cache_tokens=100_000, ttft_base_s=0.005, itl_s=0.001
+    )
+    sim, url, stop = _serve(cfg, faults)
+    try:
+        yield sim, url, faults
+    finally:
+        stop()  # type: ignore[operator]
+
+
+def _metrics(url: str) -> dict[str, float]:
+    """Flatten /metrics into {sample_name{labels}: value} with model_name checked."""
+    text = httpx.get(f"{url}/metrics").text
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            assert s.labels.get("model_name") == MODEL, s
+            extra = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k != "model_name")
+            out[s.name + (f"{{{extra}}}" if extra else "")] = s.value
+    return out
+
+
+def test_health_models_and_tokenize(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    r = httpx.get(f"{url}/health")
+    assert r.status_code == 200 and r.content == b""
+    models = openai.OpenAI(base_url=f"{url}/v1", api_key="x").models.list()
+    card = models.data[0]
+    assert card.id == MODEL and card.owned_by == "gemma-sre-sandbox"
+    assert "synthetic" in (card.model_extra or {}).get("note", "")
+    tok = httpx.post(f"{url}/tokenize", json={"model": MODEL, "prompt": "hello there general kenobi"}).json()
+    assert set(tok) >= {"count", "max_model_len", "tokens"}
+    assert tok["count"] == len(tok["tokens"]) == count_tokens("<bos>hello there general kenobi")
+    assert tok["max_model_len"] == 256
+    assert httpx.post(f"{url}/tokenize", json={"nothing": 1}).status_code == 400
+
+
+def test_chat_non_streaming_usage_matches_tokenize(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "why is the sky blue?"},
+    ]
+    r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=7)  # type: ignore[arg-type]
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage is not None and r.usage.completion_tokens == 7
+    n = httpx.post(f"{url}/tokenize", json={"model": MODEL, "messages": messages}).json()["count"]
+    assert r.usage.prompt_tokens == n
+    assert r.usage.total_tokens == n + 7
+    content = r.choices[0].message.content or ""
+    assert count_tokens(content) == 7
+    # deterministic per request
+    again = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=7)  # type: ignore[arg-type]
+    assert again.choices[0].message.content == content
+    # max_completion_tokens is honoured too
+    r2 = client.chat.completions.create(model=MODEL, messages=messages, max_completion_tokens=3)  # type: ignore[arg-type]
+    assert r2.usage is not None and r2.usage.completion_tokens == 3
+
+
+def test_chat_streaming_with_usage_chunk(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "count to ten"}],
+        max_tokens=10,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content_chunks = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(content_chunks) == 10
+    assert content_chunks[-1].choices[0].finish_reason == "length"
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.completion_tokens == 10 and last.usage.prompt_tokens > 0
+
+
+def test_completions_stream_and_raw_sse(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=5)
+    assert r.usage is not None and r.usage.completion_tokens == 5
+    assert r.choices[0].text == "".join(synthetic_reply(0, 0)) or count_tokens(r.choices[0].text) == 5
+    texts = [
+        c.choices[0].text
+        for c in client.completions.create(model=MODEL, prompt="abc", max_tokens=4, stream=True)
+    ]
+    assert len(texts) == 4
+    # the raw wire: data: lines, ending with [DONE]
+    body = {"model": MODEL, "prompt": "abc", "max_tokens": 2, "stream": True}
+    lines = [ln for ln in httpx.post(f"{url}/v1/completions", json=body).text.split("\n") if ln]
+    assert all(ln.startswith("data: ") for ln in lines)
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_context_length_error_is_vllms(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL, prompt="word " * 250, max_tokens=10)
+    body = e.value.body
+    assert isinstance(body, dict)
+    assert body["message"].startswith(
+        "This model's maximum context length is 256 tokens. However, you requested 2"
+    )
+    assert body["type"] == "BadRequestError" and body["code"] == 400
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="other", prompt="x", max_tokens=1)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=MODEL, prompt="x", max_tokens=1, n=2)
+
+
+def test_metrics_names_and_counts(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, _ = fast
+    before = _metrics(url)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
+    r = client.completions.create(model=MODEL, prompt="metrics please", max_tokens=6)
+    after = _metrics(url)
+    assert r.usage is not None
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:time_per_output_token_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+    ):
+        assert name in after, name
+    assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == r.usage.prompt_tokens
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 6
+    assert (
+        after["vllm:inter_token_latency_seconds_count"] - before["vllm:inter_token_latency_seconds_count"]
+        == 5
+    )
+    assert (
+        after["vllm:e2e_request_latency_seconds_count"] - before["vllm:e2e_request_latency_seconds_count"]
+        == 1
+    )
+    assert after["vllm:num_requests_running"] == 0 and after["vllm:kv_cache_usage_perc"] == 0
+
+
+async def _stream_tokens(client: httpx.AsyncClient, prompt: str, max_tokens: int) -> list[float]:
+    """Arrival times (perf_counter) of each content token, measured at the client."""
+    t0 = time.perf_counter()
+    stamps = [t0]
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+    async with client.stream("POST", "/v1/completions", json=body) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line.startswith("data: {") and '"text":"' in line and '"choices":[]' not in line:
+                stamps.append(time.perf_counter())
+    return stamps
+
+
+def test_scheduler_queues_beyond_max_num_seqs() -> None:
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, itl_s=0.01
+    )
+    sim, url, stop = _serve(cfg)
+    try:
+
+        async def main() -> tuple[list[list[float]], dict[str, float]]:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+                tasks = [asyncio.create_task(_stream_tokens(c, f"req {i}", 20)) for i in range(4)]
+                await asyncio.sleep(0.12)
+                mid = await asyncio.to_thread(_metrics, url)
+                return list(await asyncio.gather(*tasks)), mid
+
+        results, mid = asyncio.run(main())
+    finally:
+        stop()  # type: ignore[operator]
+    assert mid["vllm:num_requests_running"] == 2 and mid["vllm:num_requests_waiting"] == 2
+    assert 0 < mid["vllm:kv_cache_usage_perc"] < 0.02
+    ttfts = sorted(r[1] - r[0] for r in results)
+    # two ran at once; the other two waited for a full request (~0.05 + 19 * 0.01 s)
+    assert ttfts[1] < 0.15 and ttfts[2] > 0.2
+
+
+def test_kv_full_preempts_newest_and_everyone_finishes() -> None:
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=128, kv_cache_tokens=120, ttft_base_s=0.001, itl_s=0.001
+    )
+    sim, url, stop = _serve(cfg)
+    try:
+
+        async def main() -> list[list[float]]:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+                return list(await asyncio.gather(*[_stream_tokens(c, f"p{i} " * 10, 40) for i in range(4)]))
+
+        results = asyncio.run(main())
+        m = _metrics(url)
+    finally:
+        stop()  # type: ignore[operator]
+    assert all(len(r) == 41 for r in results)  # every request got all its tokens
+    assert m["vllm:num_preemptions_total"] > 0
+    assert m["vllm:kv_cache_usage_perc"] == 0 and m["vllm:num_requests_running"] == 0
+
+
+def test_container_concurrency_answers_429() -> None:
+    cfg = SimConfig(
+        served_model_name=MODEL,
+        max_model_len=128,
+        kv_cache_tokens=10_000,
+        itl_s=0.02,
+        container_concurrency=1,
+    )
+    sim, url, stop = _serve(cfg)
+    try:
+
+        async def main() -> list[int]:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+                body = {"model": MODEL, "prompt": "x", "max_tokens": 5}
+                first = asyncio.create_task(c.post("/v1/completions", json=body))
+                await asyncio.sleep(0.03)
+                second = await c.post("/v1/completions", json=body)
+                return [(await first).status_code, second.status_code]
+
+        codes = asyncio.run(main())
+    finally:
+        stop()  # type: ignore[operator]
+    assert codes == [200, 429]
+    assert sim.rejected_429 == 1
+
+
+def test_faults_status_drop_hang(fast: tuple[VllmSim, str, FaultInjector]) -> None:
+    _, url, faults = fast
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 8}
+    faults.inject("/v1/completions", "status", 503, count=2)
+    with httpx.Client(base_url=url, timeout=5) as c:
+        assert [c.post("/v1/completions", json=body).status_code for _ in range(3)] == [503, 503, 200]
+        faults.inject("/v1/completions", "drop")
+        with pytest.raises(httpx.RemoteProtocolError):
+            c.post("/v1/completions", json=body)
+        faults.inject("/v1/completions", "drop", after_tokens=3)
+        got = []
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            c.stream("POST", "/v1/completions", json={**body, "stream": True}) as r,
+        ):
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    got.append(line)
+        assert len(got) == 3
+        faults.inject("/health", "hang")
+        with pytest.raises(httpx.ReadTimeout):
+            c.get("/health", timeout=0.3)
+        assert c.get("/health").status_code == 200
+        faults.inject("*", "status", 500, count=None)
+        assert c.get("/health").status_code == 500
+        faults.clear()
+        assert c.get("/health").status_code == 200
+
+
+def test_injected_latency_measured_within_5_percent() -> None:
+    """TTFT 200 ms and 20 ms per token, measured from the client side."""
+    cfg = SimConfig(
+        served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=0.2, itl_s=0.02
+    )
+    sim, url, stop = _serve(cfg)
+    try:
+
+        async def main() -> list[list[float]]:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+                # warm the connections up first, as any benchmark does
+                await asyncio.gather(*[c.get("/health") for _ in range(4)])
+                return list(await asyncio.gather(*[_stream_tokens(c, f"latency {i}", 16) for i in range(4)]))
+
+        results = asyncio.run(main())
+    finally:
+        stop()  # type: ignore[operator]
+    ttft = statistics.mean(r[1] - r[0] for r in results)
+    itl = statistics.mean((r[-1] - r[1]) / (len(r) - 2) for r in results)
+    assert abs(ttft - 0.2) / 0.2 < 0.05, ttft
+    assert abs(itl - 0.02) / 0.02 < 0.05, itl
+
+
+def test_time_scale_and_zero_latency() -> None:
+    cfg = SimConfig(
+        served_model_name=MODEL,
+        max_model_len=512,
+        kv_cache_tokens=10_000,
+        ttft_base_s=1.0,
+        itl_s=0.1,
+        time_scale=20,
+    )
+    app = create_vllm_app(cfg)
+    url, stop = start_in_thread(app)
+    try:
+        t = time.perf_counter()
+        r = httpx.post(
+            f"{url}/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 5}, timeout=5
+        )
+        took = time.perf_counter() - t
+    finally:
+        stop()
+    assert r.status_code == 200
+    assert 0.06 < took < 0.3  # (1.0 + 4 * 0.1) / 20 = 0.07 s
+    zl = SimConfig(
+        served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=5, zero_latency=True
+    )
+    url, stop = start_in_thread(create_vllm_app(zl))
+    try:
+        t = time.perf_counter()
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
+        chunks = list(
+            client.chat.completions.create(
+                model=MODEL,
+                messages=[{"role": "user", "content": "hi"}],
+                max_tokens=50,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        took = time.perf_counter() - t
+        m = _metrics(url)
+    finally:
+        stop()
+    assert took < 1.0
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 50
+    assert m["vllm:inter_token_latency_seconds_count"] == 49
