@@ -14,6 +14,7 @@ COMMANDS: list[str] = [
     "run",
     "approve",
     "demo",
+    "repl",
 ]
 
 
