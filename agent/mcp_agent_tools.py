@@ -43,6 +43,7 @@ class DiagnosisOut(BaseModel):
     plan: dict[str, Any] = Field(default_factory=dict)
     model_used: str | None = None
     notes: list[str] = Field(default_factory=list)
+    diff: str = ""  # the spec diff of the plan, when the service spec is known
     findings: list[FindingOut] = Field(default_factory=list)
 
 
@@ -101,8 +102,9 @@ async def _observe(state: ServerState, service_name: str | None, since: str, tex
     )
 
 
-def _diagnosis_out(diag: Any, findings: list[Any], source: str) -> DiagnosisOut:
-    d = diag.model_dump(mode="json") if hasattr(diag, "model_dump") else dict(diag)
+def _diagnosis_out(diag: Any, source: str) -> DiagnosisOut:
+    d = diag.to_spec_json()
+    findings = list(diag.findings)
     return DiagnosisOut(
         source=source,
         category=d.get("category", "unknown"),
@@ -112,6 +114,7 @@ def _diagnosis_out(diag: Any, findings: list[Any], source: str) -> DiagnosisOut:
         plan=dict(d.get("plan") or {}),
         model_used=d.get("model_used"),
         notes=list(d.get("notes") or []),
+        diff=diag.diff or "",
         findings=[
             FindingOut(
                 category=f.category,
@@ -122,6 +125,20 @@ def _diagnosis_out(diag: Any, findings: list[Any], source: str) -> DiagnosisOut:
             for f in findings
         ],
     )
+
+
+async def _diagnose(state: ServerState, obs: Any) -> DiagnosisOut:
+    """Analyzers first; the diagnosing model (GEMMA_SRE_MODEL_URL or VLLM_BASE_URL) when one is set."""
+    from graph.diagnosis import ModelEndpoint, diagnose
+
+    st = state.settings
+    model = None
+    if st.diagnosis_model_url:
+        model = ModelEndpoint(
+            base_url=st.diagnosis_model_url, api_key=st.model_api_key, timeout_s=st.model_timeout_s
+        )
+    diag = await asyncio.to_thread(diagnose, obs, model=model, policy=state.policy)
+    return _diagnosis_out(diag, obs.source)
 
 
 def _text(out: DiagnosisOut) -> str:
@@ -147,13 +164,8 @@ def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
     ) -> Annotated[CallToolResult, DiagnosisOut]:
         """Diagnose a vLLM-on-Cloud-Run failure and propose a typed remediation plan (never applied here).
         Give error_message (log text or an error), or a service_name to read its live state and logs."""
-        from graph.analyzers import run_analyzers
-        from graph.diagnosis import diagnose
-
         obs = await _observe(state, service_name, since, error_message)
-        findings = await asyncio.to_thread(run_analyzers, obs)
-        diag = await asyncio.to_thread(diagnose, obs)
-        out = _diagnosis_out(diag, findings, obs.source)
+        out = await _diagnose(state, obs)
         return result(out, _text(out))
 
     @mcp.tool(annotations=READ_ONLY)
@@ -164,11 +176,6 @@ def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
         """Run the GPU failure analyzers (weights / KV-cache / runtime OOM, unsupported dtype or kernel,
         start-up timeout, quota, engine crash, overload) over a service's recent logs or pasted log
         text; every finding cites its log lines."""
-        from graph.analyzers import run_analyzers
-        from graph.diagnosis import diagnose
-
         obs = await _observe(state, service_name, since, log_text)
-        findings = await asyncio.to_thread(run_analyzers, obs)
-        diag = await asyncio.to_thread(diagnose, obs)
-        out = _diagnosis_out(diag, findings, obs.source)
+        out = await _diagnose(state, obs)
         return result(out, _text(out))

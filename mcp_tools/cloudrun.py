@@ -558,7 +558,9 @@ class CloudRun:
         if _traffic is None:
             _traffic = _service_info(self.get_raw(name)).traffic
         pager = self._call(
-            f"revisions of {_short(path)!r}", self.revisions.list_revisions, parent=path, page_size=limit
+            f"revisions of {_short(path)!r}",
+            self.revisions.list_revisions,
+            request={"parent": path, "page_size": min(limit, 100)},
         )
         percent: dict[str, int] = {}
         for t in _traffic:
@@ -594,9 +596,13 @@ class CloudRun:
         *,
         approval_id: str,
         deadline_s: float = 900.0,
-        traffic_to_latest: bool = False,
+        traffic_to_latest: bool = True,
     ) -> MutationResult:
-        """Apply ``new_spec`` (a new revision), waiting for the rollout up to ``deadline_s``."""
+        """Apply ``new_spec`` (a new revision), waiting for the rollout up to ``deadline_s``.
+
+        With ``traffic_to_latest`` (default) all traffic follows the latest Ready revision, as after
+        ``gcloud run deploy``: a traffic pin left by an earlier rollback would otherwise keep the fix
+        from serving. A revision that never becomes Ready gets no traffic either way."""
         _check_approval(approval_id)
         current = self.get_raw(name)
         svc = apply_spec(current, new_spec)

@@ -95,3 +95,33 @@ def test_entry_conversion() -> None:
     assert entry_to_logline(s).message == "Started server process"
     odd = TextEntry(payload="x", severity="NOT-A-LEVEL", timestamp=None)
     assert entry_to_logline(odd).severity == "DEFAULT"
+
+
+# --- against the sandbox (the official client over REST) ----------------------------------------------
+
+from sandbox.server import start_sandbox  # noqa: E402
+from sandbox.testing import TEST_TIME_SCALE  # noqa: E402
+
+
+def test_list_entries_from_the_sandbox() -> None:
+    with start_sandbox(scenario="reference-weights-oom", time_scale=TEST_TIME_SCALE, zero_latency=True) as sb:
+        _check_entries(sb)
+
+
+def _check_entries(sb: object) -> None:
+    s = Settings(
+        project=sb.project, location=sb.location, logging_api_endpoint=sb.url, anonymous_credentials=True
+    )
+    cl = CloudLogging(s)
+    lines = cl.list_entries("gemma-4-12b", since="3h", limit=5000)
+    assert lines and any("CUDA out of memory" in ln.message for ln in lines)
+    stamps = [ln.timestamp for ln in lines]
+    assert stamps == sorted(stamps)  # oldest first
+    errors = cl.list_entries("gemma-4-12b", since="3h", severity="ERROR", limit=5000)
+    assert errors and all(ln.severity in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY") for ln in errors)
+    assert len(errors) < len(lines)
+    oom = cl.list_entries("gemma-4-12b", since="3h", text_filter="out of memory", limit=5000)
+    assert oom and all("out of memory" in ln.message.lower() for ln in oom)
+    few = cl.list_entries("gemma-4-12b", since="3h", limit=3)
+    assert len(few) == 3 and few[-1].timestamp == lines[-1].timestamp  # the newest three
+    assert cl.list_entries("other-service", since="3h") == []

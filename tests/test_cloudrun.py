@@ -189,3 +189,116 @@ def test_mutations_need_an_approval_id() -> None:
         cr.update_service("gemma", SPEC, approval_id="")
     with pytest.raises(UserError, match="approval id"):
         cr.rollback("gemma", "gemma-00001-abc", approval_id="bad id\n")
+
+
+# --- against the sandbox (the official client over REST) ----------------------------------------------
+
+from collections.abc import Iterator  # noqa: E402
+
+from sandbox.server import Sandbox, start_sandbox  # noqa: E402
+from sandbox.testing import TEST_TIME_SCALE  # noqa: E402
+
+
+def _settings(sb: Sandbox) -> Settings:
+    return Settings(
+        project=sb.project,
+        location=sb.location,
+        run_api_endpoint=sb.url,
+        logging_api_endpoint=sb.url,
+        anonymous_credentials=True,
+    )
+
+
+@pytest.fixture
+def two_revisions() -> Iterator[tuple[Sandbox, CloudRun]]:
+    """gemma-4-12b: revision 1 (QAT, Ready, serving) and revision 2 (bf16, failed: weights OOM)."""
+    sb = start_sandbox(
+        scenario="weights-oom-with-good-revision", time_scale=TEST_TIME_SCALE, zero_latency=True
+    )
+    try:
+        yield sb, CloudRun(_settings(sb), retry_attempts=2, retry_max_wait_s=0.1)
+    finally:
+        sb.stop()
+
+
+def test_get_service_reads_spec_traffic_and_conditions(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    sb, cr = two_revisions
+    info = cr.get_service("gemma-4-12b")
+    assert info.full_name == sb.service_name("gemma-4-12b")
+    assert info.spec.gpu_type == "nvidia-l4" and info.spec.concurrency == 4
+    assert "--model=/mnt/models/gemma-4-12B-it" in info.spec.args  # the failed template
+    assert info.latest_created_revision != info.latest_ready_revision
+    assert not info.ready and info.terminal_condition is not None
+    assert "failed to start" in info.terminal_condition.message
+    assert info.uri and info.serving_revision == info.latest_ready_revision
+    assert info.etag
+    revs = {r.name: r for r in info.revisions}
+    assert revs[info.latest_ready_revision].ready and revs[info.latest_ready_revision].traffic_percent == 100
+    failed = revs[info.latest_created_revision]
+    assert not failed.ready and any(c.state == "CONDITION_FAILED" for c in failed.conditions)
+    assert revs[info.latest_ready_revision].spec.args[0].endswith("qat-w4a16-ct")
+    assert sb.journal.entries() == []  # reads are not journalled mutations
+
+
+def test_unknown_service_is_a_user_error(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    _, cr = two_revisions
+    with pytest.raises(UserError, match="not found"):
+        cr.get_service("no-such-service")
+
+
+def test_update_sends_approval_and_waits_for_ready(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    sb, cr = two_revisions
+    info = cr.get_service("gemma-4-12b")
+    good = info.revisions[-1].spec  # the QAT revision's spec
+    fixed = good.model_copy(update={"args": [*good.args, "--gpu-memory-utilization=0.92"]})
+    res = cr.update_service("gemma-4-12b", fixed, approval_id="appr-123", deadline_s=60)
+    assert res.ready and res.revision and res.approval_id == "appr-123"
+    (entry,) = sb.journal.entries()
+    assert entry.method == "PATCH" and entry.approval == "appr-123"
+    after = cr.get_service("gemma-4-12b")
+    assert after.latest_ready_revision == res.revision == after.serving_revision
+    assert "--gpu-memory-utilization=0.92" in after.spec.args
+
+
+def test_failed_rollout_reports_not_ready(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    sb, cr = two_revisions
+    info = cr.get_service("gemma-4-12b")  # its template is the bf16 one that does not fit
+    res = cr.update_service("gemma-4-12b", info.spec, approval_id="appr-2", deadline_s=60)
+    assert not res.ready and res.revision
+    assert "not ready" in res.message or "failed" in res.message
+    assert cr.get_service("gemma-4-12b").serving_revision == info.latest_ready_revision
+
+
+def test_rollback_routes_traffic_and_refuses_bad_targets(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    sb, cr = two_revisions
+    info = cr.get_service("gemma-4-12b")
+    with pytest.raises(UserError, match="not Ready"):
+        cr.rollback("gemma-4-12b", info.latest_created_revision or "", approval_id="a1")
+    with pytest.raises(UserError, match="not a revision of"):
+        cr.rollback("gemma-4-12b", "gemma-4-12b-99999-zzz", approval_id="a1")
+    assert sb.journal.entries() == []
+    res = cr.rollback("gemma-4-12b", info.latest_ready_revision or "", approval_id="a2")
+    assert res.ready
+    (entry,) = sb.journal.entries()
+    assert entry.approval == "a2"
+    after = cr.get_service("gemma-4-12b")
+    assert [(t.revision, t.percent, t.latest) for t in after.traffic] == [
+        (info.latest_ready_revision, 100, False)
+    ]
+
+
+def test_create_and_delete(two_revisions: tuple[Sandbox, CloudRun]) -> None:
+    sb, cr = two_revisions
+    good = cr.get_service("gemma-4-12b").revisions[-1].spec
+    res = cr.create_service(
+        good.model_copy(update={"name": "gemma-copy"}), approval_id="c1", gcs_bucket="models-b"
+    )
+    assert res.ready and res.revision
+    raw = cr.get_raw("gemma-copy")
+    assert raw.template.volumes[0].gcs.bucket == "models-b"
+    assert raw.template.containers[0].volume_mounts[0].mount_path == "/mnt/models"
+    gone = cr.delete_service("gemma-copy", approval_id="d1")
+    assert gone.ready
+    with pytest.raises(UserError, match="not found"):
+        cr.get_service("gemma-copy")
+    assert [(e.method, e.approval) for e in sb.journal.entries()] == [("POST", "c1"), ("DELETE", "d1")]

@@ -23,7 +23,7 @@ from tests.mcp_client import ROOT, SessionThread, server_env, text_of
 from tests.openai_server import free_port
 
 TOKEN = "test-token-not-a-secret-123"
-MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service"}
+MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}
 
 
 @pytest.fixture(scope="module")

@@ -36,8 +36,18 @@ READ_TOOLS = {
     "analyze_cloud_logging",
     "suggest_sre_remediation",
     "analyze_gpu_logs",
+    "run_benchmark",
+    "get_help",
+    "get_vllm_deployment_config",
+    "get_vllm_gpu_deployment_config",
+    "check_gpu_quotas",
+    "list_vertex_models",
+    "list_bucket_models",
+    "get_vertex_ai_model_copy_instructions",
+    "get_huggingface_model_copy_instructions",
+    "get_huggingfacehub_download_path",
 }
-MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service"}
+MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +69,9 @@ def test_lists_every_tool(client: SessionThread) -> None:
     names = client.tool_names()
     missing = (READ_TOOLS | MUTATING) - names
     assert not missing, f"missing tools: {missing}"
+    assert len(READ_TOOLS | MUTATING) == 31  # the 26 existing names and the 5 new ones
+    resources = client.run(lambda s: s.list_resources()).resources
+    assert [str(r.uri) for r in resources] == ["config://vllm-deployment-template"]
     tools = client.run(lambda s: s.list_tools()).tools
     by_name = {t.name: t for t in tools}
     assert by_name["update_vllm_scaling"].annotations.destructiveHint is True
@@ -240,3 +253,26 @@ def test_run_benchmark_against_local_model(client: SessionThread) -> None:
     assert sc["run_dir"] and Path(sc["run_dir"]).is_dir()  # the full run, where the result says
     too_big = client.call("run_benchmark", {"concurrencies": list(range(1, 14))})
     assert too_big.isError and "at most 12" in text_of(too_big)
+
+
+def test_agent_tools_on_pasted_text(client: SessionThread) -> None:
+    text = "\n".join(
+        [
+            "INFO 05-29 19:07:48 [loader.py:447] Loading weights took 41.2 seconds",
+            "ERROR 05-29 19:08:02 [core.py:700] EngineCore failed to start.",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+            "capacity of 22.03 GiB of which 1.02 GiB is free.",
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+            " when initializing the engine.",
+        ]
+    )
+    r = client.call("analyze_gpu_logs", {"log_text": text}, timeout=120)
+    assert not r.isError, text_of(r)
+    cats = [f["category"] for f in r.structuredContent["findings"]]
+    assert cats and set(cats) & {"weights_oom", "kv_cache_oom", "runtime_oom"}
+    s = client.call("suggest_sre_remediation", {"error_message": text}, timeout=120)
+    assert not s.isError, text_of(s)
+    assert s.structuredContent["category"] in {"weights_oom", "kv_cache_oom", "runtime_oom"}
+    assert s.structuredContent["plan"]["steps"]
+    empty = client.call("suggest_sre_remediation", {})
+    assert empty.isError and "GEMMA_SRE_SERVICE" in text_of(empty)

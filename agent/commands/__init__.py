@@ -15,6 +15,7 @@ COMMANDS: list[str] = [
     "approve",
     "demo",
     "repl",
+    "eval",
 ]
 
 

@@ -1,0 +1,106 @@
+"""``gemma-sre eval``: replay recorded incidents through the diagnosis and score them (SPEC.md section 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def eval_(
+        incidents: Path | None = typer.Option(
+            None, "--incidents", help="Directory of incident YAML files (default: the built-in library)."
+        ),
+        mode: str = typer.Option("replay", "--mode", help="replay (from the files alone) or sandbox."),
+        model_url: str | None = typer.Option(
+            None, "--model-url", help="OpenAI-compatible endpoint of the diagnosing model (default: none)."
+        ),
+        repeat: int = typer.Option(1, "--repeat", help="Run each incident K times (pass@k, pass-all-k)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON document (SPEC.md section 4)."),
+        report: Path | None = typer.Option(
+            None, "--report", help="Also write a Markdown report to this file."
+        ),
+        diagnose: str | None = typer.Option(
+            None,
+            "--diagnose",
+            help="Score another diagnoser, as MODULE:FUNCTION (default: graph.diagnosis:diagnose_incident).",
+        ),
+    ) -> None:
+        """Replay incidents, score diagnosis, remediation and safety; exit 1 when any case fails."""
+        import json
+        import sys
+
+        from evals.harness import run_eval
+        from mcp_tools.errors import UserError
+
+        if mode not in ("replay", "sandbox"):
+            raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
+        if repeat < 1:
+            raise UserError(f"--repeat must be at least 1, not {repeat}")
+        model = _make_model(model_url) if model_url else None
+        fn = _load_diagnoser(diagnose) if diagnose else None
+        result = run_eval(incidents, mode=mode, model=model, repeat=repeat, diagnose=fn)
+        if report is not None:
+            from evals.report import markdown_report
+
+            try:
+                report.write_text(markdown_report(result), encoding="utf-8")
+            except OSError as e:
+                raise UserError(
+                    f"{report}: cannot write the report ({e.strerror or e.__class__.__name__})"
+                ) from None
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        else:
+            from rich.console import Console
+
+            from evals.report import render_tables
+
+            render_tables(result, Console())
+            if report is not None:
+                typer.echo(f"report written to {report}")
+        # sys.exit, not typer.Exit: the CLI runs click with standalone_mode=False, which returns
+        # (and so drops) a typer.Exit's code instead of exiting with it.
+        sys.exit(0 if result.all_passed else 1)
+
+
+def _make_model(url: str) -> object:
+    """The diagnosing model behind an OpenAI-compatible URL (a ChatOpenAI from ``agent.model``)."""
+    from mcp_tools.errors import ExternalError, UserError
+    from mcp_tools.settings import get_settings
+
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--model-url must be an http(s) URL, not {url!r}")
+    try:
+        from agent.model import chat_model
+    except ImportError as e:
+        raise UserError(f"--model-url needs the model client (agent.model), not in this build: {e}") from None
+    settings = get_settings()
+    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+    model = chat_model(url, api_key=key, timeout_s=settings.model_timeout_s)
+    if model is None:
+        raise ExternalError(f"--model-url {url}: the endpoint does not answer /v1/models")
+    return model
+
+
+def _load_diagnoser(spec: str) -> Callable[..., Any]:
+    """``MODULE:FUNCTION`` -> the function; a bad spec is one clear error."""
+    import importlib
+
+    from mcp_tools.errors import UserError
+
+    module_name, _, func_name = spec.partition(":")
+    if not module_name or not func_name:
+        raise UserError(f"--diagnose must be MODULE:FUNCTION, not {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UserError(f"--diagnose {spec}: cannot import {module_name} ({e})") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise UserError(f"--diagnose {spec}: {module_name} has no function {func_name}")
+    return fn  # type: ignore[no-any-return]

@@ -1,0 +1,56 @@
+"""How long replay of the whole incident library takes without a model (target: under 10 s).
+
+    python benchmarks/eval_replay.py [--runs 5] [--incidents DIR]
+
+Prints the median and the spread of whole runs (load every file, diagnose, score) and of loading alone.
+Uses the real diagnosis (graph.diagnosis.diagnose_incident); with --diagnose MODULE:FUNCTION another one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evals.harness import LIBRARY_DIR, load_diagnose, load_library, run_eval  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--incidents", type=Path, default=LIBRARY_DIR)
+    ap.add_argument("--diagnose", default=None, help="MODULE:FUNCTION (default: graph.diagnosis)")
+    args = ap.parse_args()
+    if args.diagnose:
+        mod, _, fn = args.diagnose.partition(":")
+        diagnose = getattr(importlib.import_module(mod), fn)
+    else:
+        diagnose = load_diagnose()
+
+    loads, runs = [], []
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        good, bad = load_library(args.incidents)
+        loads.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        result = run_eval(args.incidents, diagnose=diagnose)
+        runs.append(time.perf_counter() - t)
+    lines = sum(len(i.logs) for i in good)
+    s = result.summary
+    print(f"incidents: {len(good)} files ({len(bad)} bad), {lines:,} log lines")
+    print(f"load only : median {statistics.median(loads):.3f} s (min {min(loads):.3f}, max {max(loads):.3f})")
+    print(f"full replay: median {statistics.median(runs):.3f} s (min {min(runs):.3f}, max {max(runs):.3f})")
+    slowest = sorted(result.cases, key=lambda c: c.seconds, reverse=True)[:3]
+    print("slowest cases: " + ", ".join(f"{c.id} {c.seconds:.3f} s" for c in slowest))
+    print(f"passed {s['passed']}/{s['cases']}, category accuracy {s['category_accuracy']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

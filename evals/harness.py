@@ -1,0 +1,256 @@
+"""The eval harness: replay a directory of incidents through the diagnosis and score every case.
+
+``replay`` diagnoses from each incident file alone (logs, metrics, service spec), with no sandbox
+and, unless a model is given, no model. A bad incident file becomes a failing case that names the
+file and the key; the rest still run. Pass or fail is decided by :mod:`evals.scoring`, never by a model.
+
+Use from code::
+
+    from evals.harness import run_eval
+    result = run_eval("evals/incidents")          # replay, deterministic analyzers only
+    print(result.summary["passed"], "/", result.summary["cases"])
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from evals.scoring import (
+    CaseResult,
+    confusion_matrix,
+    diagnosis_to_dict,
+    error_case,
+    pass_all_k,
+    pass_at_k,
+    per_category,
+    score_case,
+    summarize,
+)
+from mcp_tools.errors import UserError
+from mcp_tools.incident import Incident, parse_incident
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["replay", "sandbox"]
+#: ``diagnose(incident, model=...)`` -> the SPEC.md section 4 ``diagnose`` shape (dict or pydantic model).
+DiagnoseFn = Callable[..., Any]
+
+LIBRARY_DIR = Path(__file__).resolve().parent / "incidents"
+
+
+class EvalResult(BaseModel):
+    """Everything one run produced. ``to_json()`` is the ``eval --json`` document (SPEC.md section 4)."""
+
+    mode: Mode = "replay"
+    repeat: int = 1
+    incidents_dir: str
+    cases: list[CaseResult] = Field(default_factory=list)
+    summary: dict[str, Any] = Field(default_factory=dict)
+    per_category: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    confusion: dict[str, dict[str, int]] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.cases) and all(c.pass_ for c in self.cases)
+
+    def to_json(self) -> dict[str, Any]:
+        # ``cases`` and ``summary`` are the SPEC shape; the other keys are optional extensions.
+        return {
+            "cases": [c.to_json() for c in self.cases],
+            "summary": self.summary,
+            "per_category": self.per_category,
+            "confusion": self.confusion,
+            "mode": self.mode,
+            "repeat": self.repeat,
+        }
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader reads the long incidents ~10x faster
+
+
+def load_incident_file(path: Path) -> Incident:
+    """Read and validate one incident (SPEC.md section 3); a ``UserError`` names the file and the key."""
+    import yaml
+
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such incident file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read incident file ({e.__class__.__name__})") from None
+    try:
+        data = yaml.load(raw, Loader=_yaml_loader())  # noqa: S506 - a safe loader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    return parse_incident(data, path)
+
+
+def load_library(directory: Path | str) -> tuple[list[Incident], list[tuple[Path, str]]]:
+    """Every ``*.yaml`` / ``*.yml`` below ``directory``: the good incidents, and (path, error) for the bad."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise UserError(f"{d}: not a directory of incident files")
+    good: list[Incident] = []
+    bad: list[tuple[Path, str]] = []
+    for p in sorted({*d.rglob("*.yaml"), *d.rglob("*.yml")}):
+        try:
+            good.append(load_incident_file(p))
+        except UserError as e:
+            bad.append((p, str(e)))
+    return good, bad
+
+
+def load_diagnose() -> DiagnoseFn:
+    """The diagnosis the harness scores: ``graph.diagnosis.diagnose_incident``."""
+    try:
+        from graph.diagnosis import diagnose_incident
+    except ImportError as e:
+        raise UserError(
+            f"the diagnosis engine is not available in this build (graph.diagnosis.diagnose_incident: {e})"
+        ) from None
+    return diagnose_incident  # type: ignore[no-any-return]
+
+
+def _diagnose_once(
+    diagnose: DiagnoseFn, incident: Incident, model: Any, messages: Sequence[str]
+) -> tuple[CaseResult, int | None]:
+    started = time.perf_counter()
+    try:
+        raw = diagnose(incident, model=model)
+        diagnosis = diagnosis_to_dict(raw)
+    except Exception as e:  # one broken case must not stop the run; the case fails and says why
+        log.warning("diagnosis of %s failed: %s: %s", incident.id, e.__class__.__name__, e)
+        return (
+            error_case(
+                incident.id,
+                f"diagnosis failed: {e.__class__.__name__}: {e}",
+                file=str(incident.path) if incident.path else None,
+                expected_category=incident.expected.category if incident.expected else None,
+                seconds=time.perf_counter() - started,
+            ),
+            None,
+        )
+    case = score_case(incident, diagnosis, seconds=time.perf_counter() - started, messages=messages)
+    return case, case.prompt_tokens
+
+
+def run_cases(
+    incidents: Sequence[Incident],
+    bad_files: Sequence[tuple[Path, str]],
+    diagnose: DiagnoseFn,
+    *,
+    model: Any = None,
+    repeat: int = 1,
+) -> list[CaseResult]:
+    """Diagnose and score each incident ``repeat`` times; bad files and unscorable ones become error cases."""
+    if repeat < 1:
+        raise UserError(f"--repeat must be at least 1, not {repeat}")
+    cases: list[CaseResult] = [error_case(p.stem, err, file=str(p)) for p, err in bad_files]
+    seen: dict[str, Path | None] = {}
+    for inc in incidents:
+        file = str(inc.path) if inc.path else None
+        if inc.id in seen:
+            cases.append(
+                error_case(inc.id, f"{file}: duplicate id '{inc.id}' (also in {seen[inc.id]})", file=file)
+            )
+            continue
+        seen[inc.id] = inc.path
+        if inc.expected is None:
+            cases.append(
+                error_case(inc.id, f"{file}: missing required key 'expected' (needed to score)", file=file)
+            )
+            continue
+        messages = [line.message for line in inc.logs]
+        runs = [_diagnose_once(diagnose, inc, model, messages) for _ in range(repeat)]
+        first = runs[0][0]
+        if repeat > 1:
+            tokens = [t for _, t in runs if t is not None]
+            first = first.model_copy(
+                update={
+                    "runs": repeat,
+                    "passes": sum(c.pass_ for c, _ in runs),
+                    "prompt_tokens": round(sum(tokens) / len(tokens)) if tokens else None,
+                    "seconds": round(sum(c.seconds for c, _ in runs) / repeat, 4),
+                }
+            )
+        cases.append(first)
+    return cases
+
+
+def _repeat_summary(cases: Sequence[CaseResult], repeat: int) -> dict[str, Any]:
+    scored = [c for c in cases if c.error is None and c.runs]
+    tokens = [c.prompt_tokens for c in cases if c.prompt_tokens is not None]
+    out: dict[str, Any] = {
+        "prompt_tokens_per_incident": round(sum(tokens) / len(tokens), 1) if tokens else None,
+    }
+    if repeat > 1:
+        n = len(cases)
+        out.update(
+            {
+                "pass_at_1": round(sum(pass_at_k(repeat, c.passes or 0, 1) for c in scored) / n, 4)
+                if n
+                else 0.0,
+                f"pass_at_{repeat}": round(
+                    sum(pass_at_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
+                )
+                if n
+                else 0.0,
+                f"pass_all_{repeat}": round(
+                    sum(pass_all_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
+                )
+                if n
+                else 0.0,
+            }
+        )
+    return out
+
+
+def run_eval(
+    incidents_dir: Path | str | None = None,
+    *,
+    mode: str = "replay",
+    model: Any = None,
+    repeat: int = 1,
+    diagnose: DiagnoseFn | None = None,
+) -> EvalResult:
+    """Replay a directory of incidents (default: the library) and score every case."""
+    if mode not in ("replay", "sandbox"):
+        raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
+    if mode == "sandbox":
+        raise UserError(
+            "--mode sandbox is not available yet: it needs the sandbox and the agent graph to run the whole "
+            "loop; use --mode replay"
+        )
+    if repeat < 1:
+        raise UserError(f"--repeat must be at least 1, not {repeat}")
+    directory = Path(incidents_dir) if incidents_dir is not None else LIBRARY_DIR
+    started = time.perf_counter()
+    incidents, bad = load_library(directory)
+    if not incidents and not bad:
+        raise UserError(f"{directory}: no incident files (*.yaml, *.yml) found")
+    fn = diagnose if diagnose is not None else load_diagnose()
+    cases = run_cases(incidents, bad, fn, model=model, repeat=repeat)
+    summary = summarize(cases, mutations_without_approval=0)  # replay never touches a service
+    summary.update(_repeat_summary(cases, repeat))
+    return EvalResult(
+        mode="replay",
+        repeat=repeat,
+        incidents_dir=str(directory),
+        cases=cases,
+        summary=summary,
+        per_category=per_category(cases),
+        confusion=confusion_matrix(cases),
+        seconds=round(time.perf_counter() - started, 3),
+    )

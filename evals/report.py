@@ -1,0 +1,143 @@
+"""Presenting an eval run: a Markdown report (the scoreboard) and rich tables for the screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evals.harness import EvalResult
+from evals.scoring import ERROR_COLUMN, CaseResult
+from mcp_tools.incident import CATEGORIES
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _mark(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "NO")
+
+
+def failure_reasons(case: CaseResult) -> str:
+    """Why a case failed, in a few words."""
+    if case.error:
+        return case.error
+    why = []
+    if not case.category_ok:
+        why.append(f"category {case.category or 'none'} (expected {case.expected_category})")
+    if not case.remediation_ok:
+        why.append(f"plan {case.remediation_kinds or '[]'}")
+    if case.evidence_ok is False:
+        why.append("no cited evidence line")
+    if not case.forbidden_ok:
+        why.append("forbidden kind proposed")
+    return "; ".join(why)
+
+
+def _matrix_labels(result: EvalResult) -> list[str]:
+    seen = set(result.confusion)
+    for row in result.confusion.values():
+        seen |= set(row)
+    order = [*CATEGORIES, ERROR_COLUMN]
+    return [c for c in order if c in seen] + sorted(seen - set(order))
+
+
+def markdown_report(result: EvalResult) -> str:
+    """The whole run as Markdown: summary, per-category accuracy, confusion matrix, failing cases."""
+    s = result.summary
+    lines = [
+        "# gemma-sre eval",
+        "",
+        f"Mode `{result.mode}`, {s['cases']} cases from `{result.incidents_dir}`"
+        + (f", each run {result.repeat} times" if result.repeat > 1 else "")
+        + f", {result.seconds:.2f} s.",
+        "",
+        "| passed | category | remediation | evidence | forbidden violations | mutations without approval "
+        "| errors |",
+        "|---|---|---|---|---|---|---|",
+        f"| {s['passed']}/{s['cases']} | {_pct(s['category_accuracy'])} | {_pct(s['remediation_accuracy'])} "
+        f"| {_pct(s['evidence_accuracy'])} | {s['forbidden_violations']} | {s['mutations_without_approval']} "
+        f"| {s.get('errors', 0)} |",
+        "",
+    ]
+    extra = {k: v for k, v in s.items() if k.startswith("pass_") or k == "prompt_tokens_per_incident"}
+    if any(v is not None for v in extra.values()):
+        lines += ["| " + " | ".join(extra) + " |", "|" + "---|" * len(extra)]
+        lines += ["| " + " | ".join("-" if v is None else str(v) for v in extra.values()) + " |", ""]
+    lines += ["## Per category", "", "| category | cases | passed | category accuracy |", "|---|---|---|---|"]
+    for cat, row in result.per_category.items():
+        lines.append(f"| {cat} | {row['cases']} | {row['passed']} | {_pct(row['category_accuracy'])} |")
+    labels = _matrix_labels(result)
+    lines += ["", "## Confusion matrix (rows: expected, columns: diagnosed)", ""]
+    lines.append("| expected \\ got | " + " | ".join(labels) + " |")
+    lines.append("|---|" + "---|" * len(labels))
+    for exp in labels:
+        if exp not in result.confusion:
+            continue
+        row = result.confusion[exp]
+        lines.append(f"| {exp} | " + " | ".join(str(row.get(g, "")) for g in labels) + " |")
+    failing = [c for c in result.cases if not c.pass_]
+    lines += ["", f"## Failing cases ({len(failing)})", ""]
+    if failing:
+        lines += ["| id | expected | got | why |", "|---|---|---|---|"]
+        for c in failing:
+            why = failure_reasons(c).replace("|", "\\|")
+            lines.append(f"| {c.id} | {c.expected_category or '-'} | {c.category or '-'} | {why} |")
+    else:
+        lines.append("None.")
+    return "\n".join(lines) + "\n"
+
+
+def render_tables(result: EvalResult, console: Any) -> None:
+    """Print the cases, the summary and the confusion matrix as rich tables."""
+    from rich.table import Table
+
+    cases = Table(title=f"gemma-sre eval ({result.mode})", show_lines=False)
+    cases.add_column("id", no_wrap=True)
+    cases.add_column("expected", no_wrap=True)
+    cases.add_column("got", no_wrap=True)
+    for col in ("cat", "plan", "evid", "forb", "pass", "s"):
+        cases.add_column(col, overflow="fold")
+    for c in result.cases:
+        cases.add_row(
+            c.id,
+            c.expected_category or "-",
+            c.category or ("[red]error[/red]" if c.error else "-"),
+            _mark(c.category_ok),
+            ",".join(c.remediation_kinds) or "[]",
+            _mark(c.evidence_ok),
+            _mark(c.forbidden_ok),
+            "[green]PASS[/green]" if c.pass_ else "[red]FAIL[/red]",
+            f"{c.seconds:.2f}",
+        )
+    console.print(cases)
+    for c in result.cases:
+        if c.error:
+            console.print(f"[red]error[/red] {c.id}: {c.error}", markup=True, highlight=False)
+    s = result.summary
+    console.print(
+        f"passed {s['passed']}/{s['cases']}  category {_pct(s['category_accuracy'])}  "
+        f"remediation {_pct(s['remediation_accuracy'])}  evidence {_pct(s['evidence_accuracy'])}  "
+        f"forbidden violations {s['forbidden_violations']}  mutations without approval "
+        f"{s['mutations_without_approval']}  errors {s.get('errors', 0)}  ({result.seconds:.2f} s)",
+        highlight=False,
+    )
+    labels = _matrix_labels(result)
+    matrix = Table(title="confusion (rows expected, columns diagnosed)")
+    matrix.add_column("expected")
+    for g in labels:
+        matrix.add_column(g[:10], justify="right")
+    for exp in labels:
+        if exp in result.confusion:
+            row = result.confusion[exp]
+            matrix.add_row(
+                exp,
+                *[
+                    ("[green]" if g == exp else "[red]")
+                    + str(row[g])
+                    + ("[/green]" if g == exp else "[/red]")
+                    if g in row
+                    else ""
+                    for g in labels
+                ],
+            )
+    console.print(matrix)

@@ -1,0 +1,126 @@
+"""GPU out-of-memory: where did it happen? Shared by weights_oom, kv_cache_oom and runtime_oom.
+
+One CUDA OOM message, three root causes, told apart by the traceback frames above it and by what
+the server had already logged (vLLM 0.4 .. 0.11 wording):
+- while the weights are created or loaded (``load_model``, ``load_weights``, ``initialize_model``,
+  ``make_layers``, ``create_weights``): the model does not fit -> weights_oom;
+- while the KV cache is allocated (``initialize_kv_cache``, ``_allocate_kv_cache``,
+  ``initialize_cache``): -> kv_cache_oom;
+- after the weights loaded: the profiling run, CUDA-graph capture, the sampler warm-up, a forward
+  pass while serving (``profile_run``, ``_dummy_run``, ``_dummy_sampler_run``, ``capture_model``,
+  ``execute_model``) -> runtime_oom.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from graph.analyzers.base import START_MARK, Line, LogView, started_between, view
+from graph.observation import Observation
+
+OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
+    r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory",
+    re.IGNORECASE,
+)
+_WEIGHTS = re.compile(
+    r"load_model|load_weights|initialize_model|init_parameters|_init_model|make_layers|create_weights"
+    r"|model_loader|weight_loader|get_model\(|Failed to load model|process_weights_after_loading"
+    r"|Loading safetensors|Loading weights|load_state_dict",
+)
+_KV = re.compile(
+    r"initialize_kv_cache|_allocate_kv_cache|initialize_cache|allocate_kv_cache|_init_cache"
+    r"|CacheEngine|_reshape_kv_cache|init_kv_cache|initialize_from_config",
+)
+_RUNTIME = re.compile(
+    r"profile_run|_dummy_run|_dummy_sampler_run|warming up sampler|capture_model|cuda_graph|CUDAGraph"
+    r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
+    r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
+)
+_LOADED = re.compile(
+    r"Loading (?:model )?weights took|Model loading took|Loading weights took|Memory profiling"
+    r"|Available KV cache memory|GPU KV cache size|# GPU blocks",
+    re.IGNORECASE,
+)
+_LOADING = re.compile(r"Starting to load model|Loading safetensors checkpoint shards|Loading weights", re.I)
+
+
+@dataclass
+class OomEvent:
+    line: Line
+    phase: str  # "weights" | "kv_cache" | "runtime"
+    frame: Line | None  # the frame line that told the phase
+    confidence: float
+
+
+def _frames_before(v: LogView, n: int, text: str) -> list[Line]:
+    """The traceback lines above an OOM line (same entry, or up to 60 lines back to 'Traceback')."""
+    out: list[Line] = []
+    if "\n" in text:
+        out.append(Line(n=n, text=text, severity=""))
+    for ln in reversed(v.window(n, before=60)[:-1]):
+        out.append(ln)
+        if "Traceback (most recent call last)" in ln.text:
+            break
+    return out
+
+
+def oom_events(obs: Observation) -> list[OomEvent]:
+    """Every CUDA OOM line, with the phase it happened in (cached per observation)."""
+    cached = obs._cache.get("oom_events")
+    if cached is not None:
+        return list(cached)
+    v = view(obs)
+    events: list[OomEvent] = []
+    seen_tracebacks: set[int] = set()
+    for ln in v.grep(OOM):
+        frames = _frames_before(v, ln.n, ln.text)
+        key = frames[-1].n if frames else ln.n
+        if key in seen_tracebacks and "\n" not in ln.text:
+            continue  # the same traceback printed its OOM line twice (message + re-raise)
+        seen_tracebacks.add(key)
+        phase, frame, conf = _phase(v, ln, frames)
+        events.append(OomEvent(line=ln, phase=phase, frame=frame, confidence=conf))
+    obs._cache["oom_events"] = events
+    return list(events)
+
+
+def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, float]:
+    text = ln.text
+    if "warming up sampler" in text or "max_num_seqs" in text:
+        return "runtime", None, 0.9
+    if "not enough GPU memory" in text or "Failed to load model" in text:
+        return "weights", None, 0.9
+    # Innermost frames first: the deepest matching frame names the phase.
+    for fr in frames:
+        t = fr.text
+        if "\n" in t:  # a whole traceback in one entry: look from the bottom up
+            for part in reversed(t.splitlines()):
+                hit = _classify_frame(part)
+                if hit:
+                    return hit, fr, 0.9
+            continue
+        hit = _classify_frame(t)
+        if hit:
+            return hit, fr, 0.9
+    # No frames: what had the server said since it last started?
+    start = v.last(START_MARK, before=ln.n)
+    after = start.n if start else 0
+    if started_between(v, after, ln.n):
+        return "runtime", None, 0.7
+    if v.last(_LOADED, after=after, before=ln.n):
+        return "runtime", None, 0.7
+    if v.last(_LOADING, after=after, before=ln.n):
+        return "weights", None, 0.75
+    return "weights", None, 0.55
+
+
+def _classify_frame(t: str) -> str | None:
+    if _KV.search(t):
+        return "kv_cache"
+    if _RUNTIME.search(t):
+        return "runtime"
+    if _WEIGHTS.search(t):
+        return "weights"
+    return None

@@ -1,0 +1,291 @@
+"""The common result type of every analyzer and the indexed view of the logs they share.
+
+Analyzers are pure functions ``analyze(obs) -> list[Finding]`` (k8sgpt's pkg/analyzer style: one
+failure family per module, one result type, one registry in ``__init__``). They cite 1-based log
+line numbers. ``LogView`` is built once per observation: the lines are classified by *shape*
+(digits collapsed), so the regexes run once per distinct line shape, not once per line.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from graph.observation import Observation
+
+
+class Evidence(BaseModel):
+    line: int  # 1-based log line; 0 = not a log line (a metric, a Cloud Run condition, the spec)
+    text: str
+
+
+class Finding(BaseModel):
+    category: str
+    confidence: float
+    summary: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    analyzer: str = ""
+    first_line: int = 0  # the earliest line of the cause (orders findings in time)
+    last_line: int = 0  # the last line showing it (a later successful start means it recovered)
+    specific: bool = True  # False for generic symptoms (a probe gave up, "engine died") that yield to causes
+    facts: dict[str, object] = Field(default_factory=dict)  # figures read from the evidence
+
+    @property
+    def cited_lines(self) -> list[int]:
+        return [e.line for e in self.evidence if e.line > 0]
+
+
+@dataclass(frozen=True)
+class Line:
+    n: int
+    text: str
+    severity: str
+
+
+_SHAPE = re.compile(r"\d[\da-f]*")
+_HAS_DIGIT = re.compile(r"(?<!\\)\d")  # a literal digit in a pattern: matching depends on the numbers
+
+
+class LogView:
+    """The observation's log lines grouped by shape (digits and hex collapsed).
+
+    ``grep`` tests a pattern once per shape and returns every line of the matching shapes, so an
+    analyzer costs the number of distinct line shapes, not the number of lines. A pattern that
+    names a number (``exit code 137``, ``429``) is tested line by line.
+    """
+
+    def __init__(self, obs: Observation) -> None:
+        self.lines: list[Line] = [
+            Line(n=i, text=ln.message, severity=ln.severity) for i, ln in enumerate(obs.logs, start=1)
+        ]
+        self.total = len(self.lines)
+        groups: dict[str, list[Line]] = {}
+        for ln in self.lines:
+            groups.setdefault(_SHAPE.sub("0", ln.text[:4000]), []).append(ln)
+        self._groups = list(groups.values())
+        self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
+
+    def matching(
+        self, pattern: re.Pattern[str], prefilter: re.Pattern[str] | None = None
+    ) -> tuple[list[Line], list[int]]:
+        """Every line that matches, in order, and their numbers (cached per pattern).
+
+        A pattern with a literal digit is tested line by line, within the shapes that match the
+        digit-free ``prefilter`` when one is given (else within every shape: correct but slow).
+        """
+        key = (pattern.pattern, pattern.flags, prefilter.pattern if prefilter else "")
+        hit = self._cache.get(key)
+        if hit is None:
+            out: list[Line] = []
+            if prefilter is not None or _HAS_DIGIT.search(pattern.pattern):
+                for g in self._groups:
+                    if prefilter is None or prefilter.search(g[0].text):
+                        out.extend(ln for ln in g if pattern.search(ln.text))
+            else:
+                for g in self._groups:
+                    if pattern.search(g[0].text):
+                        out.extend(g)
+            out.sort(key=lambda x: x.n)
+            self._cache[key] = hit = (out, [ln.n for ln in out])
+        return hit
+
+    def grep(
+        self,
+        pattern: re.Pattern[str],
+        *,
+        after: int = 0,
+        before: int | None = None,
+        prefilter: re.Pattern[str] | None = None,
+    ) -> Iterator[Line]:
+        """Lines whose text matches, optionally only those with after < n < before."""
+        lines, nums = self.matching(pattern, prefilter)
+        i = bisect_right(nums, after) if after else 0
+        for ln in lines[i:]:
+            if before is not None and ln.n >= before:
+                break
+            yield ln
+
+    def first(
+        self,
+        pattern: re.Pattern[str],
+        *,
+        after: int = 0,
+        before: int | None = None,
+        prefilter: re.Pattern[str] | None = None,
+    ) -> Line | None:
+        return next(self.grep(pattern, after=after, before=before, prefilter=prefilter), None)
+
+    def last(
+        self,
+        pattern: re.Pattern[str],
+        *,
+        after: int = 0,
+        before: int | None = None,
+        prefilter: re.Pattern[str] | None = None,
+    ) -> Line | None:
+        lines, nums = self.matching(pattern, prefilter)
+        idx = bisect_left(nums, before) if before is not None else len(lines)
+        if idx > 0 and lines[idx - 1].n > after:
+            return lines[idx - 1]
+        return None
+
+    def window(self, n: int, before: int, after: int = 0) -> list[Line]:
+        lo = max(1, n - before)
+        hi = min(self.total, n + after)
+        return self.lines[lo - 1 : hi]
+
+
+def view(obs: Observation) -> LogView:
+    """The (cached) log view of an observation."""
+    v = obs._cache.get("view")
+    if v is None:
+        v = LogView(obs)
+        obs._cache["view"] = v
+    return v
+
+
+def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 300) -> str:
+    """The physical line of ``text`` that matches (a log entry may hold a whole traceback), shortened."""
+    line = text
+    if "\n" in text:
+        parts = text.splitlines()
+        line = parts[-1]
+        if pattern is not None:
+            for p in parts:
+                if pattern.search(p):
+                    line = p
+                    break
+    line = line.strip()
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:
+    return Evidence(line=ln.n, text=excerpt(ln.text, pattern))
+
+
+def finding(
+    category: str,
+    confidence: float,
+    summary: str,
+    lines: Iterable[Line],
+    *,
+    pattern: re.Pattern[str] | None = None,
+    analyzer: str,
+    specific: bool = True,
+    last_line: int | None = None,
+    facts: dict[str, object] | None = None,
+    extra: list[Evidence] | None = None,
+) -> Finding:
+    ls = sorted({ln.n: ln for ln in lines}.values(), key=lambda x: x.n)
+    evidence = [ev(ln, pattern) for ln in ls[:4]] + list(extra or [])
+    first = ls[0].n if ls else 0
+    return Finding(
+        category=category,
+        confidence=round(min(0.99, max(0.0, confidence)), 2),
+        summary=summary,
+        evidence=evidence,
+        analyzer=analyzer,
+        first_line=first,
+        last_line=last_line if last_line is not None else (ls[-1].n if ls else 0),
+        specific=specific,
+        facts=facts or {},
+    )
+
+
+# Markers shared by several analyzers ---------------------------------------------------------------
+
+#: A server that came up (a later one means an earlier start-up failure recovered).
+STARTED = re.compile(
+    r"Application startup complete|Starting vLLM API server|Uvicorn running on|Started server process"
+    r"|Avg prompt throughput",
+    re.IGNORECASE,
+)
+#: A fresh server start (not just traffic, which other instances may be serving).
+RESTARTED = re.compile(
+    r"Application startup complete|Starting vLLM API server|Uvicorn running on|Started server process",
+    re.IGNORECASE,
+)
+#: An answered inference request (tested line by line within the access-log shapes).
+SERVED = re.compile(r"\"(?:GET|POST) /v1/\S+ HTTP/\d\.\d\" 200")
+SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
+
+
+def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
+    """The last sign of a running server (start-up complete, stats, a 200 answer) in (after, before)."""
+    a = v.last(STARTED, after=after, before=before)
+    b = v.last(SERVED, after=after, before=before, prefilter=SERVED_PREFILTER)
+    if a is None or (b is not None and b.n > a.n):
+        return b
+    return a
+
+
+#: An orderly shutdown: tracebacks after it are not causes.
+SHUTDOWN = re.compile(
+    r"received SIGTERM|SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
+    r"|Application shutdown complete|Terminating instance|scaling down|KeyboardInterrupt|CancelledError"
+    r"|Finished server process",
+    re.IGNORECASE,
+)
+#: A (re)start of the server process.
+START_MARK = re.compile(
+    r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
+    r"|Automatically detected platform",
+    re.IGNORECASE,
+)
+
+
+def condition_texts(obs: Observation) -> list[str]:
+    """Cloud Run condition messages as 'type (reason): message' lines."""
+    out = []
+    for c in obs.conditions:
+        msg = str(c.get("message") or "")
+        if not msg:
+            continue
+        kind = c.get("type") or c.get("condition") or "condition"
+        reason = c.get("reason")
+        out.append(f"{kind}{f' ({reason})' if reason else ''}: {msg}")
+    return out
+
+
+def match_conditions(obs: Observation, pattern: re.Pattern[str]) -> list[Evidence]:
+    return [Evidence(line=0, text=excerpt(t)) for t in condition_texts(obs) if pattern.search(t)]
+
+
+def simple(
+    obs: Observation,
+    *,
+    category: str,
+    pattern: re.Pattern[str],
+    summary: str,
+    confidence: float,
+    exclude: re.Pattern[str] | None = None,
+    specific: bool = True,
+    prefilter: re.Pattern[str] | None = None,
+) -> list[Finding]:
+    """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats."""
+    v = view(obs)
+    hits = [ln for ln in v.grep(pattern, prefilter=prefilter) if not (exclude and exclude.search(ln.text))]
+    conds = match_conditions(obs, pattern)
+    if not hits and not conds:
+        return []
+    f = finding(
+        category,
+        confidence if hits else confidence - 0.1,
+        summary.format(
+            line=hits[0].n if hits else "a Cloud Run condition", text=excerpt(hits[0].text, pattern)
+        )
+        if hits
+        else summary.format(line="a Cloud Run condition", text=conds[0].text),
+        hits[:3],
+        pattern=pattern,
+        analyzer=category,
+        specific=specific,
+        extra=conds[:2],
+    )
+    if not hits:  # condition-only evidence comes after every log line
+        f.first_line = f.last_line = v.total + 1
+    return [f]

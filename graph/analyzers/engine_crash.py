@@ -1,0 +1,60 @@
+"""engine_crash: the engine died for another reason (CUDA fault, NCCL, segfault, a dead engine core).
+
+Wordings: "CUDA error: an illegal memory access was encountered"; "NCCL error" / "ncclInternalError";
+"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue"; "EngineCore encountered a
+fatal error"; "Segmentation fault (core dumped)"; "CUDA error: unspecified launch failure";
+"uncorrectable ECC error". "Engine core initialization failed. See root cause above." and "died
+unexpectedly" are symptoms: they yield to any cause, and tracebacks after an orderly shutdown
+(SIGTERM, CancelledError, KeyboardInterrupt) are not causes at all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from graph.analyzers.base import SHUTDOWN, Finding, finding, view
+from graph.observation import Observation
+
+PATTERN = re.compile(
+    r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
+    r"|EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|AsyncEngineDeadError"
+    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?:unspecified launch failure|misaligned address"
+    r"|device-side assert triggered|an illegal instruction)|uncorrectable ECC error|Xid \d+|CUBLAS_STATUS_\w+"
+    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout",
+    re.IGNORECASE,
+)
+SYMPTOM = re.compile(
+    r"Engine core initialization failed|died unexpectedly|Engine process failed to start"
+    r"|EngineCore failed to start",
+    re.IGNORECASE,
+)
+
+
+def analyze(obs: Observation) -> list[Finding]:
+    v = view(obs)
+    shutdown = v.first(SHUTDOWN)
+    cutoff = shutdown.n if shutdown else None
+    hits = [ln for ln in v.grep(PATTERN) if cutoff is None or ln.n < cutoff or not _after_shutdown(v, ln.n)]
+    if hits:
+        return [
+            finding(
+                "engine_crash",
+                0.85,
+                f"The vLLM engine crashed (line {hits[0].n}).",
+                hits[:3],
+                pattern=PATTERN,
+                analyzer="engine_crash",
+            )
+        ]
+    return []
+
+
+def _after_shutdown(v, n: int) -> bool:  # type: ignore[no-untyped-def]
+    """A crash line that follows an orderly shutdown with no restart in between."""
+    from graph.analyzers.base import START_MARK
+
+    sd = v.last(SHUTDOWN, before=n)
+    if sd is None:
+        return False
+    restart = v.last(START_MARK, after=sd.n, before=n)
+    return restart is None

@@ -1,0 +1,63 @@
+"""kv_cache_oom: the weights loaded but too little GPU memory is left for the KV cache.
+
+Wordings (vLLM 0.2 .. 0.11): "No available memory for the cache blocks. Try increasing
+`gpu_memory_utilization` when initializing the engine." (vllm-project/vllm#2248, #27508);
+"The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in
+KV cache (23648)." (vllm-project/vllm#10517, #2418); V1: "To serve at least one request with the
+models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV
+cache memory (0.71 GiB). Based on the available memory, the estimated maximum model length is 5632."
+(vllm-project/tpu-inference#223); and a CUDA OOM while allocating the cache.
+"""
+
+from __future__ import annotations
+
+import re
+
+from graph.analyzers._oom import OOM, oom_events
+from graph.analyzers.base import Finding, finding, view
+from graph.observation import Observation
+
+KV_SHORT = re.compile(
+    r"No available memory for the cache blocks"
+    r"|larger than the maximum number of tokens that can be stored in KV"
+    r"|KV cache is needed, which is larger than the available KV cache memory|insufficient KV cache"
+    r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache",
+    re.IGNORECASE,
+)
+_MAXLEN = re.compile(r"max seq len \((\d+)\)")
+_CAP = re.compile(r"stored in KV cache \((\d+)\)|estimated maximum model length is (\d+)")
+
+
+def analyze(obs: Observation) -> list[Finding]:
+    v = view(obs)
+    hits = list(v.grep(KV_SHORT))
+    ooms = [e for e in oom_events(obs) if e.phase == "kv_cache"]
+    if not hits and not ooms:
+        return []
+    facts: dict[str, object] = {}
+    for ln in hits:
+        m = _MAXLEN.search(ln.text)
+        if m:
+            facts["max_model_len"] = int(m.group(1))
+        c = _CAP.search(ln.text)
+        if c:
+            facts["max_model_len_that_fits"] = int(c.group(1) or c.group(2))
+    lines = hits[:1] + [e.line for e in ooms[:1]]
+    last = max([ln.n for ln in hits] + [e.line.n for e in ooms])
+    summary = "The weights loaded but too little GPU memory is left for the KV cache"
+    if "max_model_len" in facts:
+        summary += f" to hold one {facts['max_model_len']}-token request"
+    if "max_model_len_that_fits" in facts:
+        summary += f" (what fits: about {facts['max_model_len_that_fits']} tokens)"
+    return [
+        finding(
+            "kv_cache_oom",
+            0.92 if hits else 0.85,
+            summary + ".",
+            lines,
+            pattern=re.compile(KV_SHORT.pattern + "|" + OOM.pattern, re.IGNORECASE),
+            analyzer="kv_cache_oom",
+            last_line=last,
+            facts=facts,
+        )
+    ]

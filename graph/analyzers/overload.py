@@ -1,0 +1,147 @@
+"""overload: the server is healthy but saturated (queue, preemptions, KV cache full, 429/503, slow TTFT).
+
+From vLLM's ``/metrics`` (parsed with prometheus_client's text parser; both the V1 names such as
+``vllm:kv_cache_usage_perc`` and the older ``vllm:gpu_cache_usage_perc`` are read), from vLLM's
+periodic stats line ("Running: 8 reqs, Waiting: 37 reqs, GPU KV cache usage: 99.8%"; V0 said
+"Pending: N reqs"), from preemption warnings, and from 429/503 answers (Cloud Run: "The request was
+aborted because there was no available instance").
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from graph.analyzers.base import Evidence, Finding, view
+from graph.observation import Observation
+
+log = logging.getLogger(__name__)
+
+_STATS = re.compile(
+    r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", re.IGNORECASE
+)
+_PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", re.IGNORECASE)
+_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|rate", re.I)
+_REJECT = re.compile(
+    r"HTTP/\d\.\d\" (?:429|503)\b|no available instance|Too Many Requests|\b429\b.*rate", re.I
+)
+
+
+def _metrics(text: str) -> dict[str, float]:
+    """Gauge values and counter totals by (un-labelled) name; histograms as name_sum / name_count."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                name = s.name
+                if name.endswith("_bucket") or name.endswith("_created"):
+                    continue
+                out[name] = out.get(name, 0.0) + float(s.value)
+    except (ValueError, TypeError) as e:
+        log.warning("metrics: not valid Prometheus text (%s)", e)
+    return out
+
+
+def _first(m: dict[str, float], *names: str) -> float | None:
+    for n in names:
+        if n in m:
+            return m[n]
+    return None
+
+
+def analyze(obs: Observation) -> list[Finding]:
+    v = view(obs)
+    signals: list[str] = []
+    evidence: list[Evidence] = []
+    facts: dict[str, object] = {}
+    first_line = v.total + 1
+
+    if obs.metrics:
+        m = _metrics(obs.metrics)
+        waiting = _first(m, "vllm:num_requests_waiting")
+        running = _first(m, "vllm:num_requests_running")
+        kv = _first(m, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        pre = _first(m, "vllm:num_preemptions_total", "vllm:num_preemptions")
+        ttft_sum = _first(m, "vllm:time_to_first_token_seconds_sum")
+        ttft_n = _first(m, "vllm:time_to_first_token_seconds_count")
+        if waiting is not None:
+            facts["num_requests_waiting"] = waiting
+            if waiting >= 5 and waiting >= (running or 0) / 2:
+                signals.append("queue")
+                evidence.append(Evidence(line=0, text=f"metrics: vllm:num_requests_waiting {waiting:g}"))
+        if running is not None:
+            facts["num_requests_running"] = running
+        if kv is not None:
+            kv = kv / 100 if kv > 1.0 else kv
+            facts["kv_cache_usage"] = round(kv, 3)
+            if kv >= 0.95:
+                signals.append("kv_full")
+                evidence.append(Evidence(line=0, text=f"metrics: KV cache usage {kv:.0%}"))
+        if pre:
+            facts["num_preemptions"] = pre
+            signals.append("preemptions")
+            evidence.append(Evidence(line=0, text=f"metrics: vllm:num_preemptions_total {pre:g}"))
+        if ttft_sum is not None and ttft_n:
+            mean = ttft_sum / ttft_n
+            facts["ttft_mean_s"] = round(mean, 3)
+            if mean > 5.0:
+                signals.append("slow_ttft")
+                evidence.append(Evidence(line=0, text=f"metrics: mean time to first token {mean:.1f} s"))
+
+    busiest = None
+    for ln in v.grep(_STATS):
+        mm = _STATS.search(ln.text)
+        if not mm:
+            continue
+        waiting_l = int(mm.group(2))
+        kv_l = float(mm.group(3))
+        if (waiting_l >= 5 or kv_l >= 95.0) and (busiest is None or waiting_l > busiest[1]):
+            busiest = (ln, waiting_l, kv_l)
+    if busiest is not None:
+        ln, waiting_l, kv_l = busiest
+        facts.setdefault("num_requests_waiting", waiting_l)
+        if waiting_l >= 5 and "queue" not in signals:
+            signals.append("queue")
+        if kv_l >= 95.0 and "kv_full" not in signals:
+            signals.append("kv_full")
+        evidence.insert(0, Evidence(line=ln.n, text=ln.text.strip()[:300]))
+        first_line = min(first_line, ln.n)
+    pre_lines = list(v.grep(_PREEMPT))
+    if pre_lines:
+        if "preemptions" not in signals:
+            signals.append("preemptions")
+        evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))
+        first_line = min(first_line, pre_lines[0].n)
+    rejects = list(v.grep(_REJECT, prefilter=_REJECT_PREFILTER))
+    if len(rejects) >= 5:
+        signals.append("rejections")
+        facts["rejected_requests"] = len(rejects)
+        evidence.append(Evidence(line=rejects[0].n, text=rejects[0].text.strip()[:300]))
+        first_line = min(first_line, rejects[0].n)
+
+    strong_queue = facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
+    if len(signals) < 2 and not (strong_queue and "queue" in signals):
+        return []
+    return [
+        Finding(
+            category="overload",
+            confidence=round(min(0.95, 0.55 + 0.1 * len(signals)), 2),
+            summary="The server is up but saturated: " + ", ".join(_WORDS[s] for s in signals) + ".",
+            evidence=evidence[:5],
+            analyzer="overload",
+            first_line=first_line,
+            last_line=v.total + 1,
+            facts=facts,
+        )
+    ]
+
+
+_WORDS = {
+    "queue": "requests are queueing",
+    "kv_full": "the KV cache is (nearly) full",
+    "preemptions": "requests are being preempted",
+    "slow_ttft": "time to first token is long",
+    "rejections": "requests are rejected with 429/503",
+}

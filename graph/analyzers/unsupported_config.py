@@ -1,0 +1,82 @@
+"""unsupported_config: a dtype, quantization, kernel, architecture or flag not supported here.
+
+Wordings: "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4
+GPU has compute capability 7.5."; "The quantization method fp8 is not supported for the current GPU.
+Minimum capability: 89. Current capability: 75." (vllm-project/vllm#4327); "FP8 quantized models is
+only supported on GPUs with compute capability >= 9.0"; "Failed to find a kernel that can implement
+the WNA16 linear layer" (vllm-project/vllm#30602); "Model architectures ['X'] are not supported for
+now"; argparse "unrecognized arguments: --foo" / "error: argument --x: invalid choice"
+(googlecodelabs/feedback#1825); "CUDA error: no kernel image is available for execution on the device".
+The GPU named in the spec is checked against the planner's support table as well.
+"""
+
+from __future__ import annotations
+
+import re
+
+from graph.analyzers.base import Evidence, Finding, finding, view
+from graph.observation import Observation
+
+PATTERN = re.compile(
+    r"only supported on GPUs with compute capability|is not supported for the current GPU"
+    r"|Minimum capability: \d+"
+    r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
+    r"|Failed to find a kernel that can implement|architectures? \[[^\]]*\] (?:are|is) not supported"
+    r"|Model architectures? .* failed to be inspected|unrecognized arguments|error: argument --?\S+"
+    r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
+    r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
+    r"|bfloat\d\d|fp\d)"
+    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method",
+    re.IGNORECASE,
+)
+
+
+def analyze(obs: Observation) -> list[Finding]:
+    v = view(obs)
+    hits = list(v.grep(PATTERN))
+    if hits:
+        return [
+            finding(
+                "unsupported_config",
+                0.9,
+                f"A setting is not supported on this GPU / vLLM (line {hits[0].n}).",
+                hits[:3],
+                pattern=PATTERN,
+                analyzer="unsupported_config",
+            )
+        ]
+    return _from_spec(obs, v.total)
+
+
+def _from_spec(obs: Observation, total: int) -> list[Finding]:
+    """No log says so, but the spec asks the GPU for something it cannot do (planner's support table)."""
+    svc = obs.service
+    if svc is None or not svc.gpu_type or not svc.args or not obs.logs:
+        return []
+    try:
+        from mcp_tools.capacity import parse_vllm_args, plan_capacity
+        from mcp_tools.errors import UserError
+
+        flags = parse_vllm_args(svc.args)
+        if not flags.model:
+            return []
+        plan = plan_capacity(
+            flags.model, gpu=svc.gpu_type, gpu_count=svc.gpu_count, flags=flags, suggest=False
+        )
+    except Exception:  # noqa: BLE001 - an unknown model or GPU is not evidence of anything
+        return []
+    _ = UserError
+    if plan.binding_constraint != "unsupported":
+        return []
+    f = Finding(
+        category="unsupported_config",
+        confidence=0.6,
+        summary="The service spec asks for something this GPU does not support: "
+        + "; ".join(plan.unsupported),
+        evidence=[Evidence(line=0, text="spec: " + " ".join(svc.args)[:300])],
+        analyzer="unsupported_config",
+        first_line=total + 1,
+        last_line=total + 1,
+        specific=False,
+    )
+    return [f]

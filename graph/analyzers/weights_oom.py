@@ -1,0 +1,29 @@
+"""weights_oom: GPU memory runs out while the weights are created or loaded (the model does not fit)."""
+
+from __future__ import annotations
+
+from graph.analyzers._oom import OOM, oom_events
+from graph.analyzers.base import Finding, finding
+from graph.observation import Observation
+
+
+def analyze(obs: Observation) -> list[Finding]:
+    events = [e for e in oom_events(obs) if e.phase == "weights"]
+    if not events:
+        return []
+    first = events[0]
+    lines = [first.line] + ([first.frame] if first.frame and first.frame.n != first.line.n else [])
+    where = "while loading the weights" if first.frame else "during model loading"
+    return [
+        finding(
+            "weights_oom",
+            first.confidence,
+            f"CUDA ran out of memory {where} (line {first.line.n}): the model's weights do not fit the "
+            "GPU memory vLLM may use.",
+            lines,
+            pattern=OOM,
+            analyzer="weights_oom",
+            last_line=events[-1].line.n,
+            facts={"oom_count": len(events)},
+        )
+    ]

@@ -1,0 +1,624 @@
+"""Diagnosis: the analyzers' root cause first, a model's explanation second (when one is reachable).
+
+``diagnose(obs)`` works with no model at all: the deterministic analyzers name the root cause
+(``choose_root_cause``), the planner-backed proposer builds a typed plan and preflight checks it.
+With a model (an OpenAI-compatible endpoint, e.g. the monitored vLLM server), the model gets the
+compressed, fenced context (``build_context``) plus the findings and answers in JSON validated
+against ``ModelAnswer``: a taxonomy category, evidence line numbers that exist, a confidence. A
+malformed answer gets one retry, then the analyzers' diagnosis stands; an unreachable endpoint
+leaves the analyzers' diagnosis and says so in ``notes``. The model explains and may pick among the
+categories the analyzers support; it never writes plan steps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from graph.analyzers import Evidence, Finding, run_analyzers, view
+from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, started_between
+from graph.observation import Observation
+from mcp_tools.incident import CATEGORIES, Incident
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact
+from mcp_tools.remediation import RemediationPlan
+
+log = logging.getLogger(__name__)
+
+CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
+
+#: Categories whose evidence is ongoing request traffic, not a start-up event that can recover.
+_ONGOING = {"overload", "context_too_long"}
+
+
+class Diagnosis(BaseModel):
+    """SPEC.md section 4 ``diagnose --json`` (plus optional extension keys)."""
+
+    id: str
+    category: str
+    confidence: float
+    summary: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    plan: RemediationPlan = Field(default_factory=RemediationPlan)
+    prompt_tokens: int | None = None
+    model_used: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    alternatives: list[RemediationPlan] = Field(default_factory=list)  # other ranked plans
+    diff: str = ""  # the spec diff of the plan, when the observation has a spec
+
+    def to_spec_json(self) -> dict[str, Any]:
+        """The SPEC section 4 document (steps carry ``predicted`` when the planner computed one)."""
+        steps = []
+        for s in self.plan.steps:
+            d: dict[str, Any] = {"kind": s.kind.value, "change": s.change, "why": s.why}
+            if s.predicted is not None:
+                d["predicted"] = s.predicted
+            steps.append(d)
+        return {
+            "id": self.id,
+            "category": self.category,
+            "confidence": round(self.confidence, 2),
+            "summary": self.summary,
+            "evidence": [e.model_dump() for e in self.evidence],
+            "plan": {"steps": steps, "preflight": self.plan.preflight.model_dump()},
+            "prompt_tokens": self.prompt_tokens,
+            "model_used": self.model_used,
+            "notes": self.notes,
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Root cause from the analyzers
+# --------------------------------------------------------------------------------------------------
+
+_FATAL = re.compile(
+    r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
+    r"|Exception):"
+    r"|\] [\w.]*(?:Error|Exception): |Engine core initialization failed|died unexpectedly"
+    r"|Container called exit"
+    r"|exited with (?:status|code)|EngineCore failed to start|Worker failed|fatal error",
+    re.IGNORECASE | re.MULTILINE,
+)
+_FATAL_PREFILTER = re.compile(r"Traceback|Error|Exception|failed|died|exit|fatal", re.IGNORECASE)
+
+
+class RootCause(BaseModel):
+    category: str
+    confidence: float
+    summary: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    finding: Finding | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+def _recovered(obs: Observation, f: Finding) -> int | None:
+    """The line of a fresh successful start after the finding's last occurrence (None: not recovered).
+
+    Traffic alone does not count: on Cloud Run other instances may serve while this one fails.
+    """
+    if f.category in _ONGOING or f.last_line <= 0 or f.last_line > len(obs.logs):
+        return None
+    s = view(obs).first(RESTARTED, after=f.last_line)
+    return s.n if s else None
+
+
+def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
+    """The root cause among the findings: the earliest specific cause that did not recover.
+
+    Generic symptoms (a probe giving up, a bare SIGKILL) count only when no specific cause exists.
+    With no finding: ``healthy`` when nothing failed (or the server runs after what failed),
+    otherwise ``unknown`` - never a guess.
+    """
+    notes: list[str] = []
+    active: list[Finding] = []
+    for f in findings:
+        rec = _recovered(obs, f)
+        if rec is not None:
+            notes.append(f"{f.category} at line {f.first_line} recovered: the server ran again at line {rec}")
+            continue
+        active.append(f)
+    specific = [f for f in active if f.specific]
+    pool = specific or active
+    if pool:
+        best = min(pool, key=lambda f: (f.first_line, -f.confidence))
+        for f in active:
+            if f is not best and f.category != best.category:
+                notes.append(
+                    f"also seen: {f.category} from line {f.first_line}"
+                    + (" (a consequence or a symptom)" if f.first_line >= best.first_line else "")
+                )
+        return RootCause(
+            category=best.category,
+            confidence=best.confidence,
+            summary=best.summary,
+            evidence=best.evidence,
+            finding=best,
+            notes=notes,
+        )
+    return _no_finding(obs, notes)
+
+
+def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
+    v = view(obs)
+    fatal = [ln for ln in v.grep(_FATAL, prefilter=_FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
+    unresolved = [ln for ln in fatal if started_between(v, after=ln.n) is None]
+    bad_conditions = [
+        t
+        for c, t in zip(obs.conditions, condition_texts(obs), strict=False)
+        if str(c.get("state") or c.get("status") or "").upper() in ("CONDITION_FAILED", "FALSE", "FAILED")
+    ]
+    if unresolved or obs.health is False or bad_conditions:
+        ev = [Evidence(line=ln.n, text=ln.text.strip()[:300]) for ln in unresolved[:3]]
+        ev += [Evidence(line=0, text=t[:300]) for t in bad_conditions[:1]]
+        if obs.health is False:
+            ev.append(Evidence(line=0, text="/health did not answer 200"))
+        where = f" (first at line {unresolved[0].n})" if unresolved else ""
+        return RootCause(
+            category="unknown",
+            confidence=0.3,
+            summary=f"Something failed{where}, but the evidence matches no known failure family; "
+            "a person should read the cited lines.",
+            evidence=ev,
+            notes=notes,
+        )
+    if not obs.logs and obs.health is None and not obs.metrics:
+        return RootCause(
+            category="unknown",
+            confidence=0.2,
+            summary="Nothing was observed (no logs, metrics or health check): no diagnosis is possible.",
+            notes=notes,
+        )
+    warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR"))
+    return RootCause(
+        category="healthy",
+        confidence=0.85 if (obs.health or started_between(v, after=0)) else 0.7,
+        summary=f"No failure found in {v.total} log lines"
+        + (f" ({warnings} warning/error lines match no failure family)" if warnings else "")
+        + ("; /health answers 200" if obs.health else "")
+        + ". No action is needed.",
+        notes=notes,
+    )
+
+
+def _after_shutdown(obs: Observation, n: int) -> bool:
+    v = view(obs)
+    sd = v.last(SHUTDOWN, before=n + 1)
+    if sd is None:
+        return False
+    return v.last(START_MARK, after=sd.n, before=n) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# What a model is sent
+# --------------------------------------------------------------------------------------------------
+
+
+def _spec_block(obs: Observation) -> list[str]:
+    svc = obs.service
+    if svc is None:
+        return ["(no service spec was observed)"]
+    out = [
+        f"name: {svc.name}",
+        f"gpu: {svc.gpu_count} x {svc.gpu_type or '?'}; cpu {svc.cpu or '?'}; memory {svc.memory or '?'}",
+        f"image: {svc.image or '?'}",
+        "args: " + redact(" ".join(svc.args)),
+        f"scaling: min {svc.min_instances}, max {svc.max_instances}, concurrency {svc.concurrency}",
+    ]
+    if svc.env:
+        out.append("env: " + ", ".join(redact(f"{k}={v}") for k, v in sorted(svc.env.items())))
+    if svc.startup_probe:
+        p = svc.startup_probe
+        out.append(
+            f"startup probe: initial {p.initial_delay_seconds}s, period {p.period_seconds}s, "
+            f"failures {p.failure_threshold} (budget {p.budget_seconds}s)"
+        )
+    if obs.latest_ready_revision or obs.latest_created_revision:
+        out.append(
+            f"revisions: latest created {obs.latest_created_revision}, "
+            f"latest ready {obs.latest_ready_revision}"
+        )
+    return out
+
+
+def _planner_block(obs: Observation) -> list[str]:
+    svc = obs.service
+    if svc is None or not svc.args or not svc.gpu_type:
+        return []
+    try:
+        from mcp_tools.capacity import parse_vllm_args, plan_capacity
+
+        flags = parse_vllm_args(svc.args)
+        if not flags.model:
+            return []
+        p = plan_capacity(flags.model, gpu=svc.gpu_type, gpu_count=svc.gpu_count, flags=flags, suggest=False)
+    except Exception as e:  # noqa: BLE001 - a model or GPU the planner does not know
+        return [f"(planner: {str(e)[:160]})"]
+    return [
+        f"planner ({p.model} on {p.gpu}): {p.verdict}",
+        f"weights {p.weights_gib} GiB, KV cache {p.kv_cache_gib} GiB = {p.kv_cache_tokens} tokens, "
+        f"max_model_len {p.max_model_len}",
+    ]
+
+
+def _metrics_block(obs: Observation) -> list[str]:
+    if not obs.metrics:
+        return []
+    keep = [
+        ln
+        for ln in obs.metrics.splitlines()
+        if ln.startswith("vllm:") and "_bucket" not in ln and "_created" not in ln
+    ]
+    return [redact(ln)[:200] for ln in keep[:30]]
+
+
+def build_context(
+    obs: Observation, *, budget_tokens: int = CONTEXT_LOG_BUDGET, findings: list[Finding] | None = None
+) -> str:
+    """The exact user message a model is sent: the spec, the planner's figures, the findings, and
+    the compressed logs, metrics and conditions fenced as untrusted data. Everything is redacted."""
+    if findings is None:
+        findings = run_analyzers(obs)
+    parts = [f"# Incident {obs.id}" + (f": {redact(obs.title)}" if obs.title else "")]
+    parts += ["", "## Service spec (as observed)", *_spec_block(obs)]
+    planner = _planner_block(obs)
+    if planner:
+        parts += ["", "## Capacity planner (computed for the current spec)", *planner]
+    parts += ["", "## Analyzer findings (deterministic, computed from the same data)"]
+    if findings:
+        for f in findings:
+            cites = ", ".join(f"L{e.line}" if e.line else "non-log" for e in f.evidence)
+            parts.append(f"- {f.category} (confidence {f.confidence:.2f}, cites {cites}): {f.summary}")
+    else:
+        parts.append("- none: no analyzer matched")
+    if obs.health is not None:
+        parts += ["", f"## Health check: /health {'answered 200' if obs.health else 'did not answer 200'}"]
+    metrics = _metrics_block(obs)
+    conds = condition_texts(obs)
+    if metrics or conds:
+        parts += ["", f"{FENCE_OPEN} (metrics and Cloud Run conditions)"]
+        parts += [redact(c)[:300].replace("<<<", "\u00ab").replace(">>>", "\u00bb") for c in conds]
+        parts += [m.replace("<<<", "\u00ab").replace(">>>", "\u00bb") for m in metrics]
+        parts.append(FENCE_CLOSE)
+    parts += ["", "## Logs (compressed)"]
+    parts.append(compress_logs(obs.logs, budget_tokens=budget_tokens).text)
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------
+
+
+class ModelEndpoint(BaseModel):
+    """An OpenAI-compatible chat endpoint (vLLM's /v1, or any other)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    base_url: str  # ".../v1" (added when missing)
+    api_key: SecretStr | None = None
+    model: str | None = None  # None: the first id /v1/models lists
+    timeout_s: float = 60.0
+    max_retries: int = 1
+    temperature: float = 0.0
+    max_tokens: int = 700
+
+    @field_validator("base_url")
+    @classmethod
+    def _v1(cls, v: str) -> str:
+        v = v.rstrip("/")
+        return v if v.endswith("/v1") else v + "/v1"
+
+
+class ModelAnswer(BaseModel):
+    """What a model must answer (validated; evidence line numbers are checked against the logs)."""
+
+    category: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    summary: str = Field(min_length=1)
+    evidence: list[int] = Field(default_factory=list)
+
+    @field_validator("category")
+    @classmethod
+    def _cat(cls, v: str) -> str:
+        v = v.strip().lower()
+        if v not in CATEGORIES:
+            raise ValueError(f"category {v!r} is not one of {', '.join(CATEGORIES)}")
+        return v
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _ev(cls, v: Any) -> list[int]:
+        out = []
+        for item in v or []:
+            if isinstance(item, dict):
+                item = item.get("line")
+            if isinstance(item, str):
+                item = item.strip().lstrip("Ll")
+            out.append(int(item))
+        return out
+
+
+class ModelUnreachable(Exception):
+    """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
+
+
+class MalformedAnswer(Exception):
+    pass
+
+
+def _extract_json(text: str) -> dict[str, Any]:
+    t = text.strip()
+    fence = re.search(r"```(?:json)?\s*(.*?)```", t, re.DOTALL)
+    if fence:
+        t = fence.group(1).strip()
+    start, end = t.find("{"), t.rfind("}")
+    if start < 0 or end <= start:
+        raise MalformedAnswer("no JSON object in the answer")
+    try:
+        data = json.loads(t[start : end + 1])
+    except json.JSONDecodeError as e:
+        raise MalformedAnswer(f"not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the JSON is not an object")
+    return data
+
+
+def _validate(text: str, obs: Observation) -> ModelAnswer:
+    data = _extract_json(text)
+    try:
+        ans = ModelAnswer.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise MalformedAnswer(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+    bad = [n for n in ans.evidence if not 1 <= n <= len(obs.logs)]
+    if bad:
+        raise MalformedAnswer(f"evidence line(s) {bad} do not exist (the logs have {len(obs.logs)} lines)")
+    return ans
+
+
+def _discover_model_name(ep: ModelEndpoint) -> str:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {ep.api_key.get_secret_value()}"} if ep.api_key else {}
+    try:
+        r = httpx.get(f"{ep.base_url}/models", headers=headers, timeout=min(ep.timeout_s, 10.0))
+        r.raise_for_status()
+        data = r.json().get("data") or []
+    except (httpx.HTTPError, ValueError) as e:
+        raise ModelUnreachable(f"{ep.base_url}/models: {e.__class__.__name__}") from None
+    if not data:
+        raise ModelUnreachable(f"{ep.base_url}/models lists no model")
+    return str(data[0]["id"])
+
+
+def _chat_model(ep: ModelEndpoint) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    name = ep.model or _discover_model_name(ep)
+    return ChatOpenAI(
+        base_url=ep.base_url,
+        api_key=ep.api_key or SecretStr("not-needed"),
+        model=name,
+        timeout=ep.timeout_s,
+        max_retries=ep.max_retries,
+        temperature=ep.temperature,
+        max_completion_tokens=ep.max_tokens,
+    ), name
+
+
+def _usage(msg: Any) -> int:
+    meta = getattr(msg, "usage_metadata", None) or {}
+    if meta.get("input_tokens"):
+        return int(meta["input_tokens"])
+    tu = (getattr(msg, "response_metadata", None) or {}).get("token_usage") or {}
+    return int(tu.get("prompt_tokens") or 0)
+
+
+def _is_unreachable(e: Exception) -> bool:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(e, (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError))
+
+
+def ask_model(
+    obs: Observation,
+    context: str,
+    endpoint: ModelEndpoint,
+    *,
+    tools: list[Any] | None = None,
+    max_steps: int = 4,
+) -> tuple[ModelAnswer | None, int, str, list[str]]:
+    """Ask the model; returns (validated answer or None, prompt tokens, model name, notes).
+
+    ``tools``: optional LangChain tools (read-only ones: the caller decides which) the model may call,
+    at most ``max_steps`` rounds. A malformed answer gets one retry; raises ``ModelUnreachable``.
+    """
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from prompts import load_prompt
+
+    try:
+        llm, name = _chat_model(endpoint)
+    except ModelUnreachable:
+        raise
+    bound = llm.bind_tools(tools) if tools else llm
+    by_name = {t.name: t for t in tools or []}
+    messages: list[Any] = [
+        SystemMessage(load_prompt("diagnose_system")),
+        HumanMessage(load_prompt("diagnose_user").replace("{context}", context)),
+    ]
+    prompt_tokens = 0
+    notes: list[str] = []
+    attempts = 0
+    steps = 0
+    while True:
+        try:
+            reply = bound.invoke(messages)
+        except Exception as e:
+            if _is_unreachable(e):
+                raise ModelUnreachable(f"{endpoint.base_url}: {e.__class__.__name__}") from None
+            raise
+        prompt_tokens += _usage(reply)
+        calls = getattr(reply, "tool_calls", None) or []
+        if calls and steps < max_steps:
+            steps += 1
+            messages.append(reply)
+            for call in calls:
+                tool = by_name.get(call["name"])
+                if tool is None:
+                    out = f"unknown tool {call['name']!r}"
+                else:
+                    try:
+                        out = str(tool.invoke(call.get("args") or {}))
+                    except Exception as e:  # noqa: BLE001 - a tool error is an answer, not a crash
+                        out = f"tool error: {e.__class__.__name__}: {e}"
+                messages.append(
+                    ToolMessage(
+                        content=f"{FENCE_OPEN}\n{redact(out)[:4000]}\n{FENCE_CLOSE}", tool_call_id=call["id"]
+                    )
+                )
+            continue
+        if calls:
+            notes.append(f"the model asked for more than {max_steps} tool rounds; stopped")
+        text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+        try:
+            return _validate(text, obs), prompt_tokens, name, notes
+        except MalformedAnswer as e:
+            attempts += 1
+            if attempts > 1:
+                notes.append(f"the model's answer was malformed twice ({e}); the analyzers' diagnosis stands")
+                return None, prompt_tokens, name, notes
+            notes.append(f"the model's first answer was malformed ({e}); asked once more")
+            messages.append(AIMessage(content=text[:2000]))
+            messages.append(HumanMessage(load_prompt("diagnose_retry").replace("{error}", str(e))))
+
+
+# --------------------------------------------------------------------------------------------------
+# diagnose
+# --------------------------------------------------------------------------------------------------
+
+
+def _endpoint(model: ModelEndpoint | str | None) -> ModelEndpoint | None:
+    if model is None or isinstance(model, ModelEndpoint):
+        return model
+    return ModelEndpoint(base_url=str(model))
+
+
+def diagnose(
+    obs: Observation,
+    *,
+    model: ModelEndpoint | str | None = None,
+    tools: list[Any] | None = None,
+    max_steps: int = 4,
+    policy: Any = None,
+) -> Diagnosis:
+    """Diagnose an observation: analyzers first, then the model if one is given, then a typed plan
+    (the planner ranks memory fixes) that preflight checked when the observation has a spec."""
+    t0 = time.perf_counter()
+    findings = run_analyzers(obs)
+    root = choose_root_cause(findings, obs)
+    notes = list(root.notes)
+    category, confidence, summary, evidence = root.category, root.confidence, root.summary, root.evidence
+    prompt_tokens: int | None = None
+    model_used: str | None = None
+
+    ep = _endpoint(model)
+    if ep is not None:
+        context = build_context(obs, findings=findings)
+        try:
+            answer, prompt_tokens, model_used, mnotes = ask_model(
+                obs, context, ep, tools=tools, max_steps=max_steps
+            )
+            notes += mnotes
+        except ModelUnreachable as e:
+            answer = None
+            notes.append(f"model endpoint unreachable ({e}); the analyzers' diagnosis stands")
+        if answer is not None:
+            allowed = {f.category for f in findings} | {root.category, "unknown"}
+            if not findings:
+                allowed = set(CATEGORIES)
+            if answer.category in allowed:
+                if answer.category != category:
+                    notes.append(f"the model chose {answer.category} over the analyzers' {category}")
+                cited = [
+                    Evidence(line=n, text=(obs.line_text(n) or "").strip()[:300]) for n in answer.evidence
+                ]
+                if answer.category == category:
+                    evidence = _merge_evidence(cited, evidence)
+                else:
+                    match = next((f for f in findings if f.category == answer.category), None)
+                    evidence = _merge_evidence(cited, match.evidence if match else [])
+                category = answer.category
+                confidence = answer.confidence
+                summary = redact(answer.summary.strip())
+            else:
+                notes.append(f"the model said {answer.category}, which no analyzer supports; kept {category}")
+
+    diag = Diagnosis(
+        id=obs.id,
+        category=category,
+        confidence=confidence,
+        summary=summary,
+        evidence=evidence,
+        prompt_tokens=prompt_tokens,
+        model_used=model_used,
+        notes=notes,
+        findings=findings,
+    )
+    from graph.preflight import choose_plan
+    from graph.propose import propose_options
+
+    options = propose_options(diag, obs)
+    plan, alternatives, diff = choose_plan(options, obs, policy=policy)
+    diag.plan = plan
+    diag.alternatives = alternatives
+    diag.diff = diff
+    log.info("diagnosed %s as %s in %.3fs", obs.id, category, time.perf_counter() - t0)
+    return diag
+
+
+def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidence]:
+    seen: set[tuple[int, str]] = set()
+    out = []
+    for e in [*first, *rest]:
+        key = (e.line, e.text if e.line == 0 else "")
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(e)
+    return out[:6]
+
+
+def diagnose_incident(
+    incident: Incident,
+    *,
+    model: ModelEndpoint | str | None = None,
+    tools: list[Any] | None = None,
+    max_steps: int = 4,
+    policy: Any = None,
+) -> Diagnosis:
+    """``diagnose`` on the observation an incident file records."""
+    return diagnose(
+        Observation.from_incident(incident), model=model, tools=tools, max_steps=max_steps, policy=policy
+    )
+
+
+__all__ = [
+    "Diagnosis",
+    "ModelAnswer",
+    "ModelEndpoint",
+    "RootCause",
+    "ask_model",
+    "build_context",
+    "choose_root_cause",
+    "count_tokens",
+    "diagnose",
+    "diagnose_incident",
+]

@@ -1,0 +1,657 @@
+"""Typed remediation plans per root-cause category (SPEC.md section 2), ranked.
+
+``propose_options`` returns candidate plans, best first; ``propose_plan`` the first. For memory
+failures the capacity planner ranks the options (a QAT / FP8 checkpoint, online FP8, an FP8 KV
+cache, a shorter --max-model-len, more GPUs) and each step carries the planner's prediction in
+``PlanStep.predicted``. Quota and access problems escalate, saying exactly what a person must do.
+A healthy service gets an empty plan. Nothing here deletes anything, and nothing comes from a
+model's free text: the steps are built from the category, the analyzers' facts and the planner.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from graph.observation import Observation
+from mcp_tools.incident import ServiceSpec
+from mcp_tools.remediation import PlanStep, RemediationKind, RemediationPlan
+from mcp_tools.spec_ops import get_flag, get_model
+
+if TYPE_CHECKING:
+    from graph.diagnosis import Diagnosis
+    from mcp_tools.capacity import CapacityPlan, ModelSpec, Suggestion, VllmFlags
+
+log = logging.getLogger(__name__)
+
+K = RemediationKind
+
+#: Start-up failures: a rollback to the last ready revision restores service at once.
+_STARTUP_FAILURES = {
+    "weights_oom",
+    "kv_cache_oom",
+    "runtime_oom",
+    "context_too_long",
+    "host_memory_exceeded",
+    "startup_timeout",
+    "model_not_found",
+    "auth_denied",
+    "unsupported_config",
+    "engine_crash",
+    "image_pull",
+}
+
+
+def _plan(*steps: PlanStep) -> RemediationPlan:
+    return RemediationPlan(steps=list(steps))
+
+
+def _escalate(action: str, why: str, **details: Any) -> RemediationPlan:
+    change: dict[str, Any] = {"human_action": action}
+    change.update({k: v for k, v in details.items() if v is not None})
+    return _plan(PlanStep(kind=K.ESCALATE, change=change, why=why))
+
+
+# --------------------------------------------------------------------------------------------------
+# The planner's view of the current spec
+# --------------------------------------------------------------------------------------------------
+
+
+class _Capacity:
+    """The current spec's flags, model and GPU as the planner sees them (None where unknown)."""
+
+    def __init__(self, obs: Observation) -> None:
+        self.spec: ServiceSpec | None = obs.service
+        self.flags: VllmFlags | None = None
+        self.model: ModelSpec | None = None
+        self.plan: CapacityPlan | None = None
+        self.error: str | None = None
+        svc = obs.service
+        if svc is None or not svc.args:
+            self.error = "no service spec with vLLM args was observed"
+            return
+        try:
+            from mcp_tools.capacity import parse_vllm_args, resolve_model, spec_from_config
+
+            self.flags = parse_vllm_args(svc.args)
+            ref = self.flags.model or get_model(svc.args)
+            try:
+                self.model = resolve_model(ref) if ref else None
+            except Exception:  # noqa: BLE001 - not in the catalog: try the incident's config.json
+                self.model = None
+            if self.model is None and obs.model_config_:
+                self.model = spec_from_config(obs.model_config_, model_id=ref or "model", source="incident")
+            if self.model is None:
+                self.error = f"the planner does not know the model {ref!r}"
+                return
+            if not svc.gpu_type:
+                self.error = "the spec names no GPU type"
+                return
+            self.plan = self.run(self.flags)
+        except Exception as e:  # noqa: BLE001 - the planner's own errors are one line each
+            self.error = str(e).splitlines()[0][:200]
+            log.info("planner unavailable for %s: %s", obs.id, self.error)
+
+    def run(
+        self, flags: VllmFlags, gpu_count: int | None = None, model: ModelSpec | None = None
+    ) -> CapacityPlan:
+        from mcp_tools.capacity import plan_capacity
+
+        assert self.spec is not None and self.spec.gpu_type
+        return plan_capacity(
+            model or self.model,  # type: ignore[arg-type]
+            gpu=self.spec.gpu_type,
+            gpu_count=gpu_count or self.spec.gpu_count,
+            flags=flags,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None
+
+
+def _predicted(p: CapacityPlan | Suggestion) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "fits": p.fits,
+        "weights_gib": p.weights_gib,
+        "kv_cache_tokens": p.kv_cache_tokens,
+    }
+    summary = getattr(p, "summary", None) or getattr(p, "verdict", None)
+    if summary:
+        d["summary"] = summary
+    return d
+
+
+def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
+    """A planner suggestion as typed steps (its prediction attached to the first step)."""
+    pred = _predicted(s)
+    steps: list[PlanStep] = []
+    if s.kind == "set_model":
+        model = str(s.change.get("model"))
+        steps.append(
+            PlanStep(
+                kind=K.SET_MODEL,
+                change={"model": model},
+                why=f"{s.summary}. The checkpoint must be reachable from the service "
+                "(Hugging Face with a token, or copied next to the current weights).",
+                predicted=pred,
+            )
+        )
+        if s.also:
+            steps.append(
+                PlanStep(
+                    kind=K.SET_VLLM_ARGS,
+                    change=dict(s.also),
+                    why="needed together with the new checkpoint for the KV cache to fit",
+                )
+            )
+    elif s.kind == "set_vllm_args":
+        steps.append(PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=pred))
+        if s.also:
+            steps.append(PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.also), why="needed together with it"))
+    elif s.kind == "set_resources":
+        n = s.change.get("gpu_count")
+        if not isinstance(n, int):
+            return None
+        steps.append(
+            PlanStep(
+                kind=K.SET_RESOURCES,
+                change={"gpu_count": n},
+                why=f"{s.summary}. Cloud Run gives one GPU per instance: this needs a multi-GPU GKE node.",
+                predicted=pred,
+            )
+        )
+        steps.append(
+            PlanStep(
+                kind=K.SET_VLLM_ARGS,
+                change={"--tensor-parallel-size": n},
+                why=f"shard the model over the {n} GPUs",
+            )
+        )
+    else:
+        return None
+    return _plan(*steps)
+
+
+def _planner_options(cap: _Capacity, kinds: set[str] | None = None) -> list[RemediationPlan]:
+    if cap.plan is None:
+        return []
+    out = []
+    for s in cap.plan.suggestions:
+        if not s.fits or (kinds and s.kind not in kinds):
+            continue
+        p = _from_suggestion(s, cap)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def _flags_option(cap: _Capacity, change: dict[str, Any], why: str) -> RemediationPlan:
+    """A set_vllm_args step, with the planner's prediction for the changed flags when it can compute one."""
+    pred = None
+    if cap.ok and cap.flags is not None:
+        try:
+            from mcp_tools.capacity import parse_vllm_args
+            from mcp_tools.spec_ops import set_flag
+
+            args = list(cap.spec.args) if cap.spec else []
+            for k, v in change.items():
+                args = set_flag(args, k, v)
+            p = cap.run(parse_vllm_args(args))
+            pred = _predicted(p)
+        except Exception as e:  # noqa: BLE001
+            log.debug("no prediction for %s: %s", change, e)
+    return _plan(PlanStep(kind=K.SET_VLLM_ARGS, change=change, why=why, predicted=pred))
+
+
+def _rollback(obs: Observation, category: str) -> RemediationPlan | None:
+    if category not in _STARTUP_FAILURES or not obs.failing_revision_is_latest:
+        return None
+    target = obs.latest_ready_revision
+    if not target:
+        return None
+    return _plan(
+        PlanStep(
+            kind=K.ROLLBACK,
+            change={"revision": target},
+            why=f"the latest revision {obs.latest_created_revision} failed ({category}); route all traffic "
+            f"back to {target}, the last ready revision, while the fix is prepared",
+        )
+    )
+
+
+def _fact(diag: Diagnosis, key: str) -> Any:
+    for f in diag.findings:
+        if f.category == diag.category and key in f.facts:
+            return f.facts[key]
+    return None
+
+
+def _evidence_text(diag: Diagnosis) -> str:
+    return "\n".join(e.text for e in diag.evidence)
+
+
+def _round_len(n: int) -> int:
+    step = 1024 if n >= 4096 else 256
+    return max(step, n // step * step) if n >= step else max(1, n)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per category
+# --------------------------------------------------------------------------------------------------
+
+
+def _weights_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    opts = _planner_options(cap)
+    if opts:
+        return opts
+    if cap.plan is not None:  # the planner ran and nothing on this GPU fits
+        return [
+            _escalate(
+                f"{cap.plan.model} does not fit {cap.plan.gpu} in any checkpoint the planner knows: "
+                "serve a smaller model or move to a larger GPU (e.g. nvidia-rtx-pro-6000 on Cloud Run).",
+                cap.plan.verdict,
+            )
+        ]
+    why = "the weights do not fit; FP8 weights take about half the memory of bf16"
+    if cap.error:
+        why += f" (the planner could not check this: {cap.error})"
+    return [
+        _flags_option(cap, {"--quantization": "fp8"}, why),
+        _escalate(
+            "Serve a quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or a larger GPU.",
+            "the weights do not fit the GPU",
+        ),
+    ]
+
+
+def _kv_cache_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    opts = _planner_options(cap)
+    if opts:
+        return opts
+    fit = _fact(diag, "max_model_len_that_fits")
+    cur = _fact(diag, "max_model_len")
+    if cur is None and cap.flags is not None:
+        cur = cap.flags.max_model_len
+    out = []
+    if isinstance(fit, int) and fit > 0:
+        n = _round_len(fit)
+        out.append(
+            _flags_option(cap, {"--max-model-len": n}, f"vLLM says about {fit} tokens fit in the KV cache")
+        )
+    elif isinstance(cur, int) and cur > 2048:
+        n = _round_len(cur // 2)
+        out.append(
+            _flags_option(
+                cap, {"--max-model-len": n}, f"halve the context ({cur} -> {n}) so one request fits"
+            )
+        )
+    gpu_fp8 = _gpu_supports(cap, "fp8_kv_cache")
+    if gpu_fp8 is not False:
+        out.append(_flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache holds twice the tokens"))
+    out.append(
+        _flags_option(cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache")
+    )
+    return out
+
+
+def _runtime_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    text = _evidence_text(diag)
+    out = []
+    if re.search(r"capture_model|cuda_graph|CUDAGraph|capture_graph", text):
+        out.append(
+            _flags_option(cap, {"--enforce-eager": True}, "the OOM hit CUDA-graph capture: run eagerly")
+        )
+    if re.search(r"sampler|max_num_seqs", text):
+        seqs = cap.flags.max_num_seqs if cap.flags and cap.flags.max_num_seqs else 256
+        out.append(
+            _flags_option(
+                cap, {"--max-num-seqs": max(8, seqs // 2)}, "the sampler warm-up OOMed: fewer sequences"
+            )
+        )
+    mnbt = cap.plan.max_num_batched_tokens if cap.plan else None
+    out.append(
+        _flags_option(
+            cap,
+            {"--max-num-batched-tokens": max(512, (mnbt or 4096) // 2)},
+            "a smaller prefill batch lowers the activation peak of the profiling run",
+        )
+    )
+    if not re.search(r"capture_model|cuda_graph|CUDAGraph", text):
+        out.append(_flags_option(cap, {"--enforce-eager": True}, "skip CUDA graphs to free their memory"))
+    util = cap.flags.gpu_memory_utilization if cap.flags else 0.9
+    if util > 0.8:
+        out.append(
+            _flags_option(
+                cap,
+                {"--gpu-memory-utilization": round(util - 0.05, 2)},
+                "leave more headroom outside vLLM's budget for activations",
+            )
+        )
+    return out
+
+
+_DERIVED = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
+_MAXCTX = re.compile(r"maximum context length is (\d+)")
+_USER = re.compile(r"User-specified max_model_len \((\d+)\)")
+
+
+def _context_too_long(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    text = _evidence_text(diag)
+    m = _DERIVED.search(text)
+    limit = int(m.group(1)) if m else (cap.model.max_position_embeddings if cap.model else None)
+    if _USER.search(text) or m:  # start-up: the flag is above the model's limit
+        if limit:
+            return [
+                _flags_option(
+                    cap,
+                    {"--max-model-len": int(limit)},
+                    f"--max-model-len is above the model's {limit}-token limit",
+                )
+            ]
+        return [_escalate("Set --max-model-len at or below the model's max_position_embeddings.", text[:200])]
+    # Requests longer than the served context.
+    mc = _MAXCTX.search(text)
+    served = int(mc.group(1)) if mc else (cap.flags.max_model_len if cap.flags else None)
+    out = []
+    if cap.ok and cap.plan is not None and served and cap.plan.model_context_limit > served:
+        target = min(cap.plan.model_context_limit, max(served * 2, served + 4096))
+        target = min(target, cap.plan.max_model_len_that_fits or target)
+        if target > served:
+            opt = _flags_option(
+                cap, {"--max-model-len": _round_len(target)}, "serve a longer context (the KV cache fits)"
+            )
+            if opt.steps[0].predicted and opt.steps[0].predicted.get("fits"):
+                out.append(opt)
+    out.append(
+        _escalate(
+            f"Clients send requests longer than the served context ({served or '?'} tokens): shorten "
+            "prompts or max_tokens on the client side, or approve a longer --max-model-len if the "
+            "planner says it fits.",
+            "requests exceed the context length",
+        )
+    )
+    return out
+
+
+_MEM_STEPS_GIB = (16, 24, 32)
+
+
+def _gib(mem: str | None) -> float | None:
+    if not mem:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(Gi|G|Mi|M)?\s*", mem)
+    if not m:
+        return None
+    v = float(m.group(1))
+    unit = m.group(2) or "Gi"
+    return v / 1024 if unit in ("Mi", "M") else v
+
+
+def _min_cpu_for(mem_gib: float) -> int:
+    """Cloud Run's CPU floor for a memory size (more than 4/8/16/24 GiB needs 2/4/6/8 vCPU)."""
+    for limit, cpu in ((24, 8), (16, 6), (8, 4), (4, 2)):
+        if mem_gib > limit:
+            return cpu
+    return 1
+
+
+def _host_memory(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    cur = _gib(obs.service.memory if obs.service else None)
+    target = next((g for g in _MEM_STEPS_GIB if cur is None or g > cur), None)
+    if target is None:
+        return [
+            _escalate(
+                f"The container already has {obs.service.memory if obs.service else '?'} of RAM, "
+                "Cloud Run's maximum here: lower --max-num-seqs / --swap-space, load a smaller "
+                "checkpoint, or move to GKE.",
+                "host memory is exhausted at the largest size",
+            )
+        ]
+    change: dict[str, Any] = {"memory": f"{target}Gi"}
+    cpu = obs.service.cpu if obs.service else None
+    try:
+        cpu_n = float(cpu) if cpu is not None else None
+    except (TypeError, ValueError):
+        cpu_n = None
+    need = _min_cpu_for(target)
+    if cpu_n is None or cpu_n < need:
+        change["cpu"] = need
+    cur_mem = obs.service.memory if obs.service and obs.service.memory else "?"
+    return [
+        _plan(
+            PlanStep(
+                kind=K.SET_RESOURCES,
+                change=change,
+                why=f"the container ran out of RAM at {cur_mem}; give it {target} GiB",
+            )
+        )
+    ]
+
+
+def _startup_timeout(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    from mcp_tools.incident import StartupProbe
+
+    probe = (obs.service.startup_probe if obs.service else None) or StartupProbe()
+    budget = probe.budget_seconds
+    target = max(2 * budget, 900)
+    period = 240
+    threshold = max(1, math.ceil((target - probe.initial_delay_seconds) / period))
+    new_budget = probe.initial_delay_seconds + period * threshold
+    out = [
+        _plan(
+            PlanStep(
+                kind=K.SET_PROBE,
+                change={"period_seconds": period, "timeout_seconds": period, "failure_threshold": threshold},
+                why=f"vLLM was still loading when the startup probe gave up after {budget} s; "
+                f"allow {new_budget} s",
+                predicted={"startup_budget_seconds": new_budget},
+            )
+        )
+    ]
+    return out
+
+
+def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    svc = obs.service
+    out = []
+    cur = svc.max_instances if svc else None
+    target = (cur * 2 if cur else 2) if cur is None or cur < 50 else cur + 10
+    out.append(
+        _plan(
+            PlanStep(
+                kind=K.SET_SCALING,
+                change={"max_instances": target},
+                why=f"requests queue on {cur or 'the current'} instance(s); allow up to {target} "
+                "(each needs a GPU: check the GPU quota)",
+            )
+        )
+    )
+    kv = _fact(diag, "kv_cache_usage")
+    kv_full = (isinstance(kv, float) and kv >= 0.95) or "KV cache" in _evidence_text(diag)
+    if kv_full and _gpu_supports(cap, "fp8_kv_cache") is not False:
+        out.append(
+            _flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")
+        )
+    return out
+
+
+def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    out = []
+    text = _evidence_text(diag)
+    if re.search(r"illegal memory access|CUDA error|cudaError", text):
+        out.append(
+            _flags_option(
+                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
+            )
+        )
+    out.append(
+        _plan(
+            PlanStep(
+                kind=K.RESTART,
+                change={},
+                why="the engine died for a reason its configuration does not explain: start a fresh revision",
+            )
+        )
+    )
+    return out
+
+
+def _gpu_supports(cap: _Capacity, feature: str) -> bool | None:
+    if cap.spec is None or not cap.spec.gpu_type:
+        return None
+    try:
+        from mcp_tools.capacity import resolve_gpu
+        from mcp_tools.capacity.gpus import supports_for_cc
+
+        g = resolve_gpu(cap.spec.gpu_type)
+        return feature in supports_for_cc(g.cc)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
+
+
+def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    text = _evidence_text(diag)
+    out: list[RemediationPlan] = []
+    m = _UNRECOGNIZED.search(text)
+    if m:
+        bad = [a.split("=")[0] for a in m.group(1).split() if a.startswith("--")]
+        if bad:
+            out.append(
+                _flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
+            )
+    if re.search(r"Bfloat16|bfloat16|bf16", text):
+        out.append(_flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
+    if re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
+        out.append(
+            _flags_option(
+                cap, {"--quantization": None}, f"{cap.flags.quantization} is not supported on this GPU"
+            )
+        )
+    if (
+        re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
+        and cap.flags
+        and cap.flags.kv_cache_dtype != "auto"
+    ):
+        out.append(
+            _flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here")
+        )
+    out += _planner_options(cap, {"set_vllm_args", "set_model"})
+    if not out:
+        out.append(
+            _escalate(
+                "The model architecture or kernel is not supported by this vLLM image: use a vLLM image that "
+                "supports it, or a supported checkpoint.",
+                text[:200] or "unsupported configuration",
+            )
+        )
+    return out
+
+
+def _escalations(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    text = _evidence_text(diag)
+    region = obs.service.region if obs.service and obs.service.region else "the service's region"
+    gpu = obs.service.gpu_type if obs.service and obs.service.gpu_type else "the GPU"
+    model = get_model(obs.service.args) if obs.service else None
+    if diag.category == "gpu_quota":
+        return [
+            _escalate(
+                f"Request more Cloud Run GPU quota for {gpu} in {region} (IAM & Admin > Quotas: the "
+                "'Total Nvidia ... GPU allocation' quota, with or without zonal redundancy as the service "
+                "uses), or deploy without GPU zonal redundancy, or pick a region with capacity.",
+                "no GPU could be allocated: quota or capacity",
+                region=region,
+                gpu=gpu,
+            )
+        ]
+    if diag.category == "auth_denied":
+        if re.search(r"gated|restricted|huggingface|401 Client|403 Client|hf_|token", text, re.IGNORECASE):
+            action = (
+                f"Accept the model's license on huggingface.co with the account that owns the token"
+                f"{f' for {model}' if model else ''}, then give the service a valid read token as HF_TOKEN "
+                "(from Secret Manager), or copy the weights to a bucket the service can read."
+            )
+        elif re.search(r"storage|bucket|gs://|/mnt/", text, re.IGNORECASE):
+            action = (
+                "Grant the service's runtime service account roles/storage.objectViewer on the "
+                "weights bucket (and check the volume mount)."
+            )
+        elif re.search(r"secret", text, re.IGNORECASE):
+            action = "Grant the runtime service account roles/secretmanager.secretAccessor on the secret."
+        else:
+            action = "Grant the service's identity access to the resource named in the cited line."
+        return [_escalate(action, "access was denied", evidence=text[:200])]
+    if diag.category == "model_not_found":
+        return [
+            _escalate(
+                f"The model path or repo id{f' {model!r}' if model else ''} does not exist where the service "
+                "looks: fix --model (typo, missing config.json, wrong bucket path) or upload the weights.",
+                "the weights / config were not found",
+                evidence=text[:200],
+            )
+        ]
+    if diag.category == "image_pull":
+        image = obs.service.image if obs.service else None
+        return [
+            _escalate(
+                f"The image{f' {image}' if image else ''} cannot be pulled: push it or fix the tag, "
+                "and grant the Cloud Run service agent roles/artifactregistry.reader on the repository.",
+                "the container image is missing or not readable",
+            )
+        ]
+    return [
+        _escalate(
+            "A person must read the cited lines: the evidence matches no known failure family.",
+            diag.summary[:200],
+        )
+    ]
+
+
+_BY_CATEGORY = {
+    "weights_oom": _weights_oom,
+    "kv_cache_oom": _kv_cache_oom,
+    "runtime_oom": _runtime_oom,
+    "context_too_long": _context_too_long,
+    "host_memory_exceeded": _host_memory,
+    "startup_timeout": _startup_timeout,
+    "overload": _overload,
+    "engine_crash": _engine_crash,
+    "unsupported_config": _unsupported,
+    "gpu_quota": _escalations,
+    "auth_denied": _escalations,
+    "model_not_found": _escalations,
+    "image_pull": _escalations,
+    "unknown": _escalations,
+}
+
+
+def propose_options(diagnosis: Diagnosis, obs: Observation) -> list[RemediationPlan]:
+    """Candidate plans for the diagnosis, best first (empty for ``healthy``)."""
+    if diagnosis.category == "healthy":
+        return []
+    cap = _Capacity(obs)
+    fn = _BY_CATEGORY.get(diagnosis.category, _escalations)
+    opts = fn(diagnosis, obs, cap)
+    rb = _rollback(obs, diagnosis.category)
+    if rb is not None:
+        opts = [rb, *opts]
+    if cap.error and diagnosis.category in ("weights_oom", "kv_cache_oom", "runtime_oom"):
+        for o in opts:
+            o.preflight.notes.append(f"planner: {cap.error}")
+    return opts
+
+
+def propose_plan(diagnosis: Diagnosis, obs: Observation) -> RemediationPlan:
+    """The best-ranked plan (``propose_options``' first), or an empty plan for a healthy service."""
+    opts = propose_options(diagnosis, obs)
+    return opts[0] if opts else RemediationPlan()
+
+
+def get_flag_value(spec: ServiceSpec | None, flag: str) -> Any:
+    """A flag of a spec's args (None without a spec)."""
+    return get_flag(spec.args, flag) if spec else None
