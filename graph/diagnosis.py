@@ -166,6 +166,16 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             evidence=ev,
             notes=notes,
         )
+    last_start = v.last(START_MARK)
+    if last_start is not None and obs.health is not True and started_between(v, after=last_start.n) is None:
+        return RootCause(
+            category="unknown",
+            confidence=0.35,
+            summary=f"The server started at line {last_start.n} but the logs end before it was ready, "
+            "with no error: the cause is not in what was observed.",
+            evidence=[Evidence(line=last_start.n, text=last_start.text.strip()[:300])],
+            notes=notes,
+        )
     if not obs.logs and obs.health is None and not obs.metrics:
         return RootCause(
             category="unknown",

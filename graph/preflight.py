@@ -22,8 +22,6 @@ from mcp_tools.spec_ops import apply_steps, get_model, spec_diff
 log = logging.getLogger(__name__)
 
 K = RemediationKind
-#: Steps that change what vLLM runs (the planner re-checks the fit after them).
-_CAPACITY_KINDS = {K.SET_VLLM_ARGS, K.SET_MODEL, K.SET_RESOURCES}
 _MAX_PROBE_PERIOD_S = 240  # Cloud Run's limit for period_seconds and timeout_seconds
 
 
@@ -96,11 +94,25 @@ def preflight(
         notes.append("the plan changes nothing in the spec")
 
     ok &= _check_cloud_run_limits(new, notes)
-    if any(s.kind in _CAPACITY_KINDS for s in plan.steps):
+    if any(_changes_fit(s) for s in plan.steps):
         ok &= _check_capacity(plan.steps, new, notes)
 
     checked.preflight = Preflight(ok=ok, notes=notes)
     return checked, new, diff
+
+
+_HOST_ONLY_FLAGS = {"--swap-space", "--cpu-offload-gb", "--port", "--host", "--served-model-name"}
+
+
+def _changes_fit(step: PlanStep) -> bool:
+    """Could this step change whether the model fits the GPU? (host RAM and scaling cannot)"""
+    if step.kind is K.SET_MODEL:
+        return True
+    if step.kind is K.SET_RESOURCES:
+        return bool({"gpu_type", "gpu_count"} & set(step.change))
+    if step.kind is K.SET_VLLM_ARGS:
+        return any(k.replace("_", "-") not in _HOST_ONLY_FLAGS for k in step.change)
+    return False
 
 
 def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:

@@ -185,6 +185,8 @@ def _planner_options(cap: _Capacity, kinds: set[str] | None = None) -> list[Reme
         p = _from_suggestion(s, cap)
         if p is not None:
             out.append(p)
+    # More GPUs per instance is a GKE-only fix: rank it after everything Cloud Run can do.
+    out.sort(key=lambda p: any(st.kind is K.SET_RESOURCES and "gpu_count" in st.change for st in p.steps))
     return out
 
 
@@ -207,19 +209,121 @@ def _flags_option(cap: _Capacity, change: dict[str, Any], why: str) -> Remediati
 
 
 def _rollback(obs: Observation, category: str) -> RemediationPlan | None:
-    if category not in _STARTUP_FAILURES or not obs.failing_revision_is_latest:
+    if category not in _STARTUP_FAILURES:
         return None
-    target = obs.latest_ready_revision
+    target = _known_good_revision(obs)
     if not target:
         return None
     return _plan(
         PlanStep(
             kind=K.ROLLBACK,
             change={"revision": target},
-            why=f"the latest revision {obs.latest_created_revision} failed ({category}); route all traffic "
-            f"back to {target}, the last ready revision, while the fix is prepared",
+            why=f"the latest revision {obs.latest_created_revision or ''} failed ({category}); route all "
+            f"traffic back to {target}, the last ready revision, while the fix is prepared",
         )
     )
+
+
+#: Cloud Run's GPUs, smallest first (a larger GPU is the fix when no checkpoint fits).
+CLOUD_RUN_GPUS = ("nvidia-l4", "nvidia-rtx-pro-6000")
+_QUANT_SUFFIX = re.compile(
+    r"[-_](?:NVFP4|FP4|FP8(?:[-_](?:Dynamic|block|static))?|qat[-_]w4a16(?:[-_]ct)?|AWQ|GPTQ(?:[-_]Int\d)?|w4a16|int4)$",
+    re.IGNORECASE,
+)
+
+
+def _larger_gpu(cap: _Capacity, min_cc: float | None = None) -> str | None:
+    """The next Cloud Run GPU above the current one (with at least ``min_cc`` when given)."""
+    cur = cap.spec.gpu_type if cap.spec else None
+    try:
+        from mcp_tools.capacity import resolve_gpu
+
+        cur_mem = resolve_gpu(cur).memory_gib if cur else 0.0
+        for name in CLOUD_RUN_GPUS:
+            g = resolve_gpu(name)
+            if name != cur and g.memory_gib > cur_mem and (min_cc is None or g.cc >= min_cc):
+                return name
+            if name != cur and min_cc is not None and g.cc >= min_cc and g.memory_gib >= cur_mem:
+                return name
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def _gpu_option(cap: _Capacity, gpu: str, why: str) -> RemediationPlan:
+    pred = None
+    if cap.model is not None and cap.flags is not None:
+        try:
+            from mcp_tools.capacity import plan_capacity
+
+            pred = _predicted(plan_capacity(cap.model, gpu=gpu, gpu_count=1, flags=cap.flags, suggest=False))
+        except Exception as e:  # noqa: BLE001
+            log.debug("no prediction on %s: %s", gpu, e)
+    return _plan(PlanStep(kind=K.SET_RESOURCES, change={"gpu_type": gpu}, why=why, predicted=pred))
+
+
+def _catalog_ids() -> list[str]:
+    try:
+        from mcp_tools.capacity import list_catalog
+
+        return list(list_catalog())
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _closest_model(ref: str) -> str | None:
+    """The catalog checkpoint a mistyped model reference most likely meant (same directory for paths)."""
+    import difflib
+
+    ids = _catalog_ids()
+    if not ref or not ids:
+        return None
+    base = ref.rstrip("/").split("/")[-1]
+    is_path = ref.startswith(("/", "gs://", "./"))
+    names = {i.split("/")[-1]: i for i in ids}
+    for name, full in names.items():  # a case typo
+        if name.lower() == base.lower() and name != base:
+            return ref.rstrip("/")[: -len(base)] + name if is_path else full
+    if is_path:
+        m = difflib.get_close_matches(base.lower(), [n.lower() for n in names], n=1, cutoff=0.85)
+        if m:
+            name = next(n for n in names if n.lower() == m[0])
+            return ref.rstrip("/")[: -len(base)] + name
+        return None
+    m = difflib.get_close_matches(ref.lower(), [i.lower() for i in ids], n=1, cutoff=0.8)
+    if m:
+        return next(i for i in ids if i.lower() == m[0])
+    return None
+
+
+def _sibling_checkpoints(ref: str | None) -> list[str]:
+    """Other catalog checkpoints of the same base model (QAT first, then FP8), for a given reference."""
+    if not ref:
+        return []
+    base_name = _QUANT_SUFFIX.sub("", ref.rstrip("/").split("/")[-1])
+    try:
+        from mcp_tools.capacity import resolve_model
+        from mcp_tools.capacity.models import catalog_entry
+
+        base = resolve_model(base_name)
+        entry = catalog_entry(base.base or base.id) or base
+    except Exception:  # noqa: BLE001
+        return []
+    variants = dict(entry.variants)
+    out = [variants[k] for k in ("qat_w4a16", "fp8") if variants.get(k)]
+    cur = ref.rstrip("/").split("/")[-1].lower()
+    return [v for v in out if v.split("/")[-1].lower() != cur]
+
+
+def _known_good_revision(obs: Observation) -> str | None:
+    if obs.failing_revision_is_latest and obs.latest_ready_revision:
+        return obs.latest_ready_revision
+    v_re = re.compile(r"previous revision ([a-z0-9][a-z0-9-]*)\b[^\n]*?\bwas Ready", re.IGNORECASE)
+    for ln in obs.logs[:200]:
+        m = v_re.search(ln.message)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _fact(diag: Diagnosis, key: str) -> Any:
@@ -255,22 +359,59 @@ def _weights_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
                 cap.plan.verdict,
             )
         ]
-    why = "the weights do not fit; FP8 weights take about half the memory of bf16"
-    if cap.error:
-        why += f" (the planner could not check this: {cap.error})"
-    return [
-        _flags_option(cap, {"--quantization": "fp8"}, why),
+    out: list[RemediationPlan] = []
+    note = f" (the planner could not check this: {cap.error})" if cap.error else ""
+    ref = get_model(obs.service.args) if obs.service else None
+    for sib in _sibling_checkpoints(ref):
+        out.append(
+            _plan(
+                PlanStep(
+                    kind=K.SET_MODEL,
+                    change={"model": sib},
+                    why=f"a smaller checkpoint of the same model{note}",
+                )
+            )
+        )
+    quantized = bool(cap.flags and cap.flags.quantization) or bool(ref and _QUANT_SUFFIX.search(ref))
+    if not quantized and _gpu_supports(cap, "fp8") is not False:
+        out.append(
+            _flags_option(
+                cap, {"--quantization": "fp8"}, f"FP8 weights take about half the memory of bf16{note}"
+            )
+        )
+    bigger = _larger_gpu(cap)
+    if bigger:
+        out.append(
+            _gpu_option(
+                cap,
+                bigger,
+                f"the weights do not fit {cap.spec.gpu_type if cap.spec else 'this GPU'}: use {bigger}{note}",
+            )
+        )
+    out.append(
         _escalate(
-            "Serve a quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or a larger GPU.",
+            "Serve a smaller or quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or use a "
+            "larger GPU.",
             "the weights do not fit the GPU",
-        ),
-    ]
+        )
+    )
+    return out
 
 
 def _kv_cache_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    first: list[RemediationPlan] = []
+    if cap.flags is not None and cap.flags.gpu_memory_utilization < 0.85:
+        first.append(
+            _flags_option(
+                cap,
+                {"--gpu-memory-utilization": 0.9},
+                f"--gpu-memory-utilization {cap.flags.gpu_memory_utilization:g} leaves too little for the KV "
+                "cache after the weights",
+            )
+        )
     opts = _planner_options(cap)
     if opts:
-        return opts
+        return first + opts
     fit = _fact(diag, "max_model_len_that_fits")
     cur = _fact(diag, "max_model_len")
     if cur is None and cap.flags is not None:
@@ -291,10 +432,13 @@ def _kv_cache_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Rem
     gpu_fp8 = _gpu_supports(cap, "fp8_kv_cache")
     if gpu_fp8 is not False:
         out.append(_flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache holds twice the tokens"))
-    out.append(
-        _flags_option(cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache")
-    )
-    return out
+    if not first:
+        out.append(
+            _flags_option(
+                cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache"
+            )
+        )
+    return first + out
 
 
 def _runtime_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -399,6 +543,27 @@ def _min_cpu_for(mem_gib: float) -> int:
 
 
 def _host_memory(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    flags_opt: list[RemediationPlan] = []
+    args = obs.service.args if obs.service else []
+    change: dict[str, Any] = {}
+    swap = get_flag(args, "--swap-space")
+    if isinstance(swap, str) and swap.replace(".", "", 1).isdigit() and float(swap) > 4:
+        change["--swap-space"] = None  # back to vLLM's default (4 GiB of host RAM per GPU)
+    off = get_flag(args, "--cpu-offload-gb")
+    if isinstance(off, str) and off.replace(".", "", 1).isdigit() and float(off) > 0:
+        change["--cpu-offload-gb"] = None
+    if change:
+        flags_opt.append(
+            _flags_option(
+                cap,
+                change,
+                "--swap-space / --cpu-offload-gb reserve host RAM for vLLM: drop them back to defaults",
+            )
+        )
+    return flags_opt + _more_memory(obs)
+
+
+def _more_memory(obs: Observation) -> list[RemediationPlan]:
     cur = _gib(obs.service.memory if obs.service else None)
     target = next((g for g in _MEM_STEPS_GIB if cur is None or g > cur), None)
     if target is None:
@@ -479,15 +644,7 @@ def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Remedia
 
 
 def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
-    out = []
-    text = _evidence_text(diag)
-    if re.search(r"illegal memory access|CUDA error|cudaError", text):
-        out.append(
-            _flags_option(
-                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
-            )
-        )
-    out.append(
+    out = [
         _plan(
             PlanStep(
                 kind=K.RESTART,
@@ -495,7 +652,14 @@ def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Rem
                 why="the engine died for a reason its configuration does not explain: start a fresh revision",
             )
         )
-    )
+    ]
+    text = _evidence_text(diag)
+    if re.search(r"illegal memory access|CUDA error|cudaError", text):
+        out.append(
+            _flags_option(
+                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
+            )
+        )
     return out
 
 
@@ -527,7 +691,28 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             )
     if re.search(r"Bfloat16|bfloat16|bf16", text):
         out.append(_flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
-    if re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
+    ref = get_model(obs.service.args) if obs.service else None
+    prequantized = bool(ref and _QUANT_SUFFIX.search(ref))
+    need = re.search(r"Minimum capability: (\d+)|requires capability (\d+)", text)
+    if re.search(r"fp8|FP8|fp4|FP4|quantization", text) and prequantized:
+        for sib in _sibling_checkpoints(ref):
+            out.append(
+                _plan(
+                    PlanStep(
+                        kind=K.SET_MODEL,
+                        change={"model": sib},
+                        why=f"{ref} is quantized in a format this GPU cannot run; serve {sib} instead",
+                    )
+                )
+            )
+        if need:
+            cc = int(need.group(1) or need.group(2)) / 10
+            gpu = _larger_gpu(cap, min_cc=cc)
+            if gpu:
+                out.append(
+                    _gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it")
+                )
+    elif re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
         out.append(
             _flags_option(
                 cap, {"--quantization": None}, f"{cap.flags.quantization} is not supported on this GPU"
@@ -551,6 +736,44 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             )
         )
     return out
+
+
+def _fixed_model_plan(cap: _Capacity, model: str | None, fix: str) -> RemediationPlan:
+    """set_model to the checkpoint meant; when the planner says it would not fit as configured, the
+    planner's best fitting flag change goes with it (or its best fitting checkpoint instead)."""
+    step = PlanStep(
+        kind=K.SET_MODEL,
+        change={"model": fix},
+        why=f"{model!r} was not found; {fix!r} is the known checkpoint it most likely means",
+    )
+    if cap.flags is None or cap.spec is None or not cap.spec.gpu_type:
+        return _plan(step)
+    try:
+        from mcp_tools.capacity import plan_capacity
+
+        p = plan_capacity(fix, gpu=cap.spec.gpu_type, gpu_count=cap.spec.gpu_count, flags=cap.flags)
+    except Exception as e:  # noqa: BLE001
+        log.debug("no plan for %s: %s", fix, e)
+        return _plan(step)
+    step.predicted = _predicted(p)
+    if p.fits:
+        return _plan(step)
+    for s in p.suggestions:
+        if s.fits and s.kind == "set_vllm_args":
+            return _plan(
+                step,
+                PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=_predicted(s)),
+            )
+        if s.fits and s.kind == "set_model":
+            return _plan(
+                PlanStep(
+                    kind=K.SET_MODEL,
+                    change=dict(s.change),
+                    why=f"{model!r} was not found and {fix!r} would not fit as configured: {s.summary}",
+                    predicted=_predicted(s),
+                )
+            )
+    return _plan(step)
 
 
 def _escalations(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -587,7 +810,9 @@ def _escalations(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             action = "Grant the service's identity access to the resource named in the cited line."
         return [_escalate(action, "access was denied", evidence=text[:200])]
     if diag.category == "model_not_found":
-        return [
+        fix = _closest_model(model or "")
+        fixes = [_fixed_model_plan(cap, model, fix)] if fix and fix != model else []
+        return fixes + [
             _escalate(
                 f"The model path or repo id{f' {model!r}' if model else ''} does not exist where the service "
                 "looks: fix --model (typo, missing config.json, wrong bucket path) or upload the weights.",

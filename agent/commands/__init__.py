@@ -16,6 +16,7 @@ COMMANDS: list[str] = [
     "demo",
     "repl",
     "eval",
+    "diagnose",
 ]
 
 

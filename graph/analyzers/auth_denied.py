@@ -42,6 +42,7 @@ def analyze(obs: Observation) -> list[Finding]:
         pattern=PATTERN,
         exclude=EXCLUDE,
         prefilter=PREFILTER,
+        harmless_if_loaded=True,
         summary="Access was denied (line {line}): {text}",
         confidence=0.88,
     )

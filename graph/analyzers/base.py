@@ -148,8 +148,9 @@ def view(obs: Observation) -> LogView:
     return v
 
 
-def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 300) -> str:
-    """The physical line of ``text`` that matches (a log entry may hold a whole traceback), shortened."""
+def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 400) -> str:
+    """The physical line of ``text`` that matches (a log entry may hold a whole traceback), cut to
+    ``limit`` characters around the match. Always a verbatim substring of the log text."""
     line = text
     if "\n" in text:
         parts = text.splitlines()
@@ -160,7 +161,11 @@ def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 300)
                     line = p
                     break
     line = line.strip()
-    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+    if len(line) <= limit:
+        return line
+    m = pattern.search(line) if pattern is not None else None
+    start = max(0, m.start() - limit // 4) if m else 0
+    return line[start : start + limit].strip()
 
 
 def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:
@@ -181,7 +186,14 @@ def finding(
     extra: list[Evidence] | None = None,
 ) -> Finding:
     ls = sorted({ln.n: ln for ln in lines}.values(), key=lambda x: x.n)
-    evidence = [ev(ln, pattern) for ln in ls[:4]] + list(extra or [])
+    evidence: list[Evidence] = []
+    for ln in ls[:4]:
+        if "\n" in ln.text and pattern is not None:
+            parts = [p for p in ln.text.splitlines() if pattern.search(p)] or [ln.text.splitlines()[-1]]
+            evidence += [Evidence(line=ln.n, text=excerpt(p, pattern)) for p in parts[:3]]
+        else:
+            evidence.append(ev(ln, pattern))
+    evidence += list(extra or [])
     first = ls[0].n if ls else 0
     return Finding(
         category=category,
@@ -230,6 +242,12 @@ SHUTDOWN = re.compile(
     r"|Finished server process",
     re.IGNORECASE,
 )
+#: The weights loaded (what blocked loading did not happen, or did not matter).
+LOADED = re.compile(
+    r"Loading (?:model )?weights took|Model loading took|Available KV cache memory|GPU KV cache size"
+    r"|# GPU blocks",
+    re.IGNORECASE,
+)
 #: A (re)start of the server process.
 START_MARK = re.compile(
     r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
@@ -265,10 +283,13 @@ def simple(
     exclude: re.Pattern[str] | None = None,
     specific: bool = True,
     prefilter: re.Pattern[str] | None = None,
+    harmless_if_loaded: bool = False,
 ) -> list[Finding]:
     """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats."""
     v = view(obs)
     hits = [ln for ln in v.grep(pattern, prefilter=prefilter) if not (exclude and exclude.search(ln.text))]
+    if harmless_if_loaded:
+        hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None]
     conds = match_conditions(obs, pattern)
     if not hits and not conds:
         return []

@@ -31,4 +31,5 @@ def analyze(obs: Observation) -> list[Finding]:
         pattern=PATTERN,
         summary="The model's weights or config could not be found (line {line}): {text}",
         confidence=0.88,
+        harmless_if_loaded=True,
     )

@@ -97,8 +97,8 @@ def analyze(obs: Observation) -> list[Finding]:
             continue
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        if (waiting_l >= 5 or kv_l >= 95.0) and (busiest is None or waiting_l > busiest[1]):
-            busiest = (ln, waiting_l, kv_l)
+        if (waiting_l >= 5 or kv_l >= 95.0) and busiest is None:
+            busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
         facts.setdefault("num_requests_waiting", waiting_l)
@@ -115,15 +115,22 @@ def analyze(obs: Observation) -> list[Finding]:
         evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))
         first_line = min(first_line, pre_lines[0].n)
     rejects = list(v.grep(_REJECT, prefilter=_REJECT_PREFILTER))
+    no_instance = [ln for ln in rejects if "no available instance" in ln.text]
+    if no_instance:  # Cloud Run turned requests away: every instance is busy (max instances reached)
+        signals.append("no_instance")
+        evidence.append(Evidence(line=no_instance[0].n, text=no_instance[0].text.strip()[:300]))
+        first_line = min(first_line, no_instance[0].n)
     if len(rejects) >= 5:
         signals.append("rejections")
         facts["rejected_requests"] = len(rejects)
-        evidence.append(Evidence(line=rejects[0].n, text=rejects[0].text.strip()[:300]))
+        if not no_instance:
+            evidence.append(Evidence(line=rejects[0].n, text=rejects[0].text.strip()[:300]))
         first_line = min(first_line, rejects[0].n)
 
     strong_queue = facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
-    if len(signals) < 2 and not (strong_queue and "queue" in signals):
+    if len(signals) < 2 and not (strong_queue and "queue" in signals) and "no_instance" not in signals:
         return []
+    evidence.sort(key=lambda e: e.line == 0)  # log lines first, then metrics
     return [
         Finding(
             category="overload",
@@ -144,4 +151,5 @@ _WORDS = {
     "preemptions": "requests are being preempted",
     "slow_ttft": "time to first token is long",
     "rejections": "requests are rejected with 429/503",
+    "no_instance": "Cloud Run had no available instance for requests",
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from graph.analyzers.base import Finding, finding, match_conditions, view
+from graph.analyzers.base import START_MARK, Finding, finding, match_conditions, view
 from graph.observation import Observation
 
 PATTERN = re.compile(
@@ -27,11 +27,23 @@ _LOADING = re.compile(
 )
 
 
+_EXITED = re.compile(
+    r"Container called exit\((?!0\))|Traceback \(most recent call last\)|Engine core initialization failed"
+    r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
+    re.IGNORECASE,
+)
+
+
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
     hits = list(v.grep(PATTERN))
     conds = match_conditions(obs, PATTERN)
     if not hits and not conds:
+        return []
+    # The probe gave up because the process had already died: that is not a slow start.
+    first = hits[0].n if hits else v.total + 1
+    start = v.last(START_MARK, before=first)
+    if v.last(_EXITED, after=start.n if start else 0, before=first) is not None:
         return []
     probe = obs.service.startup_probe if obs.service and obs.service.startup_probe else None
     budget = f" (the probe allows {probe.budget_seconds} s)" if probe else ""

@@ -31,9 +31,12 @@ PATTERN = re.compile(
 )
 
 
+_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
+
+
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = list(v.grep(PATTERN))
+    hits = [ln for ln in v.grep(PATTERN) if not _WARNING.search(ln.text)]
     if hits:
         return [
             finding(

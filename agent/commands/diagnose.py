@@ -1,0 +1,107 @@
+"""``gemma-sre diagnose``: one incident file to a root cause with evidence and a checked, typed plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def diagnose(
+        incident: Path = typer.Option(..., "--incident", help="An incident YAML file (SPEC.md section 3)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the SPEC section 4 JSON document."),
+        show_context: bool = typer.Option(
+            False,
+            "--show-context",
+            help="Print what a model would be sent (and its token count); no model call.",
+        ),
+        model_url: str = typer.Option(
+            None,
+            "--model-url",
+            help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL; none: "
+            "analyzers only).",
+        ),
+    ) -> None:
+        """Diagnose one recorded incident, offline: analyzers first, a model only when one is given."""
+        import json
+
+        from graph.diagnosis import ModelEndpoint, build_context, diagnose_incident
+        from graph.observation import Observation
+        from mcp_tools.incident import load_incident
+        from mcp_tools.logs import count_tokens
+        from mcp_tools.settings import get_settings
+
+        inc = load_incident(incident)
+        settings = get_settings()
+        if show_context:
+            ctx = build_context(Observation.from_incident(inc))
+            doc = {"id": inc.id, "context": ctx, "context_tokens": count_tokens(ctx)}
+            if as_json:
+                typer.echo(json.dumps(doc, ensure_ascii=False))
+            else:
+                typer.echo(ctx)
+                typer.echo(f"\n({doc['context_tokens']} tokens, estimated)", err=True)
+            return
+        url = model_url or settings.model_url
+        endpoint = (
+            ModelEndpoint(
+                base_url=url,
+                api_key=settings.model_api_key,
+                model=settings.model_name,
+                timeout_s=settings.model_timeout_s,
+            )
+            if url
+            else None
+        )
+        d = diagnose_incident(inc, model=endpoint, policy=settings.policy)
+        if as_json:
+            typer.echo(json.dumps(d.to_spec_json(), ensure_ascii=False))
+            return
+        _render(d, model_asked=endpoint is not None)
+
+
+def _render(d: object, *, model_asked: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from graph.diagnosis import Diagnosis
+
+    assert isinstance(d, Diagnosis)
+    con = Console()
+    colour = {"healthy": "green", "unknown": "yellow"}.get(d.category, "red")
+    head = f"[bold {colour}]{d.category}[/] (confidence {d.confidence:.2f})\n{escape(d.summary)}"
+    if d.model_used:
+        head += f"\n[dim]model: {escape(d.model_used)}, {d.prompt_tokens} prompt tokens[/]"
+    elif not model_asked:
+        head += "\n[dim]no model configured: deterministic analyzers only[/]"
+    con.print(Panel(head, title=f"diagnosis: {escape(d.id)}", expand=False))
+    if d.evidence:
+        t = Table("line", "evidence", show_header=True, header_style="bold", expand=False)
+        for e in d.evidence:
+            t.add_row(str(e.line) if e.line else "-", escape(e.text))
+        con.print(t)
+    if d.plan.steps:
+        t = Table("#", "kind", "change", "why", "predicted", header_style="bold", expand=False)
+        for i, s in enumerate(d.plan.steps, 1):
+            pred = s.predicted or {}
+            p = ", ".join(f"{k} {v}" for k, v in pred.items() if k != "summary") if pred else ""
+            t.add_row(str(i), s.kind.value, escape(str(s.change)), escape(s.why), escape(p))
+        con.print(t)
+        ok = "[green]passed[/]" if d.plan.preflight.ok else "[red]failed[/]"
+        con.print(f"preflight {ok}: " + escape("; ".join(d.plan.preflight.notes)))
+        if d.diff:
+            con.print(escape(d.diff), highlight=False)
+    else:
+        con.print("plan: [green]no action[/]")
+    if d.alternatives:
+        con.print("[dim]other options, ranked:[/]")
+        for a in d.alternatives:
+            kinds = " + ".join(f"{s.kind.value} {s.change}" for s in a.steps)
+            mark = "ok" if a.preflight.ok else "fails preflight"
+            con.print(f"  - {escape(kinds)} [dim]({mark})[/]")
+    for n in d.notes:
+        con.print(f"[dim]note: {escape(n)}[/]")
