@@ -98,6 +98,41 @@ def chat_model(
     )
 
 
+def diagnosis_endpoint(cfg: Any) -> Any:
+    """The endpoint the diagnosis asks (``graph.diagnosis.ModelEndpoint``), or None when none answers.
+
+    Tries ``cfg.model_url`` then ``cfg.fallback_model_url``: the first whose ``/v1/models`` answers
+    wins, with its served model name and its bearer (a Cloud Run ID token for ``*.run.app``-style
+    https URLs, or ``GEMMA_SRE_MODEL_API_KEY``). ``cfg`` is a ``graph.config.Configuration``.
+    """
+    from graph.diagnosis import ModelEndpoint
+    from mcp_tools.settings import get_settings
+
+    s = get_settings()
+    explicit = s.model_api_key.get_secret_value() if s.model_api_key else None
+    for url in (cfg.model_url, cfg.fallback_model_url):
+        if not url:
+            continue
+        try:
+            bearer, _headers = auth_for(url, explicit)
+        except Exception as e:  # bad URL, no credentials: try the next one
+            log.warning("model endpoint %s unusable: %s", _root(url), e.__class__.__name__)
+            continue
+        name = served_model_name(url, bearer=bearer, headers={}, timeout_s=min(s.model_timeout_s, 10.0))
+        if name is None:
+            continue
+        if cfg.model_name and cfg.model_name != name:
+            log.info("the endpoint serves %r, not the configured %r: using %r", name, cfg.model_name, name)
+        return ModelEndpoint(
+            base_url=_v1(url),
+            api_key=SecretStr(bearer),
+            model=name,
+            timeout_s=s.model_timeout_s,
+            max_retries=DEFAULT_MAX_RETRIES,
+        )
+    return None
+
+
 def build_diagnosis_model(cfg: Any) -> Any:
     """The diagnosis model for a graph ``Configuration`` (primary, then fallback), or None.
 

@@ -38,18 +38,18 @@ class Configuration(BaseModel):
     model_url: str | None = None
     fallback_model_url: str | None = None
     model_name: str | None = None
-    model_factory: str = "agent.model:build_diagnosis_model"
+    model_factory: str = "agent.model:diagnosis_endpoint"
     mcp_servers_file: str | None = None
     max_tool_steps: int = 4
     # Bounds and retries.
     log_limit: int = 50_000
-    log_window_s: float = 3600.0
+    log_window_s: float = 86400.0  # first cycle: the last day (bounded by log_limit)
     retries: int = 3
     retry_base_s: float = 0.5
     verify_deadline_s: float = 300.0
     verify_poll_s: float = 1.0
     smoke_prompt: str = "Reply with the word ok."
-    # Live objects (never persisted): a chat model to use as is, and extra LangChain tools.
+    # Live objects (never persisted): a ModelEndpoint (or URL) to use as is, extra LangChain tools.
     model: Any = Field(default=None, exclude=True)
     tools: Any = Field(default=None, exclude=True)
 

@@ -114,8 +114,8 @@ async def read_only_tools(cfg: Configuration) -> AsyncIterator[list[Any]]:
     """The read-only LangChain tools for one diagnosis, their MCP sessions open for the block."""
     from langchain_mcp_adapters.tools import load_mcp_tools
     from mcp.shared.memory import create_connected_server_and_client_session
-    from mcp_tools.server import build_server
 
+    from mcp_tools.server import build_server
     from mcp_tools.settings import Policy
 
     tools: list[Any] = []

@@ -50,9 +50,37 @@ class World:
     # -- Cloud Logging --
 
     def list_entries(self, service: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]:
-        from mcp_tools.cloudlogging import list_entries
+        """The newest ``limit`` entries in [since, until], oldest first.
 
-        return list(list_entries(service, since=since, until=until, limit=limit, settings=self.settings))
+        The logging layer returns at most ``MAX_LIMIT`` per call, so larger reads walk back in time:
+        each call ends at the oldest timestamp of the previous one (lines at that boundary
+        timestamp, returned twice, are kept once).
+        """
+        from mcp_tools.cloudlogging import MAX_LIMIT, list_entries
+
+        batches: list[list[LogLine]] = []
+        total = 0
+        end = until
+        boundary: set[tuple[str | None, str, str]] = set()
+        while total < limit:
+            want = min(MAX_LIMIT, limit - total + len(boundary))
+            batch = list_entries(service, since=since, until=end, limit=want, settings=self.settings)
+            fresh = [ln for ln in batch if (ln.timestamp, ln.severity, ln.message) not in boundary]
+            fresh = fresh[-(limit - total) :] if len(fresh) > limit - total else fresh
+            if fresh:
+                batches.append(fresh)
+                total += len(fresh)
+            if len(batch) < want or not fresh:
+                break
+            oldest = batch[0].timestamp
+            if not oldest:
+                break
+            t = datetime.fromisoformat(oldest.replace("Z", "+00:00"))
+            if t <= since:
+                break
+            boundary = {(ln.timestamp, ln.severity, ln.message) for ln in batch if ln.timestamp == oldest}
+            end = t
+        return [ln for b in reversed(batches) for ln in b]
 
     # -- the vLLM endpoint --
 

@@ -1,9 +1,11 @@
 """diagnose: the deterministic analyzers first, then the model when one is reachable.
 
-The model (``Configuration.model``, or built by ``Configuration.model_factory`` from the configured
-endpoints) gets the compressed, redacted context and the findings, and may call read-only MCP tools
-for a bounded number of steps (``graph.tools``, ``graph.toolloop``). When no model is configured or
-reachable, or its answer does not validate, the analyzers' diagnosis stands and says so.
+``graph.diagnosis.diagnose`` runs the analyzers, asks the model (when given an endpoint) with the
+compressed, redacted context, validates its answer, and ranks typed plans. This node picks the
+endpoint (``Configuration.model``, or ``Configuration.model_factory``: the primary endpoint, then the
+fallback, whichever answers) and gives the model read-only MCP tools (``graph.tools``) on sessions
+opened once for the whole diagnosis. With no model configured or reachable, the analyzers'
+diagnosis stands and the notes say so.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from graph.state import SREState, event
 
 log = logging.getLogger(__name__)
 
+TOOL_CALL_TIMEOUT_S = 60.0
 
-def resolve_model(cfg: Configuration) -> tuple[Any, str | None]:
-    """(chat model or None, why there is none)."""
+
+def resolve_endpoint(cfg: Configuration) -> tuple[Any, str | None]:
+    """(the model endpoint or None, why there is none)."""
     if not cfg.use_model:
         return None, "model disabled for this run"
     if cfg.model is not None:
@@ -32,27 +36,51 @@ def resolve_model(cfg: Configuration) -> tuple[Any, str | None]:
         return None, "no model configured"
     try:
         module, _, attr = cfg.model_factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-        model = factory(cfg)
+        endpoint = getattr(importlib.import_module(module), attr)(cfg)
     except Exception as e:
-        return None, f"model client could not be built: {short_error(e)}"
-    if model is None:
-        return None, "the model endpoint is not reachable"
-    return model, None
+        return None, f"model client could not be set up: {short_error(e)}"
+    if endpoint is None:
+        return None, "no model endpoint answered (the model may be the patient)"
+    return endpoint, None
 
 
-def _with_tools(cfg: Configuration, model: Any, run: Any) -> Any:
-    """Run ``run(model_with_tools)`` in a worker thread while this thread's loop serves the MCP sessions."""
-    from graph.toolloop import ToolLoopModel
+def _sync_tool(tool: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    """A sync face for an async MCP tool: calls run on ``loop``, which owns the MCP session."""
+    from langchain_core.tools import StructuredTool
+
+    def call(**kwargs: Any) -> Any:
+        fut = asyncio.run_coroutine_threadsafe(tool.ainvoke(kwargs), loop)
+        return fut.result(timeout=TOOL_CALL_TIMEOUT_S)
+
+    return StructuredTool.from_function(
+        func=call, name=tool.name, description=tool.description or tool.name, args_schema=tool.args_schema
+    )
+
+
+def diagnose_with_tools(cfg: Configuration, run: Any) -> Any:
+    """``run(tools)`` in a worker thread while this thread's event loop serves the MCP sessions."""
     from graph.tools import read_only_tools
 
     async def main() -> Any:
+        loop = asyncio.get_running_loop()
         async with read_only_tools(cfg) as tools:
-            extra = list(cfg.tools or [])
-            wrapped = ToolLoopModel(model, [*tools, *extra], asyncio.get_running_loop(), cfg.max_tool_steps)
-            return await asyncio.to_thread(run, wrapped)
+            sync_tools = [_sync_tool(t, loop) for t in tools] + list(cfg.tools or [])
+            return await asyncio.to_thread(run, sync_tools)
 
     return asyncio.run(main())
+
+
+def key_evidence(diag: Any) -> Any:
+    """The evidence line the summary names ("... (line 35) ..."), else the first one."""
+    import re
+
+    if not diag.evidence:
+        return None
+    named = {int(n) for n in re.findall(r"\bline (\d+)", diag.summary or "")}
+    for ev in diag.evidence:
+        if ev.line in named:
+            return ev
+    return diag.evidence[0]
 
 
 def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
@@ -61,29 +89,30 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     cfg = Configuration.from_runnable_config(config)
     obs = Observation.model_validate(state["observation"])
-    model, why_not = resolve_model(cfg)
+    endpoint, why_not = resolve_endpoint(cfg)
     diag = None
-    if model is not None:
+    if endpoint is not None:
+
+        def run(tools: list[Any]) -> Any:
+            return diagnose(obs, model=endpoint, tools=tools, max_steps=cfg.max_tool_steps, policy=cfg.policy)
+
         try:
-            if cfg.max_tool_steps > 0:
-                diag = _with_tools(cfg, model, lambda m: diagnose(obs, model=m))
-            else:
-                diag = diagnose(obs, model=model)
-        except Exception as e:  # MCP tools or the model failed: the analyzers still diagnose
+            diag = diagnose_with_tools(cfg, run) if cfg.max_tool_steps > 0 else run([])
+        except Exception as e:  # the tools or the model failed: the analyzers still diagnose
             why_not = f"model-assisted diagnosis failed: {short_error(e)}"
             log.warning("%s", why_not)
             diag = None
     if diag is None:
-        diag = diagnose(obs, model=None)
+        diag = diagnose(obs, model=None, policy=cfg.policy)
         if why_not:
             diag.notes = [*diag.notes, f"analyzers only: {why_not}"]
     msg = f"{diag.category} (confidence {diag.confidence:.2f})"
-    if diag.evidence:
-        first = diag.evidence[0]
-        msg += f", citing line {first.line}: {first.text[:160]}"
+    cited = key_evidence(diag)
+    if cited is not None:
+        msg += f", citing line {cited.line}: {cited.text[:200]}"
     msg += f"; model: {diag.model_used or why_not or 'none'}"
     return {
         "diagnosis": diag.model_dump(mode="json"),
-        "findings": [],
+        "findings": [f.model_dump(mode="json") for f in diag.findings],
         "timeline": event("diagnose", msg),
     }

@@ -28,6 +28,8 @@ def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         return {"preflight": result.model_dump(mode="json"), "timeline": event("preflight", result.notes[0])}
     spec = ServiceSpec.model_validate(raw_spec)
     checked, new_spec, diff = preflight(plan, spec, policy=cfg.policy)
+    # The diagnosis may have preflighted this plan already: keep each note once.
+    checked.preflight.notes = list(dict.fromkeys(checked.preflight.notes))
     result = PreflightResult(
         ok=checked.preflight.ok,
         notes=list(checked.preflight.notes),
