@@ -162,7 +162,7 @@ def build(
     for i, spec in enumerate(specs):
         if spec.region and spec.region != sb.location:
             spec = spec.model_copy(update={"region": sb.location})
-        sb.deploy(spec)
+        sb.deploy(spec, emit_logs=inc is None)
         sb.settle()
         if i + 1 < len(specs):
             sb.clock.advance(15 * 60.0)  # some time passes between rollouts
@@ -241,7 +241,8 @@ def start_load(sb: Any, service: str, *, concurrency: int = 48, max_tokens: int 
             logger.warning("overload: %s has no ready revision to load", service)
             return
         cfg = sim.config
-        per_seq = max(16, int(cfg.kv_cache_tokens / max(1, cfg.max_num_seqs) * 0.92) - max_tokens // 2)
+        # the full batch starts just under the KV capacity, so decoding soon forces preemptions
+        per_seq = max(16, int(cfg.kv_cache_tokens / max(1, cfg.max_num_seqs)) - max_tokens // 4)
         per_seq = min(per_seq, cfg.max_model_len - max_tokens - 8)
         prompt = " load" * max(1, per_seq - 1)
         limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)

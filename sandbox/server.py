@@ -31,6 +31,17 @@ DEFAULT_PROJECT = "sandbox-project"
 DEFAULT_LOCATION = "sandbox-region1"
 
 
+class _ShutdownFilter(logging.Filter):
+    """Hide uvicorn's traceback for simulated requests still decoding when the sandbox stops."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, asyncio.CancelledError) and "shutdown" in str(exc))
+
+
+logging.getLogger("uvicorn.error").addFilter(_ShutdownFilter())
+
+
 class Sandbox:
     def __init__(
         self,
@@ -143,8 +154,9 @@ class Sandbox:
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
 
-    def deploy(self, spec: Any, *, wait: bool = False) -> dict[str, Any]:
-        """Create or replace a service from a ``ServiceSpec`` (scenarios; no journal entry: not a client call)."""
+    def deploy(self, spec: Any, *, wait: bool = False, emit_logs: bool = True) -> dict[str, Any]:
+        """Create or replace a service from a ``ServiceSpec`` (scenarios; not journaled: no client call).
+        ``emit_logs=False`` keeps the revision's fate but not its simulated log lines (incident replay)."""
         from sandbox.convert import service_from_spec
 
         body = service_from_spec(spec)
@@ -153,6 +165,11 @@ class Sandbox:
             op = self.cloudrun.update_service(*key, body)
         else:
             op = self.cloudrun.create_service(*key, body)
+        if not emit_logs:
+            with self.cloudrun.lock:
+                svc = self.cloudrun.services[key]
+                rev = self.cloudrun.revisions[key][svc["latestCreatedRevision"].rsplit("/", 1)[1]]
+                rev.outcome.logs = []
         if wait:
             self.settle()
         return op

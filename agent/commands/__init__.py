@@ -10,6 +10,7 @@ import typer
 COMMANDS: list[str] = [
     "version",
     "mcp",
+    "sandbox",
     "plan",
     "run",
     "approve",

@@ -147,6 +147,33 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+def _getter(path: tuple[str, ...]) -> Callable[[Entry], Any]:
+    """A fast accessor for a field path (missing -> _MISSING)."""
+    if len(path) == 1:
+        (a,) = path
+        return lambda e: e.get(a, _MISSING)
+    if len(path) == 2:
+        a, b = path
+
+        def get2(e: Entry) -> Any:
+            v = e.get(a)
+            return v.get(b, _MISSING) if isinstance(v, dict) else _MISSING
+
+        return get2
+    if len(path) == 3:
+        a, b, c = path
+
+        def get3(e: Entry) -> Any:
+            v = e.get(a)
+            if not isinstance(v, dict):
+                return _MISSING
+            v = v.get(b)
+            return v.get(c, _MISSING) if isinstance(v, dict) else _MISSING
+
+        return get3
+    return lambda e: _lookup(e, path)
+
+
 def _lookup(entry: Entry, path: tuple[str, ...]) -> Any:
     cur: Any = entry
     for part in path:
@@ -200,6 +227,38 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+def _all(parts: list[Predicate]) -> Predicate:
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        a, b = parts
+        return lambda e: a(e) and b(e)
+
+    def pred(e: Entry) -> bool:
+        for p in parts:
+            if not p(e):
+                return False
+        return True
+
+    return pred
+
+
+def _any(parts: list[Predicate]) -> Predicate:
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        a, b = parts
+        return lambda e: a(e) or b(e)
+
+    def pred(e: Entry) -> bool:
+        for p in parts:
+            if p(e):
+                return True
+        return False
+
+    return pred
+
+
 class _Parser:
     def __init__(self, src: str) -> None:
         self.src = src
@@ -240,18 +299,14 @@ class _Parser:
             if self._kw(t, "AND"):
                 self.next()
             parts.append(self.disj())
-        if len(parts) == 1:
-            return parts[0]
-        return lambda e: all(p(e) for p in parts)
+        return _all(parts)
 
     def disj(self) -> Predicate:
         parts = [self.unary()]
         while self._kw(self.peek(), "OR"):
             self.next()
             parts.append(self.unary())
-        if len(parts) == 1:
-            return parts[0]
-        return lambda e: any(p(e) for p in parts)
+        return _any(parts)
 
     def unary(self) -> Predicate:
         t = self.peek()
@@ -392,7 +447,7 @@ def _compare(path: tuple[str, ...], op: str, raw: str, quoted: bool, parser: _Pa
             raise parser.error(f"unknown severity {raw!r}", tok)
         if op in ("=~", "!~", ":"):
             raise parser.error(f"operator {op!r} is not supported on severity", tok)
-        return _ordered(path, op, want, lambda v: _severity_rank(v))
+        return _ordered(path, op, want, lambda v: _severity_rank(v), key="_severity_rank")
     if top in _TIME_FIELDS and len(path) == 1 and op in ("<", "<=", ">", ">=", "=", "!="):
         try:
             t = parse_time(raw)
@@ -427,13 +482,28 @@ def _compare(path: tuple[str, ...], op: str, raw: str, quoted: bool, parser: _Pa
         if op == "=~":
             return rx_pred
         return lambda e: _lookup(e, path) is not _MISSING and not rx_pred(e)
+    get = _getter(path)
     if op == ":":
         needle = raw.lower()
+        if path == ("textPayload",):
+
+            def has_text(e: Entry) -> bool:
+                lc = e.get("_text_lc")
+                if lc is None:
+                    v = e.get("textPayload")
+                    if v is None:
+                        return False
+                    lc = str(v).lower()
+                return needle in lc
+
+            return has_text
 
         def has(e: Entry) -> bool:
-            v = _lookup(e, path)
+            v = get(e)
             if v is _MISSING:
                 return False
+            if isinstance(v, str):
+                return needle in v.lower()
             return needle in _text(v).lower()
 
         return has
@@ -441,7 +511,9 @@ def _compare(path: tuple[str, ...], op: str, raw: str, quoted: bool, parser: _Pa
         num = None if quoted else _as_number(raw)
 
         def eq(e: Entry) -> bool:
-            v = _lookup(e, path)
+            v = get(e)
+            if v.__class__ is str and num is None:
+                return bool(v == raw)
             if v is _MISSING:
                 return False
             if num is not None:

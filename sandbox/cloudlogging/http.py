@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from sandbox.cloudlogging.model import LogStore
 from sandbox.errors import bad_request
 
 
-async def list_entries(store: LogStore, body: dict[str, Any]) -> JSONResponse:
+async def list_entries(store: LogStore, body: dict[str, Any]) -> Response:
     names = body.get("resourceNames", body.get("resource_names"))
     if isinstance(names, str):
         names = [names]
@@ -34,13 +34,10 @@ async def list_entries(store: LogStore, body: dict[str, Any]) -> JSONResponse:
     token = body.get("pageToken", body.get("page_token"))
     if token is not None and not isinstance(token, str):
         raise bad_request("pageToken must be a string", "page_token")
-    entries, nxt = store.list_entries(
+    body_bytes = store.list_entries_json(
         resource_names=names, filter_=filt, order_by=order, page_size=size, page_token=token
     )
-    out: dict[str, Any] = {"entries": entries} if entries else {}
-    if nxt:
-        out["nextPageToken"] = nxt
-    return JSONResponse(out)
+    return Response(body_bytes, media_type="application/json")
 
 
 __all__ = ["list_entries", "Request"]

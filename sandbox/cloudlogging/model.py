@@ -90,6 +90,11 @@ class LogStore:
         entry["_timestamp_s"] = timestamp
         entry["_receiveTimestamp_s"] = timestamp + 0.012
         entry["_project"] = project
+        entry["_seq"] = seq
+        entry["_severity_rank"] = SEVERITY_RANK[sev]
+        if text is not None:
+            entry["_text_lc"] = text.lower()
+        entry["_json"] = json.dumps(wire(entry), separators=(",", ":")).encode()
         key = (timestamp, seq)
         with self._lock:
             i = bisect.bisect_right(self._keys, key)
@@ -109,6 +114,7 @@ class LogStore:
         order_by: str | None = None,
         page_size: int | None = None,
         page_token: str | None = None,
+        raw: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """One page of entries (wire dicts) and the next page token ('' or None at the end)."""
         if not resource_names:
@@ -143,25 +149,43 @@ class LogStore:
         query_key = hashlib.sha256(
             json.dumps([sorted(resource_names), filter_ or "", desc]).encode()
         ).hexdigest()[:16]
-        start = 0
-        if page_token:
-            start = _decode_token(page_token, query_key)
-        entries = self.snapshot()
-        if desc:
-            entries.reverse()
-        out: list[dict[str, Any]] = []
-        matched = 0
-        next_token: str | None = None
-        for e in entries:
-            if e["_project"] not in projects or not pred(e):
-                continue
-            if matched >= start:
-                if len(out) == size:
-                    next_token = _encode_token(matched, query_key)
-                    break
-                out.append(e)
-            matched += 1
-        return [wire(e) for e in out], next_token
+        # the page token is a cursor (timestamp, sequence) just past the last entry returned, so a
+        # page costs only the entries it scans, and entries arriving meanwhile do not shift pages
+        with self._lock:
+            entries = self._entries
+            keys = self._keys
+            if page_token:
+                cursor = _decode_token(page_token, query_key)
+                start = bisect.bisect_right(keys, cursor) if not desc else bisect.bisect_left(keys, cursor) - 1
+            else:
+                start = 0 if not desc else len(entries) - 1
+            n = len(entries)
+            step = -1 if desc else 1
+            out: list[dict[str, Any]] = []
+            next_token: str | None = None
+            i = start
+            while 0 <= i < n:
+                e = entries[i]
+                if e["_project"] in projects and pred(e):
+                    if len(out) == size:
+                        last = out[-1]
+                        next_token = _encode_token((last["_timestamp_s"], last["_seq"]), query_key)
+                        break
+                    out.append(e)
+                i += step
+        return (out if raw else [wire(e) for e in out]), next_token
+
+    def list_entries_json(self, **kw: Any) -> bytes:
+        """``list_entries`` as the response body, built from each entry's pre-serialized JSON."""
+        kw["raw"] = True
+        entries, token = self.list_entries(**kw)
+        parts = [b'{"entries":[', b",".join(e["_json"] for e in entries), b"]"]
+        if not entries:
+            parts = [b"{"]
+        if token:
+            parts.append((',' if entries else '').encode() + json.dumps({"nextPageToken": token})[1:-1].encode())
+        parts.append(b"}")
+        return b"".join(parts)
 
     def first_time(self) -> float | None:
         with self._lock:
@@ -172,23 +196,23 @@ def wire(e: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in e.items() if not k.startswith("_")}
 
 
-def _encode_token(offset: int, key: str) -> str:
-    return base64.urlsafe_b64encode(f"{key}:{offset}".encode()).decode().rstrip("=")
+def _encode_token(cursor: tuple[float, int], key: str) -> str:
+    return base64.urlsafe_b64encode(f"{key}:{cursor[0]!r}:{cursor[1]}".encode()).decode().rstrip("=")
 
 
-def _decode_token(token: str, key: str) -> int:
+def _decode_token(token: str, key: str) -> tuple[float, int]:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        k, _, off = raw.partition(":")
-        offset = int(off)
+        k, ts, seq = raw.split(":")
+        cursor = (float(ts), int(seq))
     except (ValueError, UnicodeDecodeError):
         raise bad_request("pageToken: invalid page token", "page_token") from None
-    if k != key or offset < 0:
+    if k != key:
         raise bad_request(
             "pageToken: the page token does not belong to this query (filter, order or resources changed)",
             "page_token",
         )
-    return offset
+    return cursor
 
 
 __all__ = ["LogStore", "log_name", "parse_time", "run_resource", "STDOUT", "STDERR", "REQUESTS", "SYSTEM"]
