@@ -7,7 +7,9 @@ from typing import Any
 import typer
 
 
-def sandbox_configuration(sb: Any, *, service: str | None, policy: Any = None, model_url: str | None = None) -> Any:
+def sandbox_configuration(
+    sb: Any, *, service: str | None, policy: Any = None, model_url: str | None = None
+) -> Any:
     """A loop ``Configuration`` pointed at a running sandbox; the service defaults to its first one."""
     from graph.config import Configuration
     from mcp_tools.cloudrun import CloudRun
@@ -72,8 +74,8 @@ def register(app: typer.Typer) -> None:
         console = Console(highlight=False)
         with contextlib.ExitStack() as stack:
             if sandbox:
-                from sandbox.server import start_sandbox
                 from sandbox.scenarios import SCENARIOS
+                from sandbox.server import start_sandbox
 
                 if scenario not in SCENARIOS:
                     raise UserError(f"--scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")

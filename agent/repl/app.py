@@ -138,9 +138,16 @@ def run_repl(
                             f"thread {reply.thread_id} is waiting: /approve or /reject when you decide"
                         )
                     else:
-                        show(commands.decide("approve" if yes else "reject", reason=None if yes else "declined at the prompt"))
+                        show(
+                            commands.decide(
+                                "approve" if yes else "reject",
+                                reason=None if yes else "declined at the prompt",
+                            )
+                        )
                 continue
-            figures = {k: v for k, v in (("bench", commands.last_bench), ("capacity", commands.last_capacity)) if v}
+            figures = {
+                k: v for k, v in (("bench", commands.last_bench), ("capacity", commands.last_capacity)) if v
+            }
 
             def emit(piece: str) -> None:
                 console.file.write(piece)

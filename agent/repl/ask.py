@@ -57,6 +57,33 @@ class Answer(BaseModel):
         return "no tool was called"
 
 
+MAX_TOOL_RESULT_CHARS = 4000
+
+
+def _tool_text(result: Any) -> str:
+    """A tool result as text for the model: content blocks joined, secrets redacted, bounded."""
+    from mcp_tools.logs import redact
+
+    if isinstance(result, str):
+        text = result
+    elif isinstance(result, list):  # content blocks from langchain-mcp-adapters
+        parts = []
+        for block in result:
+            if isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            else:
+                parts.append(json.dumps(block, default=str))
+        text = "\n".join(parts)
+    else:
+        text = json.dumps(result, default=str)
+    text = redact(text)
+    if len(text) > MAX_TOOL_RESULT_CHARS:
+        text = (
+            text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
+        )
+    return text
+
+
 def _context(repl_figures: dict[str, Any]) -> str:
     if not repl_figures:
         return ""
@@ -94,7 +121,6 @@ async def _answer(
 ) -> Answer:
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-    from graph.toolloop import _tool_text
     from graph.tools import read_only_tools
 
     name = str(getattr(model, "model_name", None) or "model")

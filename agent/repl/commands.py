@@ -65,14 +65,14 @@ def _note(msg: str, style: str = "dim") -> Text:
 
 HELP: dict[str, str] = {
     "/status": "the service: URL, revisions, conditions, /health",
-    "/logs": "/logs [filter]  recent log lines (last hour), optionally only those containing the filter",
+    "/logs": "/logs [filter]  the newest 50 log lines of the last 24 hours (containing filter)",
     "/metrics": "vLLM /metrics: KV-cache use, queue, latency percentiles",
     "/diagnose": "observe and diagnose (read-only): root cause with cited evidence",
     "/plan": "run the loop to a remediation plan: diff, prediction, then approve y/n",
     "/approve": "/approve [thread]  approve the waiting plan (apply, verify, roll back if needed)",
     "/reject": "/reject [reason]  reject the waiting plan",
     "/bench": "/bench [concurrency,...]  a short load test of the endpoint (TTFT, ITL, throughput)",
-    "/capacity": "/capacity [model] [gpu] [--vllm-flag=value ...]  the capacity planner (default: the service's)",
+    "/capacity": "/capacity [model] [gpu] [--flag=value ...]  the capacity planner (default: the service)",
     "/report": "/report [thread]  the incident report of the last (or named) thread",
     "/service": "/service NAME  switch to another service",
     "/help": "this list",
@@ -175,7 +175,9 @@ class ReplCommands:
         for name, text in HELP.items():
             t.add_row(Text(name, style="bold"), text)
         t.add_row("", "")
-        t.add_row(Text("anything else", style="bold"), "a question for the model (read-only tools; needs a model)")
+        t.add_row(
+            Text("anything else", style="bold"), "a question for the model (read-only tools; needs a model)"
+        )
         return Reply([t])
 
     def cmd_quit(self, args: list[str]) -> Reply:
@@ -226,25 +228,27 @@ class ReplCommands:
         lines = self._logs(name, text_filter)
         if not lines:
             what = f" containing {text_filter!r}" if text_filter else ""
-            return Reply([_note(f"no log lines{what} in the last hour")])
+            return Reply([_note(f"no log lines{what} in the last 24 hours")])
         out = Text()
         for ln in lines[-50:]:
             sev = (ln.severity or "DEFAULT").upper()
-            style = "red" if sev in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY") else (
-                "yellow" if sev == "WARNING" else ""
+            style = (
+                "red"
+                if sev in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+                else ("yellow" if sev == "WARNING" else "")
             )
             ts = (ln.timestamp or "")[:19]
             body = ln.text if ln.text is not None else json.dumps(ln.json_payload or {})
             out.append(f"{ts} {sev:<8} ", style="dim")
             out.append(body.rstrip() + "\n", style=style)
         more = f" (last 50 of {len(lines)})" if len(lines) > 50 else ""
-        return Reply([out, _note(f"source: Cloud Logging, service {name}, last hour{more}")])
+        return Reply([out, _note(f"source: Cloud Logging, service {name}, last 24 hours{more}")])
 
     def _logs(self, name: str, text_filter: str | None) -> list[Any]:
         from mcp_tools.cloudlogging import list_entries
 
         return list(
-            list_entries(name, since="1h", text_filter=text_filter, limit=500, settings=self.world.settings)
+            list_entries(name, since="24h", text_filter=text_filter, limit=500, settings=self.world.settings)
         )
 
     def cmd_metrics(self, args: list[str]) -> Reply:
@@ -253,10 +257,9 @@ class ReplCommands:
         url, where = self._endpoint_url()
         text = self.world.endpoint(url).metrics_text()
         m = parse_vllm_metrics(text)
-        t = Table(title=f"vLLM metrics ({where})", show_header=False)
+        t = Text(f"vLLM metrics ({where})\n", style="bold")
         for line in m.summary().splitlines():
-            k, _, v = line.partition(" ")
-            t.add_row(k, v)
+            t.append("  " + line + "\n", style="")
         return Reply([t, _note(f"source: {url}/metrics ({m.metric_names} vllm: metric families)")])
 
     # -- the loop (graph) --
@@ -270,7 +273,9 @@ class ReplCommands:
         self._need_service()
         res = run_cycle(self._cfg(policy=Policy.READ_ONLY))
         self.last_thread = res.thread_id
-        return Reply(self._diagnosis(res.values) + [_note(f"thread {res.thread_id}")], thread_id=res.thread_id)
+        return Reply(
+            self._diagnosis(res.values) + [_note(f"thread {res.thread_id}")], thread_id=res.thread_id
+        )
 
     def _diagnosis(self, values: dict[str, Any]) -> list[RenderableType]:
         d = values.get("diagnosis") or {}
