@@ -75,6 +75,7 @@ class TrackedFinding(BaseModel):
     summary: str = ""
     evidence: list[str] = Field(default_factory=list)
     occurrences: int = 1  # how many evidence lines this cycle
+    specific: bool = True  # False: a generic symptom (e.g. only a revision condition), not a root cause
 
     @property
     def fingerprint(self) -> str:
@@ -91,6 +92,7 @@ class TrackedFinding(BaseModel):
             summary=str(finding.get("summary") or ""),
             evidence=ev,
             occurrences=max(1, len(ev)),
+            specific=bool(finding.get("specific", True)),
         )
 
 
@@ -175,14 +177,23 @@ class IncidentTracker:
         *,
         service: str | None = None,
         healthy: bool | None = None,
+        touch: Iterable[str] = (),
         at: str | None = None,
     ) -> list[IncidentEvent]:
         """One cycle. ``service`` limits resolution to that service's incidents; ``healthy`` is the
-        cycle's health reading (True lets an unseen incident resolve after one quiet cycle)."""
+        cycle's health reading (True lets an unseen incident resolve after one quiet cycle);
+        ``touch`` names open incidents that are still going on this cycle though no finding of
+        theirs was seen (the caller judged a generic symptom to be theirs): no event, no quiet cycle."""
         now = at or _now()
         self.state.cycle += 1
         events: list[IncidentEvent] = []
         seen: set[str] = set()
+        for fp in touch:
+            inc = self.state.incidents.get(fp)
+            if inc is not None and inc.status == "open":
+                inc.quiet_cycles = 0
+                inc.last_seen = now
+                seen.add(fp)
         # One finding per incident per cycle: the most confident.
         best: dict[str, TrackedFinding] = {}
         for f in findings:

@@ -141,3 +141,15 @@ def test_store_round_trip_survives_restart_and_unreadable_file(tmp_path: Path) -
     store.path.write_text("{not json", encoding="utf-8")
     assert store.load() == TrackerState()
     assert store.path.with_suffix(".unreadable.json").exists()
+
+
+def test_touched_incident_stays_open_without_an_event() -> None:
+    tr = IncidentTracker(quiet_cycles=1)
+    [new] = tr.update([oom()], service="gemma")
+    fp = new.incident.fingerprint
+    assert tr.update([], service="gemma", touch=[fp]) == []
+    assert tr.state.incidents[fp].status == "open"
+    assert [e.kind for e in tr.update([], service="gemma")] == ["resolved"]
+    assert (
+        TrackedFinding.from_finding({"category": "startup_timeout", "specific": False}, "g").specific is False
+    )

@@ -16,6 +16,7 @@ COMMANDS: list[str] = [
     "approve",
     "demo",
     "repl",
+    "watch",
     "eval",
     "diagnose",
 ]
