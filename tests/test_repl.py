@@ -170,12 +170,19 @@ def test_free_form_answer_streams_and_its_figures_come_from_a_tool() -> None:
     with serve_stream(script) as url:
         cfg = Configuration.from_settings(model_url=url)
         pieces: list[str] = []
-        a = answer_question("what is the bottleneck for 12B on the L4?", cfg, emit=pieces.append)
+        a = answer_question(
+            "what is the bottleneck for 12B on the L4?",
+            cfg,
+            emit=pieces.append,
+            repl_figures={"bench": {"points": [{"ttft_p50_s": 0.123}]}},
+        )
     assert len(pieces) > 3 and "".join(pieces) == answer == a.text
     assert a.tools_used == ["plan_capacity"] and a.sources_note() == "figures from: plan_capacity"
     # The model was offered read-only tools only, and got the planner's figure back.
     offered = {t["function"]["name"] for t in script.requests[0]["tools"]}
     assert "plan_capacity" in offered and not offered & {"update_service", "apply_change", "rollback_service"}
+    system = script.requests[0]["messages"][0]
+    assert system["role"] == "system" and "0.123" in system["content"]  # the REPL's /bench figures
     tool_msgs = [m for m in script.requests[1]["messages"] if m["role"] == "tool"]
     weights = plan_capacity(MODEL, gpu="nvidia-l4").weights_gib
     assert tool_msgs and f"{weights}" in tool_msgs[0]["content"]
@@ -224,3 +231,17 @@ def test_cli_in_a_pseudo_terminal_ctrl_c_cancels_the_answer_and_ctrl_d_leaves(tm
     assert "word150" not in (child.before or "")
     history = (tmp_path / "state" / "repl_history").read_text()
     assert "/capacity" in history and "why does it not fit?" in history
+
+
+def test_bench_measures_the_serving_endpoint(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    sb = sandbox_factory(scenario="healthy")
+    c = ReplCommands(sandbox_configuration(sb, service=None), approver="tester")
+    r = c.dispatch("/bench 1,2")
+    assert not r.error, r.text()
+    text = r.text()
+    assert "source: benchmark of Cloud Run service gemma-4-12b" in text
+    assert c.last_bench is not None and len(c.last_bench["points"]) == 2
+    assert c.last_bench["run_dir"] and Path(c.last_bench["run_dir"]).is_dir()
+    assert "bad" in c.dispatch("/bench bad").text()
