@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
-from rich.table import Table
 
 _STYLE = {
     "observe": "cyan",
@@ -29,25 +27,33 @@ def print_update(console: Console, node: str, update: dict[str, Any]) -> None:
         console.print(f"[{style}]{node:>9}[/] {e.get('message', '')}", highlight=False, soft_wrap=True)
     if node == "diagnose":
         diag = update.get("diagnosis") or {}
-        for ev in (diag.get("evidence") or [])[:3]:
-            console.print(f"{'':>9} [dim]line {ev.get('line')}:[/] {ev.get('text')}", highlight=False)
+        if diag.get("summary"):
+            console.print(f"{'':>9} {diag['summary']}", highlight=False, soft_wrap=True)
+
+
+def _predicted(pred: dict[str, Any]) -> str:
+    parts = []
+    if "weights_gib" in pred:
+        parts.append(f"weights {pred['weights_gib']} GiB")
+    if "kv_cache_tokens" in pred:
+        parts.append(f"KV cache {int(pred['kv_cache_tokens']):,} tokens")
+    if "fits" in pred:
+        parts.append("fits" if pred["fits"] else "does NOT fit")
+    if not parts:
+        parts = [f"{k}={v}" for k, v in pred.items() if not isinstance(v, (dict, list))]
+    return ", ".join(parts)
 
 
 def print_request(console: Console, pending: dict[str, Any]) -> None:
     plan = pending.get("plan") or {}
-    table = Table(title="Proposed plan", show_lines=False, expand=False)
-    table.add_column("#", justify="right")
-    table.add_column("kind")
-    table.add_column("change")
-    table.add_column("predicted")
-    table.add_column("why")
+    console.print("[bold]Proposed plan[/] (approval required):", highlight=False)
     for i, s in enumerate(plan.get("steps") or [], 1):
-        pred = s.get("predicted") or {}
-        pred_txt = ", ".join(f"{k}={v}" for k, v in pred.items() if not isinstance(v, (dict, list)))
-        table.add_row(
-            str(i), s.get("kind", ""), json.dumps(s.get("change") or {}), pred_txt, s.get("why", "")
-        )
-    console.print(table)
+        change = ", ".join(f"{k}={v}" for k, v in (s.get("change") or {}).items())
+        console.print(f"  {i}. [bold]{s.get('kind', '')}[/] {change}", highlight=False, soft_wrap=True)
+        if s.get("predicted"):
+            console.print(f"     predicted: {_predicted(s['predicted'])}", highlight=False, soft_wrap=True)
+        if s.get("why"):
+            console.print(f"     why: {s['why']}", highlight=False, soft_wrap=True)
     diff = pending.get("diff") or ""
     if diff:
         console.print(Panel(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True), title="Revision diff"))

@@ -49,7 +49,7 @@ def maybe_sandbox(opts: CycleOptions) -> Iterator[Any]:
     if not opts.sandbox:
         yield None
         return
-    from sandbox.testing import start_sandbox  # type: ignore[import-not-found]
+    from sandbox.server import start_sandbox
 
     kwargs: dict[str, Any] = {"scenario": opts.scenario or DEFAULT_SCENARIO}
     if opts.time_scale is not None:
@@ -59,6 +59,16 @@ def maybe_sandbox(opts: CycleOptions) -> Iterator[Any]:
         yield sb
     finally:
         sb.stop()
+
+
+def sandbox_service(sb: Any) -> str:
+    """The service a sandbox scenario deployed (the first, when there are several)."""
+    names = [key.rsplit("/", 1)[1] for key in sb.state()["services"]]
+    if not names:
+        from mcp_tools.errors import UserError
+
+        raise UserError("the sandbox has no service: pass --scenario NAME")
+    return names[0]
 
 
 def configuration_for(opts: CycleOptions, sb: Any) -> Any:
@@ -76,7 +86,7 @@ def configuration_for(opts: CycleOptions, sb: Any) -> Any:
             run_api_endpoint=sb.url,
             logging_api_endpoint=sb.url,
             anonymous_credentials=True,
-            service=opts.service or sb.service,
+            service=opts.service or sandbox_service(sb),
             verify_deadline_s=60.0,
             verify_poll_s=0.2,
             retry_base_s=0.1,
@@ -102,10 +112,8 @@ def run_interactive(
         cfg = configuration_for(opts, sb)
         if banner is not None:
             banner(console, cfg)
-        if cfg.use_model and not cfg.model_url and cfg.model is None:
+        if banner is None and cfg.use_model and not cfg.model_url and cfg.model is None:
             console.print("[dim]no model configured: diagnosing with the deterministic analyzers only[/]")
-        if sb is not None and cfg.use_model and not cfg.model_url:
-            cfg.use_model = False
 
         def show(node: str, update: dict[str, Any]) -> None:
             print_update(console, node, update)

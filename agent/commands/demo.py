@@ -65,16 +65,14 @@ def planner_options(console: Any, result: Any) -> None:
     )
     if not cap.suggestions:
         return
-    table = Table(title="Capacity planner's options")
-    table.add_column("option")
-    table.add_column("change")
+    table = Table(title="Capacity planner's options (predicted on this GPU)")
+    table.add_column("option", overflow="fold")
     table.add_column("weights GiB", justify="right")
-    table.add_column("KV cache tokens", justify="right")
+    table.add_column("KV tokens", justify="right")
     table.add_column("fits")
     for s in cap.suggestions:
         change = ", ".join(f"{k}={v}" for k, v in {**s.change, **s.also}.items())
         table.add_row(
-            s.summary,
             f"{s.kind}: {change}",
             f"{s.weights_gib:.1f}",
             f"{s.kv_cache_tokens:,}",
@@ -101,7 +99,7 @@ def register(app: typer.Typer) -> None:
                 approver=approver,
                 sandbox=True,
                 scenario=SCENARIO,
-                use_model=bool(model_url),
+                use_model=True,
                 model_url=model_url,
                 time_scale=DEMO_TIME_SCALE,
                 demo=True,

@@ -85,10 +85,14 @@ def key_evidence(diag: Any) -> Any:
 
 def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import diagnose
+    from graph.nodes.observe import cached_observation
     from graph.observation import Observation
 
     cfg = Configuration.from_runnable_config(config)
-    obs = Observation.model_validate(state["observation"])
+    thread = str(((config or {}).get("configurable") or {}).get("thread_id"))
+    obs = cached_observation(thread, int(state.get("cycle") or 0))
+    if obs is None:
+        obs = Observation.model_validate(state["observation"])
     endpoint, why_not = resolve_endpoint(cfg)
     diag = None
     if endpoint is not None:

@@ -35,6 +35,43 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: The last observation this process made, by (thread id, cycle): the diagnose step that follows in
+#: the same process uses it as is instead of re-validating tens of thousands of log lines from the
+#: state. A resumed process (or any miss) reads the state, which always holds the same observation.
+_LAST: dict[tuple[str, int], Any] = {}
+
+
+def cached_observation(thread_id: str, cycle: int) -> Any:
+    return _LAST.get((thread_id, cycle))
+
+
+def redacted(lines: list[LogLine]) -> list[LogLine]:
+    """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
+    import json
+
+    from mcp_tools.logs import redact
+
+    out: list[LogLine] = []
+    for ln in lines:
+        if ln.text is not None:
+            clean = redact(ln.text)
+            out.append(ln if clean == ln.text else ln.model_copy(update={"text": clean}))
+        elif ln.json_payload is not None:
+            raw = json.dumps(ln.json_payload, sort_keys=True)
+            clean = redact(raw)
+            if clean == raw:
+                out.append(ln)
+                continue
+            try:
+                payload = json.loads(clean)
+            except ValueError:  # the mask broke the JSON: keep it as text
+                payload = {"message": clean}
+            out.append(ln.model_copy(update={"json_payload": payload}))
+        else:
+            out.append(ln)
+    return out
+
+
 def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.observation import Observation
 
@@ -64,9 +101,11 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     logs: list[LogLine] = []
     try:
-        logs = retry(
-            lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
-            f"list log entries of {name}",
+        logs = redacted(
+            retry(
+                lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
+                f"list log entries of {name}",
+            )
         )
     except Exception as e:
         unread.append(f"logs: {short_error(e)}")
@@ -126,8 +165,11 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         msg += f"; could not read: {'; '.join(unread)}"
     for u in unread:
         log.warning("observe %s: %s", name, u)
+    cycle = int(state.get("cycle") or 0) + 1
+    _LAST.clear()
+    _LAST[(str(((config or {}).get("configurable") or {}).get("thread_id")), cycle)] = obs
     return {
-        "cycle": int(state.get("cycle") or 0) + 1,
+        "cycle": cycle,
         "since": _iso(until),
         "observation": obs.model_dump(mode="json", by_alias=True),
         "observation_summary": summary.model_dump(mode="json"),

@@ -76,16 +76,20 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         v.reasons.append("the service has no URL to check")
         return _done(v, started)
     ep = world.endpoint(base_url)
+
+    def healthy() -> bool:
+        # A fresh revision may answer 503 for a moment: a failing /health is retried like an error.
+        if not ep.health():
+            raise RuntimeError("/health did not answer 200")
+        return True
+
     try:
-        v.health = bool(
-            with_retries(ep.health, what="vLLM /health", attempts=cfg.retries, base_delay_s=cfg.retry_base_s)
+        v.health = with_retries(
+            healthy, what="vLLM /health", attempts=cfg.retries, base_delay_s=cfg.retry_base_s
         )
     except Exception as e:
         v.health = False
-        v.reasons.append(f"/health failed: {short_error(e)}")
-    if not v.health:
-        if not any(r.startswith("/health") for r in v.reasons):
-            v.reasons.append("/health did not pass")
+        v.reasons.append(f"/health failed after {cfg.retries} attempts: {short_error(e)}")
         return _done(v, started)
     try:
         reply = with_retries(

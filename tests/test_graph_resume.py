@@ -1,0 +1,111 @@
+"""Kill and resume: a process killed after the approval, or in the middle of applying, resumes from
+the SQLite checkpoint in another process and the change is applied exactly once.
+
+Each step is a real ``gemma-sre`` process against an in-process sandbox; the kill is SIGKILL while
+the process waits on a Cloud Run call the sandbox holds open (fault injection), so nothing gets to
+clean up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from graph import audit
+from mcp_tools.settings import get_settings
+from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+
+CLI = [sys.executable, "-m", "agent.cli"]
+
+
+def env_for(sb: Any) -> dict[str, str]:
+    return {**os.environ, **sandbox_env(sb)}
+
+
+def cli(sb: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=env_for(sb), capture_output=True, text=True, timeout=120)
+
+
+def mutations(sb: Any) -> list[Any]:
+    return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def start_pending(sb: Any) -> str:
+    """``gemma-sre run`` without a terminal: it stops at the approval and says so."""
+    svc = next(iter(sb.state()["services"])).rsplit("/", 1)[1]
+    r = cli(sb, "run", "--service", svc, "--no-model", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "awaiting_approval"
+    assert f"gemma-sre approve {doc['thread_id']}" in r.stderr
+    return str(doc["thread_id"])
+
+
+def kill_while(sb: Any, thread: str, fault_target: str, ready: Callable[[], bool]) -> None:
+    """Approve in a process, hold its next ``fault_target`` call open, SIGKILL it once ``ready()``."""
+    fault = sb.faults.inject(fault_target, "hang", count=1)
+    p = subprocess.Popen(
+        [*CLI, "approve", thread, "--approver", "carol"],
+        env=env_for(sb),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        # Killed only once it is held inside that call (and whatever ``ready`` adds).
+        wait_for(lambda: (fault.fired >= 1 and ready()) or p.poll() is not None)
+        assert p.poll() is None, "the process finished before it could be killed"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+    sb.faults.clear()
+
+
+def approved_in_audit() -> bool:
+    return any(e.event == "approval" for e in audit.read(get_settings().state_dir))
+
+
+def finish_and_check(sb: Any, thread: str) -> None:
+    r = cli(sb, "approve", thread, "--approver", "carol", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "fixed", doc
+    muts = mutations(sb)
+    assert len(muts) == 1, [m.model_dump() for m in muts]
+    granted = audit.approved_ids(get_settings().state_dir)
+    assert muts[0].model_dump().get("approval") in granted
+    events = [e.event for e in audit.read(get_settings().state_dir)]
+    assert events.count("approval") == 1 and events.count("mutation") == 1
+
+
+def test_killed_between_approval_and_apply_applies_once(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    thread = start_pending(sb)
+    # apply's first call reads the service: hold it, then kill the process.
+    kill_while(sb, thread, "run:service", approved_in_audit)
+    assert mutations(sb) == []
+    finish_and_check(sb, thread)
+
+
+def test_killed_during_apply_applies_once(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    thread = start_pending(sb)
+    # The PATCH is accepted; the wait for its operation is held open; then the process dies.
+    kill_while(sb, thread, "run:operation", lambda: len(mutations(sb)) == 1)
+    assert len(mutations(sb)) == 1
+    finish_and_check(sb, thread)
