@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 from mcp_tools.capacity.planner import CapacityPlan
 from mcp_tools.cloudrun import MutationResult, RevisionInfo, ServiceInfo
 from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.extras.secrets import SavedSecret
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.metrics import VllmMetrics
 from mcp_tools.settings import Policy, Settings, get_settings
@@ -246,7 +247,10 @@ class LogAnalysis(BaseModel):
 class MutationPlan(BaseModel):
     tool: str
     service: str
-    status: Literal["planned", "applied", "not_applied", "planning_only"]
+    # planned: nothing changed yet (a token is offered); applied: the change is live and Ready;
+    # incomplete: the change was sent but did not become Ready (see result.message);
+    # planning_only: policy 'suggest', nothing will be applied.
+    status: Literal["planned", "applied", "incomplete", "planning_only"]
     summary: str
     diff: str = ""
     current: ServiceSpec | None = None
@@ -946,12 +950,18 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
         limit: int = 2000,
         budget_tokens: int = 2500,
         max_tokens: int = 512,
+        filter_query: str | None = None,
     ) -> Annotated[CallToolResult, LogAnalysis]:
         """Summarise a service's logs with the self-hosted model: the lines that matter (errors, the lines
         around them, template counts) are selected within a token budget and redacted before the model
         sees them. When the model is down, the selected lines are returned without a summary."""
         from mcp_tools.logs import redact
 
+        if filter_query:
+            raise UserError(
+                "raw Cloud Logging filters are not accepted (they were pasted unchecked into queries): "
+                "use service_name, since, severity and text_filter instead"
+            )
         logs = await _fetch_logs(service_name, since, None, severity, text_filter, None, limit, budget_tokens)
         out = LogAnalysis(service=logs.service, analysis=None, logs=logs)
         if logs.lines_fetched == 0:
@@ -1024,20 +1034,15 @@ def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str] = _extr
 
 
 def _register_extras(mcp: FastMCP, state: ServerState) -> None:
+    """The extras with their own readable renderings and hints (mcp_tools.extras.mcp_register); the
+    server's own save_hf_token (it can also ask through elicitation) and error handling."""
     from mcp_tools import extras
+    from mcp_tools.extras.mcp_register import EXTRAS_TOOLS
 
-    for fn in (
-        extras.get_help,
-        extras.get_vllm_deployment_config,
-        extras.get_vllm_gpu_deployment_config,
-        extras.check_gpu_quotas,
-        extras.list_bucket_models,
-        extras.list_vertex_models,
-        extras.get_vertex_ai_model_copy_instructions,
-        extras.get_huggingface_model_copy_instructions,
-        extras.get_huggingfacehub_download_path,
-    ):
-        mcp.tool(annotations=READ_ONLY)(_as_tool(fn))
+    for fn, _model, render, hints in EXTRAS_TOOLS:
+        if fn.__name__ == "save_hf_token":
+            continue
+        mcp.add_tool(_as_tool(fn, text=render), name=fn.__name__, annotations=hints)
 
     @mcp.resource(extras.TEMPLATE_URI, name="vllm-deployment-template", mime_type="application/yaml")
     def vllm_deployment_template() -> str:
@@ -1045,9 +1050,74 @@ def _register_extras(mcp: FastMCP, state: ServerState) -> None:
         return str(extras.vllm_deployment_template().text)
 
     if state.policy is not Policy.READ_ONLY:  # it writes a secret
-        mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))(
-            _as_tool(extras.save_hf_token)
+        _register_save_hf_token(mcp)
+
+
+class _TokenForm(BaseModel):
+    token: str = Field(description="Hugging Face access token (hf_...); stored in Secret Manager only")
+
+
+def _register_save_hf_token(mcp: FastMCP) -> None:
+    from mcp_tools import extras
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+    @tool_errors
+    async def save_hf_token(
+        ctx: Context,
+        secret_id: str = "hf-token",
+        from_env: str | None = "HF_TOKEN",
+        from_file: str | None = None,
+        project: str | None = None,
+    ) -> Annotated[CallToolResult, SavedSecret]:
+        """Store the Hugging Face token in Secret Manager (a new version of secret_id). The token is read
+        from the environment variable from_env or the file from_file, never passed as an argument; when
+        neither has it and the client supports elicitation, the user is asked for it directly. The token
+        is never returned or logged."""
+        try:
+            res = await asyncio.to_thread(
+                extras.save_hf_token, secret_id, from_env=from_env, from_file=from_file, project=project
+            )
+        except UserError as e:
+            if from_file is not None or "is not set" not in str(e) or not _can_elicit(ctx):
+                raise
+            res = await _save_elicited_token(ctx, secret_id, project)
+        return result(res, f"saved {res.version} (token read from {res.source}; not shown)")
+
+
+def _can_elicit(ctx: Context) -> bool:
+    from mcp.types import ClientCapabilities, ElicitationCapability
+
+    try:
+        return bool(
+            ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
         )
+    except Exception:  # no session details: do not ask
+        return False
+
+
+async def _save_elicited_token(ctx: Context, secret_id: str, project: str | None) -> Any:
+    """Ask the user (MCP elicitation), hand the answer to save_hf_token through a private temp file."""
+    import shutil
+    import tempfile
+
+    from mcp_tools import extras
+
+    answer = await ctx.elicit(
+        "Paste your Hugging Face access token. It goes to Secret Manager only; the model never sees it.",
+        _TokenForm,
+    )
+    if answer.action != "accept" or answer.data is None:
+        raise UserError("no token given: export it in an environment variable or name a file (from_file)")
+    tmp = tempfile.mkdtemp(prefix="gemma-sre-")
+    try:
+        path = os.path.join(tmp, "token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(answer.data.token)
+        res = await asyncio.to_thread(extras.save_hf_token, secret_id, from_file=path, project=project)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res.model_copy(update={"source": "the MCP client (elicitation)"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1082,9 +1152,7 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
         approval = s.confirmations.redeem(token, tool, fp)
         log.info("applying %s on %s with approval %s", tool, service, approval)
         res = await asyncio.to_thread(apply, approval)
-        plan.status = "applied" if res.ready else "not_applied"
-        if res.operation == "delete":
-            plan.status = "applied" if res.ready else "not_applied"
+        plan.status = "applied" if res.ready else "incomplete"
         plan.approval_id = approval
         plan.result = res
         return result(plan, _plan_text(plan))
@@ -1330,9 +1398,14 @@ def _register_mutating_tools(mcp: FastMCP, state: ServerState) -> None:
             plan.notes.append(f"capacity planner: {cap.verdict}")
         except UserError as e:
             plan.notes.append(f"capacity planner: no prediction ({e})")
-        if from_bucket:
+        if from_bucket and info is None:
             plan.notes.append(
                 f"weights from gs://{bucket_name}/{model_path.strip('/')} mounted at /mnt/models"
+            )
+        elif from_bucket:
+            plan.notes.append(
+                "the service exists: its volumes are kept as they are (bucket_name only applies when "
+                f"creating); the model must be under the mount that already holds gs://{bucket_name}"
             )
         args_key = {**new.model_dump(mode="json"), "bucket": bucket_name}
 

@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import shlex
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +19,12 @@ from mcp_tools.settings import get_settings
 from sandbox.extras import (
     ExtrasState,
     create_extras_app,
+    gpu_quota_info,
     seed_model_folder,
     seed_run_gpu_quotas,
     vertex_model,
 )
-from sandbox.extras.serve import start_in_thread
+from sandbox.serve import start_in_thread
 
 PROJECT = "sandbox-project"
 REGION = "us-central1"
@@ -50,7 +52,7 @@ def _server() -> Iterator[Extras]:
 def extras(_server: Extras, monkeypatch: pytest.MonkeyPatch) -> Iterator[Extras]:
     """A fresh emulated state per test, and settings pointing every client at it."""
     state = _server.state
-    state.__init__()  # type: ignore[misc]
+    state.reset()
     for name in ("STORAGE", "SECRETMANAGER", "QUOTAS", "AIPLATFORM"):
         monkeypatch.setenv(f"GEMMA_SRE_{name}_API_ENDPOINT", _server.url)
     monkeypatch.setenv("GEMMA_SRE_ANONYMOUS_CREDENTIALS", "true")
@@ -114,6 +116,20 @@ def test_cloud_run_command_has_the_gpu_flags_and_parses_back(monkeypatch: pytest
     p = cfg.startup_probe
     assert p.budget_s >= 600 and p.initial_delay_s <= 240 and p.failure_threshold * p.period_s <= 1800
     assert f"failureThreshold={p.failure_threshold}" in probe
+
+
+def test_configs_carry_the_planner_fit_check() -> None:
+    from mcp_tools.extras import get_vllm_deployment_config, get_vllm_gpu_deployment_config
+
+    # The reference failure: Gemma 4 12B in bf16 does not fit one L4; the config says so up front.
+    bf16 = get_vllm_deployment_config("google/gemma-4-12B-it", region=REGION)
+    assert bf16.fit.fits is False and bf16.notes[0].startswith("WARNING: does not fit")
+    assert any("qat-w4a16" in s for s in bf16.fit.suggestions)
+    qat = get_vllm_deployment_config("google/gemma-4-12B-it-qat-w4a16-ct", region=REGION, max_model_len=8192)
+    assert qat.fit.fits is True and (qat.fit.kv_cache_tokens or 0) > 8192
+    assert not any(n.startswith("WARNING") for n in qat.notes)
+    unknown = get_vllm_gpu_deployment_config("acme/custom-model", location=REGION)
+    assert unknown.fit.fits is None and unknown.fit.verdict.startswith("fit not checked")
 
 
 def test_cloud_run_command_quotes_hostile_values() -> None:
@@ -198,6 +214,7 @@ def test_gke_config_manifests_reparse_with_the_essentials() -> None:
     assert "--accelerator=type=nvidia-l4,count=1,gpu-driver-version=latest" in argv
     assert "--machine-type=g2-standard-8" in argv and "--cluster=gpu-cluster" in argv
 
+    assert "&id" not in cfg.manifests_yaml and "*id" not in cfg.manifests_yaml  # no YAML aliases
     docs = list(yaml.safe_load_all(cfg.manifests_yaml))
     assert [d["kind"] for d in docs] == ["Deployment", "Service"]
     dep = yaml.safe_load(cfg.deployment_yaml)
@@ -250,6 +267,14 @@ def test_deployment_template_documents_every_placeholder() -> None:
     assert used == documented
     for name in documented:
         assert f"#   {name}:" in tpl.text
+    # Filled in, the YAML has the types Cloud Run expects: annotations as strings, numbers as numbers.
+    values = {p.name: p.default or f"x-{p.name.lower().replace('_', '-')}" for p in tpl.parameters}
+    values["MAX_INSTANCES"] = "3"
+    filled = yaml.safe_load(string.Template(tpl.text).substitute(values))
+    tmpl = filled["spec"]["template"]
+    assert tmpl["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"] == "3"
+    assert tmpl["spec"]["containerConcurrency"] == 16
+    assert "--max-model-len=8192" in tmpl["spec"]["containers"][0]["args"]
 
 
 # ---------------------------------------------------------------- quotas
@@ -288,8 +313,16 @@ def test_check_gpu_quotas_one_region_and_errors(extras: Extras) -> None:
     assert {q.region for q in report.quotas} == {"europe-west1"}
     empty = check_gpu_quotas(region="asia-south1")
     assert empty.quotas == [] and "g.co/cloudrun/gpu-quota" in empty.notes[0]
+    # A region-less default with no listed locations applies to any region asked about.
+    extras.state.set_quota_infos(
+        "other-project",
+        "run.googleapis.com",
+        [gpu_quota_info("other-project", "NvidiaL4GpuAllocPerProjectRegion", regions={}, default=2)],
+    )
+    (only,) = check_gpu_quotas(region="asia-south1", project="other-project").quotas
+    assert (only.region, only.zonal_redundancy, only.limit) == ("asia-south1", True, 2)
     with pytest.raises(UserError, match="not found"):
-        check_gpu_quotas(project="other-project")
+        check_gpu_quotas(project="missing-project")
     with pytest.raises(UserError, match="region"):
         check_gpu_quotas(region="Europe West")
 
@@ -640,3 +673,78 @@ def test_get_help_lists_every_tool_once() -> None:
     assert h.resources[0].uri == "config://vllm-deployment-template"
     assert "check_gpu_quotas: " in h.text
     json.loads(h.model_dump_json())
+
+
+# ---------------------------------------------------------------- through the official MCP client
+
+
+def _text(result: object) -> str:
+    from mcp.types import TextContent
+
+    first = result.content[0]  # type: ignore[attr-defined]
+    assert isinstance(first, TextContent)
+    return first.text
+
+
+async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.extras.mcp_register import register_extras
+
+    seed_run_gpu_quotas(extras.state, PROJECT)
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    server = FastMCP("extras-test")
+    register_extras(server)
+    async with create_connected_server_and_client_session(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"get_help", "check_gpu_quotas", "save_hf_token", "get_vllm_deployment_config"} <= set(tools)
+        assert "token" not in tools["save_hf_token"].inputSchema["properties"]
+        assert tools["check_gpu_quotas"].outputSchema is not None
+
+        res = await client.call_tool("check_gpu_quotas", {"region": "us-central1"})
+        assert not res.isError and res.structuredContent is not None
+        assert "us-central1 nvidia-l4: with zonal redundancy 1, without zonal redundancy 3" in _text(res)
+        assert res.structuredContent["project"] == PROJECT
+
+        cfg = await client.call_tool(
+            "get_vllm_deployment_config", {"model": "google/gemma-4-12B-it", "bucket": "weights"}
+        )
+        assert not cfg.isError and "--no-gpu-zonal-redundancy" in _text(cfg)
+
+        bad = await client.call_tool("get_vllm_deployment_config", {"model": "nope", "cpu": 2})
+        assert bad.isError and "org/name" in _text(bad) and "Traceback" not in _text(bad)
+
+        saved = await client.call_tool("save_hf_token", {})
+        assert not saved.isError and FAKE_TOKEN not in _text(saved)
+        assert FAKE_TOKEN not in json.dumps(saved.structuredContent)
+
+        template = await client.read_resource("config://vllm-deployment-template")  # type: ignore[arg-type]
+        assert yaml.safe_load(template.contents[0].text)["kind"] == "Service"  # type: ignore[union-attr]
+
+
+async def test_read_only_policy_leaves_out_save_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.extras.mcp_register import register_extras
+
+    monkeypatch.setenv("GEMMA_SRE_POLICY", "read-only")
+    get_settings.cache_clear()
+    server = FastMCP("extras-test")
+    register_extras(server)
+    async with create_connected_server_and_client_session(server) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert "save_hf_token" not in names and "check_gpu_quotas" in names
+
+
+def test_seed_demo_is_consistent_with_the_tools(extras: Extras) -> None:
+    from mcp_tools.extras import check_gpu_quotas, list_bucket_models, list_vertex_models
+    from sandbox.extras import seed_demo
+
+    seed_demo(extras.state, PROJECT, REGION, bucket="demo-models")
+    models = {m.path: m for m in list_bucket_models("demo-models", "models/").models}
+    assert models["models/gemma-4-12B-it-qat-w4a16-ct"].quantization == "compressed-tensors"
+    (registered,) = list_vertex_models().models
+    assert registered.artifact_uri == models["models/gemma-4-12B-it-qat-w4a16-ct"].uri
+    assert check_gpu_quotas(region=REGION).quotas

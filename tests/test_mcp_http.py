@@ -148,3 +148,13 @@ def test_non_loopback_bind_without_token_is_refused(tmp_path: Path) -> None:
     )
     assert p.returncode == 2
     assert "GEMMA_SRE_MCP_TOKEN" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sample_client_configs_start_this_server_without_personal_paths() -> None:
+    import json
+
+    for rel in (".agents/mcp_config.json", "docs/gemini-settings.json"):
+        text = (Path(ROOT) / rel).read_text()
+        server = json.loads(text)["mcpServers"]["gemma-sre"]
+        assert server["command"] == "gemma-sre" and server["args"] == ["mcp"]
+        assert "/home/" not in text and "/Users/" not in text and "C:\\\\" not in text

@@ -22,7 +22,7 @@ from sandbox.extras import (
     seed_run_gpu_quotas,
     vertex_model,
 )
-from sandbox.extras.serve import start_in_thread
+from sandbox.serve import start_in_thread
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
@@ -42,6 +42,7 @@ class World:
     model_script: Script
     model_url: str
     client: SessionThread
+    extras_url: str
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 lambda: stdio_client(stdio_params(server_env(env, tmp_path_factory.mktemp("s"))))
             )
             try:
-                yield World(sb, extras, script, model_url, st)
+                yield World(sb, extras, script, model_url, st, extras_url)
             finally:
                 st.close()
     finally:
@@ -396,6 +397,19 @@ def test_deploy_and_destroy_two_step(world: World) -> None:
     assert r.isError and "not found" in text_of(r)
 
 
+def test_a_change_that_does_not_become_ready_is_reported_incomplete(world: World) -> None:
+    """SERVICE's template is the bf16 checkpoint that does not fit: a new revision of it fails again."""
+    c = world.client
+    base = {"service_name": SERVICE, "min_instances": 0, "max_instances": 2}
+    plan = ok(c.call("update_vllm_scaling", base))
+    r = ok(c.call("update_vllm_scaling", {**base, "confirmation_token": plan["confirmation_token"]}))
+    assert r["status"] == "incomplete" and r["result"]["ready"] is False
+    assert r["result"]["revision"] and r["result"]["message"]
+    st = ok(c.call("status_vllm", {"service_name": SERVICE}))["service"]
+    serving = st["traffic"][0]["revision"]
+    assert serving == st["latest_ready_revision"] != r["result"]["revision"]  # the old one still serves
+
+
 async def test_suggest_policy_plans_but_never_applies(world: World) -> None:
     """In-process server, official client over memory streams, policy 'suggest'."""
     from mcp.shared.memory import create_connected_server_and_client_session
@@ -456,3 +470,49 @@ def test_analyze_gpu_logs_cites_lines(world: World) -> None:
     r = ok(world.client.call("analyze_gpu_logs", {"service_name": SERVICE, "since": "6h"}, timeout=120))
     assert r["findings"] and r["findings"][0]["category"] == "weights_oom"
     assert all("line" in e for e in r["findings"][0]["evidence"])
+
+
+async def test_save_hf_token_asks_through_elicitation_when_no_source_has_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No HF_TOKEN anywhere: the user is asked through the client (elicitation); the model never sees it."""
+    from mcp import types
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.server import build_server
+    from mcp_tools.settings import get_settings
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("GEMMA_SRE_SECRETMANAGER_API_ENDPOINT", world.extras_url)
+    monkeypatch.setenv("GEMMA_SRE_ANONYMOUS_CREDENTIALS", "1")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", world.sb.project)
+    get_settings.cache_clear()
+    asked: list[str] = []
+    token = "hf_" + "Elicited0123456789abcdefghijKLMNOPQRS"
+
+    async def answer(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"token": token})
+
+    async with create_connected_server_and_client_session(
+        build_server(get_settings()), elicitation_callback=answer
+    ) as session:
+        r = await session.call_tool("save_hf_token", {"secret_id": "hf-elicited"})
+        assert not r.isError, text_of(r)
+        assert asked and "Hugging Face" in asked[0]
+        assert (
+            r.structuredContent is not None
+            and r.structuredContent["source"] == "the MCP client (elicitation)"
+        )
+        assert token not in text_of(r) and token not in str(r.structuredContent)
+    stored = world.extras.secrets[f"projects/{world.sb.project}/secrets/hf-elicited"]
+    assert stored.versions[-1] == token.encode()
+
+    async def decline(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with create_connected_server_and_client_session(
+        build_server(get_settings()), elicitation_callback=decline
+    ) as session:
+        r = await session.call_tool("save_hf_token", {"secret_id": "hf-elicited"})
+        assert r.isError and "no token given" in text_of(r)

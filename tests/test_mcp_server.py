@@ -151,6 +151,7 @@ def test_plan_capacity_tool(client: SessionThread) -> None:
         ("query_vllm", {"prompt": "   "}, "prompt is empty"),
         ("get_service_logs", {"service_name": "gemma", "since": "last tuesday"}, "bad 'since' value"),
         ("update_vllm_scaling", {"min_instances": "lots", "max_instances": 1}, "min_instances"),
+        ("analyze_cloud_logging", {"filter_query": 'severity=ERROR OR logName:"x"'}, "not accepted"),
     ],
 )
 def test_bad_input_is_an_error_result_not_a_traceback(

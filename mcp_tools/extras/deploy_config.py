@@ -63,6 +63,17 @@ _MOUNT_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,200}$")
 _MACHINE_RE = re.compile(r"^[a-z][a-z0-9-]{1,40}$")
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Plain YAML for people and kubectl: repeated values written out, never as &anchors / *aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False)
+
+
 class StartupProbe(BaseModel):
     """Startup probe timing sized to the model's load time."""
 
@@ -73,6 +84,17 @@ class StartupProbe(BaseModel):
     timeout_s: int
     failure_threshold: int
     budget_s: int = Field(description="initial delay + failure_threshold * period: the time vLLM gets")
+
+
+class FitCheck(BaseModel):
+    """The capacity planner's verdict for the generated flags (advisory: the config is still given)."""
+
+    fits: bool | None = Field(description="None when the planner does not know the model or GPU")
+    verdict: str
+    weights_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    suggestions: list[str] = Field(default_factory=list)
 
 
 class CloudRunDeployCommand(BaseModel):
@@ -90,6 +112,7 @@ class CloudRunDeployCommand(BaseModel):
     gpu_type: str
     zonal_redundancy: bool
     startup_probe: StartupProbe
+    fit: FitCheck
     notes: list[str]
 
 
@@ -103,6 +126,7 @@ class GkeDeploymentConfig(BaseModel):
     manifests_yaml: str = Field(description="Deployment and Service as one multi-document YAML")
     deployment: dict[str, Any]
     service: dict[str, Any]
+    fit: FitCheck
     notes: list[str]
 
 
@@ -196,6 +220,25 @@ def size_startup_probe(model_load_time_s: int, *, port: int = DEFAULT_PORT) -> S
         timeout_s=5,
         failure_threshold=failures,
         budget_s=initial + failures * period,
+    )
+
+
+def check_fit(model_id: str, vllm_args: list[str], *, gpu: str, gpu_count: int = 1) -> FitCheck:
+    """Ask the capacity planner whether ``model_id`` with these vLLM args fits ``gpu_count`` x ``gpu``."""
+    from mcp_tools.capacity import parse_vllm_args, plan_capacity
+
+    try:
+        flags = parse_vllm_args(vllm_args)
+        plan = plan_capacity(model_id, gpu=gpu, gpu_count=gpu_count, flags=flags)
+    except (UserError, ValueError) as exc:
+        return FitCheck(fits=None, verdict=f"fit not checked: {' '.join(str(exc).split())[:200]}")
+    return FitCheck(
+        fits=plan.fits,
+        verdict=plan.verdict,
+        weights_gib=plan.weights_gib,
+        kv_cache_tokens=plan.kv_cache_tokens,
+        max_concurrency=plan.max_concurrency,
+        suggestions=[s.summary for s in plan.suggestions if s.fits][:3],
     )
 
 
@@ -400,6 +443,9 @@ def get_vllm_deployment_config(
         argv.append(f"--service-account={service_account}")
     argv.append("--allow-unauthenticated" if allow_unauthenticated else "--no-allow-unauthenticated")
 
+    fit = check_fit(model_id, vllm_args, gpu=gpu_type)
+    if fit.fits is False:
+        notes.insert(0, f"WARNING: {fit.verdict}")
     if not zonal_redundancy:
         notes.append(
             "--no-gpu-zonal-redundancy uses the 'without zonal redundancy' GPU quota "
@@ -425,6 +471,7 @@ def get_vllm_deployment_config(
         gpu_type=gpu_type,
         zonal_redundancy=zonal_redundancy,
         startup_probe=probe,
+        fit=fit,
         notes=notes,
     )
 
@@ -612,12 +659,15 @@ def get_vllm_gpu_deployment_config(
             "ports": [{"name": "http", "port": DEFAULT_PORT, "targetPort": DEFAULT_PORT, "protocol": "TCP"}],
         },
     }
-    deployment_yaml = yaml.safe_dump(deployment, sort_keys=False)
-    service_yaml = yaml.safe_dump(service, sort_keys=False)
+    deployment_yaml = _dump(deployment)
+    service_yaml = _dump(service)
     notes = [
         "Create the node pool, then `kubectl apply -f` the manifests.",
         f"Pods are scheduled on nodes labelled cloud.google.com/gke-accelerator={accelerator}.",
     ]
+    fit = check_fit(model_id, vllm_args, gpu=accelerator, gpu_count=gpu_count)
+    if fit.fits is False:
+        notes.insert(0, f"WARNING: {fit.verdict}")
     if hf_secret_name is not None:
         notes.append(
             f"Create the token secret first: kubectl create secret generic {shlex.quote(hf_secret_name)} "
@@ -628,9 +678,10 @@ def get_vllm_gpu_deployment_config(
         node_pool_argv=argv,
         deployment_yaml=deployment_yaml,
         service_yaml=service_yaml,
-        manifests_yaml=yaml.safe_dump_all([deployment, service], sort_keys=False),
+        manifests_yaml=deployment_yaml + "---\n" + service_yaml,
         deployment=deployment,
         service=service,
+        fit=fit,
         notes=notes,
     )
 
@@ -729,12 +780,14 @@ def vllm_deployment_template() -> DeploymentTemplate:
         },
     }
     header = [
-        "# vLLM on a Cloud Run NVIDIA L4 GPU. Replace each ${PARAMETER}, then:",
+        "# vLLM on a Cloud Run NVIDIA L4 GPU. Fill in the parameters listed below, then:",
         "#   gcloud run services replace service.yaml --region=${REGION}",
         "# Parameters:",
     ]
     for p in TEMPLATE_PARAMETERS:
         default = f" (default: {p.default})" if p.default is not None else ""
         header.append(f"#   {p.name}: {p.description}{default}")
-    text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False)
+    # Annotation values must stay strings once filled in (containerConcurrency must become a number).
+    body = _dump(doc).replace("maxScale: ${MAX_INSTANCES}", "maxScale: '${MAX_INSTANCES}'")
+    text = "\n".join(header) + "\n" + body
     return DeploymentTemplate(uri=TEMPLATE_URI, text=text, parameters=list(TEMPLATE_PARAMETERS))

@@ -98,9 +98,12 @@ def check_gpu_quotas(region: str | None = None, project: str | None = None) -> G
         specific = {d.dimensions.get("region") for d in info.dimensions_infos if d.dimensions.get("region")}
         for dim in info.dimensions_infos:
             dim_region = dim.dimensions.get("region")
-            regions = (
-                [dim_region] if dim_region else [r for r in dim.applicable_locations if r not in specific]
-            )
+            if dim_region:
+                regions = [dim_region]
+            elif dim.applicable_locations:
+                regions = [r for r in dim.applicable_locations if r not in specific]
+            else:  # a default that applies everywhere no region-specific value is set
+                regions = [region_name] if region_name and region_name not in specific else []
             for reg in regions:
                 if reg == "global" or (region_name and reg != region_name):
                     continue

@@ -130,3 +130,47 @@ def vertex_model(
     if image:
         body["containerSpec"] = {"imageUri": image}
     return body
+
+
+def seed_demo(state: ExtrasState, project: str, location: str, bucket: str = "sandbox-models") -> None:
+    """A small, consistent world for demos and the main sandbox: a weights bucket with the reference
+    Gemma 4 12B checkpoint (bf16, which does not fit one L4) and its QAT w4a16 variant (which does),
+    Cloud Run GPU quotas, and one registered Vertex AI model pointing at the bucket."""
+    seed_model_folder(
+        state,
+        bucket,
+        "models/gemma-4-12B-it",
+        config={
+            "architectures": ["Gemma4ForConditionalGeneration"],
+            "model_type": "gemma4",
+            "torch_dtype": "bfloat16",
+        },
+        shards=5,
+        shard_size=int(4.8 * 2**30),
+    )
+    seed_model_folder(
+        state,
+        bucket,
+        "models/gemma-4-12B-it-qat-w4a16-ct",
+        config={
+            "architectures": ["Gemma4ForConditionalGeneration"],
+            "model_type": "gemma4",
+            "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "compressed-tensors"},
+        },
+        shards=2,
+        shard_size=int(4.1 * 2**30),
+    )
+    seed_run_gpu_quotas(state, project)
+    state.add_vertex_model(
+        project,
+        location,
+        vertex_model(
+            project,
+            location,
+            "1001",
+            "gemma-4-12B-it-qat",
+            artifact_uri=f"gs://{bucket}/models/gemma-4-12B-it-qat-w4a16-ct",
+            image="vllm/vllm-openai:latest",
+        ),
+    )

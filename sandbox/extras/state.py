@@ -55,6 +55,10 @@ class ExtrasState:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (buckets, secrets, quotas, models, faults, the request log)."""
         self.buckets: dict[str, dict[str, StoredObject]] = {}
         self.secrets: dict[str, SecretRecord] = {}
         self.quota_infos: dict[tuple[str, str], list[dict[str, Any]]] = {}
