@@ -144,14 +144,8 @@ class SandboxApp:
             raise ApiError("NOT_FOUND", f"The requested URL {path} was not found on this server.")
         kind, args, methods = m
         names = ("run", f"run:{kind}", *args)
-        fault = await self._fault(request, names)
-        if fault is not None:
-            return fault
-        if method not in methods.split():
-            raise ApiError("NOT_FOUND", f"Method {method} is not supported on {path}.")
-        creator = (
-            request.headers.get(APPROVAL_HEADER) and "sandbox-user@example.com" or "sandbox-user@example.com"
-        )
+        creator = "sandbox-user@example.com"
+        # every mutating call is journaled, also one refused by an injected fault (with its status)
         journal = method in _MUTATING and kind != "wait"
         status = 200
         body_json: Any = None
@@ -162,6 +156,14 @@ class SandboxApp:
                     body_json = json.loads(raw) if raw.strip() else None
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     body_json = {"_unparseable": raw[:2000].decode("utf-8", "replace")}
+            status = 0  # a dropped connection answers nothing
+            fault = await self._fault(request, names)
+            status = 200
+            if fault is not None:
+                status = fault.status_code
+                return fault
+            if method not in methods.split():
+                raise ApiError("NOT_FOUND", f"Method {method} is not supported on {path}.")
             response = await run_http.handle(self.sb.cloudrun, request, kind, args, creator)
             return response
         except ApiError as e:
@@ -257,7 +259,7 @@ class SandboxApp:
             if not started:
                 await _text(send, 500, "Internal Server Error")
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(self, scope: Scope, receive: Receive, send: Any) -> None:
         path: str = scope["path"]
         parts = path.split("/", 5)  # '', '_run', project, location, service, rest
         if len(parts) < 5 or not all(parts[2:5]):

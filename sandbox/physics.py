@@ -363,7 +363,8 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
                 t_loaded + 2.0,
                 "EngineCore_DP0 pid=230",
                 "backends.py:548",
-                "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2b9a1e/rank_0_0/backbone for vLLM's torch.compile",
+                "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2b9a1e/rank_0_0/backbone "
+                "for vLLM's torch.compile",
             ),
         )
         out(
@@ -438,15 +439,14 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
             t_ready - 3.0,
             "EngineCore_DP0 pid=230",
             "core.py:210",
-            f"init engine (profile, create kv cache, warmup model) took {t_ready - 3.0 - t_loaded:.2f} seconds",
+            "init engine (profile, create kv cache, warmup model) took "
+            f"{t_ready - 3.0 - t_loaded:.2f} seconds",
         ),
     )
-    for i, line in enumerate(lt.server_ready(port)):
+    for i, (where, msg) in enumerate(lt.server_ready(port)):
         out(
             t_ready - 1.0 + i * 0.01,
-            clk.info(t_ready - 1.0, "APIServer pid=1", line[0], line[1])
-            if line[0]
-            else f"(APIServer pid=1) {line[1]}",
+            clk.info(t_ready - 1.0, "APIServer pid=1", where, msg) if where else f"(APIServer pid=1) {msg}",
         )
     out(t_ready, lt.probe_succeeded(probe_kind, cname, port, probe_path), SYSTEM, "INFO")
     notes["t_ready_s"] = round(t_ready, 1)

@@ -163,6 +163,8 @@ def build(
         if spec.region and spec.region != sb.location:
             spec = spec.model_copy(update={"region": sb.location})
         sb.deploy(spec, emit_logs=inc is None)
+        if inc is not None:
+            _incident_fate(sb, spec, inc)
         sb.settle()
         if i + 1 < len(specs):
             sb.clock.advance(15 * 60.0)  # some time passes between rollouts
@@ -173,6 +175,72 @@ def build(
     if lag > 0:
         sb.clock.advance(lag)
     return sb
+
+
+_UP = ("healthy", "overload")
+_UP_MARKERS = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server")
+
+
+def _incident_fate(sb: Any, spec: ServiceSpec, inc: Incident) -> None:
+    """An incident's revision is Ready when the incident says the service was up (expected category
+    healthy / overload, or, without one, its logs show the server started and no traceback after),
+    whatever the planner would say about its spec; its log lines are the incident's own."""
+    from sandbox import logtext as lt
+    from sandbox.outcome import StartupOutcome
+    from sandbox.vllm_sim import SimConfig
+
+    if inc.expected is not None:
+        up = inc.expected.category in _UP
+    else:
+        texts = [ln.message for ln in inc.logs]
+        last_up = max((i for i, t in enumerate(texts) if any(m in t for m in _UP_MARKERS)), default=-1)
+        up = last_up >= 0 and not any("Traceback" in t for t in texts[last_up:])
+    with sb.cloudrun.lock:
+        key = (sb.project, sb.location, spec.name)
+        svc = sb.cloudrun.services[key]
+        rev = sb.cloudrun.revisions[key][svc["latestCreatedRevision"].rsplit("/", 1)[1]]
+        out = rev.outcome
+        if up and not out.ready:
+            from mcp_tools.capacity import parse_vllm_args, parse_vllm_startup
+            from mcp_tools.errors import UserError
+
+            try:
+                flags = parse_vllm_args(spec.args)
+            except UserError:
+                flags = None
+            figures = parse_vllm_startup([ln.message for ln in inc.logs])
+            name = (flags.served_model_name or flags.model) if flags is not None else None
+            max_len = (
+                (flags.max_model_len if flags is not None else None) or figures.max_concurrency_tokens or 8192
+            )
+            kv = figures.kv_cache_tokens or max_len * 4
+            out = StartupOutcome(
+                ready=True,
+                duration_s=max(out.duration_s, 60.0),
+                category=inc.expected.category if inc.expected else "healthy",
+                sim_config=SimConfig(
+                    served_model_name=name or spec.name,
+                    max_model_len=max_len,
+                    max_num_seqs=(flags.max_num_seqs if flags is not None else None) or 256,
+                    kv_cache_tokens=max(kv, 1),
+                    zero_latency=sb.zero_latency,
+                    container_concurrency=spec.concurrency,
+                    revision=rev.short,
+                ),
+                notes={"from_incident": inc.id},
+            )
+        elif not up and out.ready:
+            ctx_msg = lt.revision_not_listening(8080)
+            out = StartupOutcome(
+                ready=False,
+                duration_s=max(out.duration_s, 30.0),
+                failure_message=ctx_msg,
+                category=inc.expected.category if inc.expected else "unknown",
+                notes={"from_incident": inc.id},
+            )
+        out.logs = []
+        rev.outcome = out
+        sb.clock.fast_until(rev.settle_s)
 
 
 def _preload_incident(sb: Any, inc: Incident) -> None:

@@ -58,7 +58,7 @@ class Sandbox:
         self.project = project or DEFAULT_PROJECT
         self.location = location or DEFAULT_LOCATION
         self.clock = SimClock(time_scale, datetime.fromtimestamp(start, UTC) if start is not None else None)
-        self.logs = LogStore()
+        self.logs = LogStore(self.clock)
         self.journal = Journal()
         self.faults = FaultInjector()
         self.physics = Physics(physics)
@@ -123,9 +123,7 @@ class Sandbox:
         sim = VllmSim(rev.outcome.sim_config, self.faults)
         return sim.app, sim
 
-    def record_request(
-        self, rev: Revision, scope: dict[str, Any], status: int, latency_s: float, size: int
-    ) -> None:
+    def record_request(self, rev: Revision, scope: Any, status: int, latency_s: float, size: int) -> None:
         """A Cloud Run request log entry (run.googleapis.com/requests) for a served request."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         qs = scope.get("query_string", b"").decode("latin-1")
@@ -151,6 +149,15 @@ class Sandbox:
         )
 
     # ------------------------------------------------------------------------------ helpers
+    @property
+    def service(self) -> str | None:
+        """The short name of the service the scenario (or incident) deployed first; None when empty."""
+        with self.cloudrun.lock:
+            for p, loc, s in self.cloudrun.services:
+                if p == self.project and loc == self.location:
+                    return s
+        return None
+
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
 

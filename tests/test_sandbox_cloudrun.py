@@ -45,7 +45,9 @@ def _error_status(e: gexc.GoogleAPICallError) -> str:
 def test_create_get_list_update_delete(sandbox):  # noqa: F811
     services, revisions = run_clients(sandbox)
     parent = f"projects/{sandbox.project}/locations/{sandbox.location}"
-    op = services.create_service(parent=parent, service=gpu_service([QAT, "--max-model-len=16384"]), service_id="g")
+    op = services.create_service(
+        parent=parent, service=gpu_service([QAT, "--max-model-len=16384"]), service_id="g"
+    )
     svc = op.result(timeout=30)
     assert svc.name == f"{parent}/services/g"
     assert svc.terminal_condition.type_ == "Ready"
@@ -57,7 +59,10 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     assert svc.template.node_selector.accelerator == "nvidia-l4"
     assert svc.template.containers[0].resources.limits["nvidia.com/gpu"] == "1"
     assert svc.template.containers[0].startup_probe.tcp_socket.port == 8080  # Cloud Run's default probe
-    assert svc.traffic_statuses[0].type_ == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+    assert (
+        svc.traffic_statuses[0].type_
+        == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+    )
     assert svc.traffic_statuses[0].percent == 100
 
     got = services.get_service(name=svc.name)
@@ -68,7 +73,9 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     got.template.containers[0].args = [QAT, "--max-model-len=8192", "--port=8080"]
     got.description = "not in the mask: must not change"
     op = services.update_service(
-        request=run_v2.UpdateServiceRequest(service=got, update_mask=field_mask_pb2.FieldMask(paths=["template"])),
+        request=run_v2.UpdateServiceRequest(
+            service=got, update_mask=field_mask_pb2.FieldMask(paths=["template"])
+        ),
         metadata=[("x-gemma-sre-approval", "ap-42")],
     )
     new = op.result(timeout=30)
@@ -82,7 +89,11 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     entry = [e for e in sandbox.journal if e.method == "PATCH"][-1]
     assert entry.approval == "ap-42"
     assert entry.resource == f"{parent}/services/g"[0:] and entry.query["updateMask"] == "template"
-    assert entry.caller and entry.body and entry.body["template"]["containers"][0]["args"][1] == "--max-model-len=8192"
+    assert (
+        entry.caller
+        and entry.body
+        and entry.body["template"]["containers"][0]["args"][1] == "--max-model-len=8192"
+    )
     create = [e for e in sandbox.journal if e.method == "POST"][0]
     assert create.resource == f"{parent}/services/g" and create.approval is None
 
@@ -175,7 +186,9 @@ def test_etags_and_conflicts(sandbox_factory):  # noqa: F811
 def test_validate_only_and_allow_missing(sandbox):  # noqa: F811
     services, _ = run_clients(sandbox)
     parent = f"projects/{sandbox.project}/locations/{sandbox.location}"
-    req = run_v2.CreateServiceRequest(parent=parent, service=gpu_service([QAT]), service_id="v", validate_only=True)
+    req = run_v2.CreateServiceRequest(
+        parent=parent, service=gpu_service([QAT]), service_id="v", validate_only=True
+    )
     services.create_service(request=req)
     with pytest.raises(gexc.NotFound):
         services.get_service(name=f"{parent}/services/v")
@@ -204,7 +217,9 @@ def test_bad_requests_get_google_errors(sandbox_factory):  # noqa: F811
     assert r.status_code == 400 and err(r)["status"] == "INVALID_ARGUMENT"
     r = httpx.post(f"{base}?serviceId=x", json={"template": {"containers": [{"args": ["a"]}]}}, timeout=5)
     assert r.status_code == 400 and "image" in err(r)["message"]
-    r = httpx.post(f"{base}?serviceId=Bad_Name", json={"template": {"containers": [{"image": "i"}]}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=Bad_Name", json={"template": {"containers": [{"image": "i"}]}}, timeout=5
+    )
     assert r.status_code == 400
     r = httpx.post(base, json={"template": {"containers": [{"image": "i"}]}}, timeout=5)
     assert r.status_code == 400 and "serviceId" in err(r)["message"]
@@ -281,7 +296,9 @@ def test_fault_hang_and_drop(sandbox_factory):  # noqa: F811
     with pytest.raises((requests.exceptions.ConnectionError, gexc.GoogleAPICallError)):
         services.get_service(name=name, retry=None)
     # over HTTP too: arm a fault through /_sandbox/faults
-    r = httpx.post(f"{sb.url}/_sandbox/faults", json={"target": "run", "kind": "status", "status": 503}, timeout=5)
+    r = httpx.post(
+        f"{sb.url}/_sandbox/faults", json={"target": "run", "kind": "status", "status": 503}, timeout=5
+    )
     assert r.status_code == 200
     with pytest.raises(gexc.ServiceUnavailable):
         services.get_service(name=name, retry=None)
@@ -300,3 +317,64 @@ def test_control_endpoints(sandbox_factory):  # noqa: F811
     j = httpx.get(f"{sb.url}/_sandbox/journal", timeout=5).json()["entries"]
     assert [(e["method"], e["approval"]) for e in j] == [("PATCH", "ap-1")]
     assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 200
+
+
+def test_never_crashes_on_garbage(sandbox_factory):  # noqa: F811
+    sb = sandbox_factory(scenario="healthy")
+    base = f"{sb.url}/v2/projects/{sb.project}/locations/{sb.location}/services"
+    gpu = {"nvidia.com/gpu": "1"}
+    bodies = [
+        [], 5, "x", None, {"template": []}, {"template": {"containers": "x"}},
+        {"traffic": [{"percent": "abc"}]},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": {"cpu": "lots"}}}]}},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": {"nvidia.com/gpu": "two"}}}],
+                      "nodeSelector": {"accelerator": "nvidia-l4"}}},
+        {"template": {"containers": [{"image": "i", "resources": {"limits": gpu}}],
+                      "nodeSelector": {"accelerator": "nvidia-zz99"}}},
+        {"template": {"maxInstanceRequestConcurrency": 99999999999, "containers": [{"image": "i"}]}},
+        {"template": {"containers": [{"image": "i"}], "revision": "other-name"}},
+        {"template": {"containers": [{"image": "i"}], "scaling": {"maxInstanceCount": -1}}},
+        {"template": {"containers": [{"image": "i", "startupProbe": {"periodSeconds": -5}}]}},
+        {"traffic": [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "percent": 100}],
+         "template": {"containers": [{"image": "i"}]}},
+        {"etag": 5}, {"labels": {"a": 1}},
+    ]  # fmt: skip
+    for i, b in enumerate(bodies):
+        for method, url in [
+            ("POST", f"{base}?serviceId=f{i}"),
+            ("PATCH", f"{base}/gemma-4-12b"),
+            ("PATCH", f"{base}/gemma-4-12b?updateMask=template,traffic"),
+        ]:
+            r = httpx.request(method, url, content=json.dumps(b).encode(), timeout=10)
+            assert r.status_code == 400, (i, method, r.text)
+            assert r.json()["error"]["status"] in ("INVALID_ARGUMENT", "FAILED_PRECONDITION")
+    for path in [
+        "/v2/",
+        "/v2/projects",
+        "/v2/projects/p/locations/l/services/s/revisions/r/x",
+        "/v2/projects/p/locations/l/operations/zz:wait",
+        "/_sandbox/nope",
+        "/_run/a",
+        "/_rev/a/b/c/x",
+    ]:
+        for m in ["GET", "POST", "DELETE", "PUT"]:
+            assert httpx.request(m, sb.url + path, content=b"[1,2", timeout=10).status_code < 500
+    services, _ = run_clients(sb)
+    parent = f"projects/{sb.project}/locations/{sb.location}"
+    assert [s.name.rsplit("/", 1)[1] for s in services.list_services(parent=parent)] == ["gemma-4-12b"]
+    assert services.get_service(name=f"{parent}/services/gemma-4-12b").generation == 1
+
+
+def test_journal_records_calls_refused_by_faults(sandbox_factory):  # noqa: F811
+    sb = sandbox_factory(scenario="healthy")
+    services, _ = run_clients(sb)
+    svc = services.get_service(name=sb.service_name("gemma-4-12b"))
+    svc.labels["x"] = "y"
+    sb.faults.inject("run", "status", 503, count=1)
+    with pytest.raises(gexc.ServiceUnavailable):
+        services.update_service(service=svc, retry=None, metadata=[("x-gemma-sre-approval", "ap-9")])
+    services.update_service(service=svc, metadata=[("x-gemma-sre-approval", "ap-9")]).result(timeout=10)
+    assert [(e.method, e.status, e.approval) for e in sb.journal] == [
+        ("PATCH", 503, "ap-9"),
+        ("PATCH", 200, "ap-9"),
+    ]

@@ -37,13 +37,25 @@ def _fix(sb, service: str, args: list[str] | None = None, **probe: int) -> run_v
     ("scenario", "service", "category", "evidence"),
     [
         ("reference-weights-oom", "gemma-4-12b", "weights_oom", "torch.OutOfMemoryError: CUDA out of memory"),
-        ("kv-starvation", "llama-3-8b", "kv_cache_oom",
-         "ValueError: To serve at least one request with the models's max seq len (131072)"),
-        ("startup-timeout", "gemma-4-12b-fp8", "startup_timeout",
-         'STARTUP TCP probe failed 12 times consecutively for container "vllm" on port 8080'),
-        ("fp8-on-t4", "gemma-4-e4b", "unsupported_config",
-         "The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. "
-         "Current capability: 75."),
+        (
+            "kv-starvation",
+            "llama-3-8b",
+            "kv_cache_oom",
+            "ValueError: To serve at least one request with the models's max seq len (131072)",
+        ),
+        (
+            "startup-timeout",
+            "gemma-4-12b-fp8",
+            "startup_timeout",
+            'STARTUP TCP probe failed 12 times consecutively for container "vllm" on port 8080',
+        ),
+        (
+            "fp8-on-t4",
+            "gemma-4-e4b",
+            "unsupported_config",
+            "The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. "
+            "Current capability: 75.",
+        ),
     ],
 )
 def test_failure_scenarios(sandbox_factory, scenario, service, category, evidence):  # noqa: F811
@@ -64,15 +76,23 @@ def test_failure_scenarios(sandbox_factory, scenario, service, category, evidenc
 
 def test_reference_fix_comes_up_ready_with_vllm_startup_lines(sandbox_factory):  # noqa: F811
     sb = sandbox_factory(scenario="reference-weights-oom")
-    new = _fix(sb, "gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it-FP8-Dynamic", "--max-model-len=16384",
-                                   "--port=8080"])
+    new = _fix(
+        sb,
+        "gemma-4-12b",
+        ["--model=/mnt/models/gemma-4-12B-it-FP8-Dynamic", "--max-model-len=16384", "--port=8080"],
+    )
     assert new.latest_ready_revision == new.latest_created_revision
     client = logging_client(sb)
     rev = new.latest_ready_revision.rsplit("/", 1)[1]
-    lines = [e.payload for e in client.list_entries(filter_=f'resource.labels.revision_name="{rev}" {ALL_TIME}')]
+    lines = [
+        e.payload for e in client.list_entries(filter_=f'resource.labels.revision_name="{rev}" {ALL_TIME}')
+    ]
     figures = capacity.parse_vllm_startup(lines)
-    plan = capacity.plan_capacity("RedHatAI/gemma-4-12B-it-FP8-Dynamic", gpu="nvidia-l4",
-                                  flags=capacity.parse_vllm_args(["--max-model-len=16384"]))
+    plan = capacity.plan_capacity(
+        "RedHatAI/gemma-4-12B-it-FP8-Dynamic",
+        gpu="nvidia-l4",
+        flags=capacity.parse_vllm_args(["--max-model-len=16384"]),
+    )
     assert figures.kv_cache_tokens == plan.kv_cache_tokens
     assert figures.model_loading_gib == pytest.approx(plan.weights_gib, abs=0.01)
     assert figures.max_concurrency == pytest.approx(plan.max_concurrency, abs=0.01)
@@ -80,8 +100,11 @@ def test_reference_fix_comes_up_ready_with_vllm_startup_lines(sandbox_factory): 
     # the endpoint behind the service URL is sized by the planner
     models = httpx.get(f"{new.uri}/v1/models", timeout=5).json()["data"][0]
     assert models["max_model_len"] == 16384 and models["revision"] == rev
-    r = httpx.post(f"{new.uri}/v1/chat/completions", timeout=10, json={
-        "model": models["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+    r = httpx.post(
+        f"{new.uri}/v1/chat/completions",
+        timeout=10,
+        json={"model": models["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+    )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
     metrics = httpx.get(f"{new.uri}/metrics", timeout=5).text
     fams = {f.name: f for f in text_string_to_metric_families(metrics)}
@@ -100,8 +123,11 @@ def test_startup_timeout_fixed_by_a_longer_probe(sandbox_factory):  # noqa: F811
 
 def test_kv_starvation_fixed_by_a_shorter_context(sandbox_factory):  # noqa: F811
     sb = sandbox_factory(scenario="kv-starvation")
-    new = _fix(sb, "llama-3-8b", ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=16384",
-                                  "--port=8080"])
+    new = _fix(
+        sb,
+        "llama-3-8b",
+        ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=16384", "--port=8080"],
+    )
     assert new.latest_ready_revision
 
 
@@ -121,8 +147,10 @@ def test_other_physics(sandbox_factory):  # noqa: F811
     svc.template.containers[0].args = ["--model=/mnt/models/no-such-model", "--port=8080"]
     with pytest.raises(Exception, match="not ready"):
         services.update_service(service=svc).result(timeout=30)
-    assert any("Invalid repository ID or local directory specified: '/mnt/models/no-such-model'" in t
-               for t in _texts(sb, "gemma-4-12b"))
+    assert any(
+        "Invalid repository ID or local directory specified: '/mnt/models/no-such-model'" in t
+        for t in _texts(sb, "gemma-4-12b")
+    )
     # through all of it the first revision kept serving
     assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 200
 
@@ -135,15 +163,20 @@ def test_incident_file_becomes_the_service_and_its_logs(sandbox_factory, tmp_pat
         '  args: ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"]\n'
         "logs:\n"
         '  - {timestamp: "2026-05-29T19:07:48Z", severity: INFO, text: "first line"}\n'
-        '  - {timestamp: "2026-05-29T19:07:50Z", severity: ERROR, text: "torch.OutOfMemoryError: CUDA out of memory."}\n'
+        '  - {timestamp: "2026-05-29T19:07:50Z", severity: ERROR,'
+        ' text: "torch.OutOfMemoryError: CUDA out of memory."}\n'
         '  - {severity: ERROR, json: {message: "structured"}}\n'
     )
     sb = sandbox_factory(incident=str(inc))
     assert sb.location == "us-east4"
     client = logging_client(sb)
-    got = list(client.list_entries(filter_='resource.labels.service_name="gemma-12b" textPayload:"first line"'))
+    got = list(
+        client.list_entries(filter_='resource.labels.service_name="gemma-12b" textPayload:"first line"')
+    )
     assert len(got) == 1  # inside the client's default 24-hour window
-    both = list(client.list_entries(filter_='textPayload:"first line" OR textPayload:"torch.OutOfMemoryError"'))
+    both = list(
+        client.list_entries(filter_='textPayload:"first line" OR textPayload:"torch.OutOfMemoryError"')
+    )
     assert (both[1].timestamp - both[0].timestamp).total_seconds() == pytest.approx(2.0, abs=0.01)
     assert list(client.list_entries(filter_="jsonPayload.message=structured"))
     services, _ = run_clients(sb)
@@ -157,10 +190,19 @@ def test_overload_shows_queueing_and_preemption(sandbox_factory):  # noqa: F811
     deadline = time.monotonic() + 8
     seen: dict[str, float] = {}
     while time.monotonic() < deadline:
-        fams = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{uri}/metrics", timeout=5).text)}
-        seen = {n: fams[n].samples[0].value for n in ("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                                                        "vllm:num_requests_running", "vllm:num_preemptions")
-                if n in fams}
+        fams = {
+            f.name: f for f in text_string_to_metric_families(httpx.get(f"{uri}/metrics", timeout=5).text)
+        }
+        seen = {
+            n: fams[n].samples[0].value
+            for n in (
+                "vllm:num_requests_waiting",
+                "vllm:kv_cache_usage_perc",
+                "vllm:num_requests_running",
+                "vllm:num_preemptions",
+            )
+            if n in fams
+        }
         if seen.get("vllm:num_requests_waiting", 0) > 0 and seen.get("vllm:num_preemptions", 0) > 0:
             break
         time.sleep(0.3)
@@ -168,3 +210,51 @@ def test_overload_shows_queueing_and_preemption(sandbox_factory):  # noqa: F811
     assert seen["vllm:num_requests_waiting"] >= 16
     assert seen["vllm:kv_cache_usage_perc"] > 0.9
     assert seen["vllm:num_preemptions"] > 0
+
+
+def test_incident_fate_follows_the_incident(sandbox_factory, tmp_path: Path):  # noqa: F811
+    inc = tmp_path / "up.yaml"
+    inc.write_text(
+        "id: up\ntitle: healthy but the planner does not know the model\nservice:\n  name: odd\n"
+        "  gpu_type: nvidia-l4\n  cpu: 8\n  memory: 32Gi\n"
+        '  args: ["--model=/mnt/models/some-private-finetune", "--max-model-len=4096"]\n'
+        "logs:\n"
+        '  - {severity: INFO, text: "INFO 05-29 19:07:48 [kv_cache_utils.py:1087] '
+        'GPU KV cache size: 52,000 tokens"}\n'
+        '  - {severity: INFO, text: "INFO:     Application startup complete."}\n'
+        "expected: {category: healthy}\n"
+    )
+    sb = sandbox_factory(incident=str(inc))
+    services, _ = run_clients(sb)
+    svc = services.get_service(name=sb.service_name("odd"))
+    assert svc.latest_ready_revision  # up, as the incident says, though the planner cannot resolve the model
+    card = httpx.get(f"{svc.uri}/v1/models", timeout=5).json()["data"][0]
+    assert card["id"] == "/mnt/models/some-private-finetune" and card["max_model_len"] == 4096
+    assert sb.service == "odd"
+
+
+def test_endpoint_faults_and_container_concurrency(sandbox_factory):  # noqa: F811
+    import asyncio
+
+    sb = sandbox_factory(scenario="healthy", zero_latency=False)
+    services, _ = run_clients(sb)
+    uri = services.get_service(name=sb.service_name("gemma-4-12b")).uri
+    sb.faults.inject("endpoint", "status", 503, count=1)
+    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 503
+    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 200
+    sb.faults.inject("gemma-4-12b", "drop", count=1)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{uri}/health", timeout=5)
+    sb.faults.inject("endpoint", "hang", count=1, seconds=5)
+    with pytest.raises(httpx.TimeoutException):
+        httpx.get(f"{uri}/health", timeout=0.3)
+    model = httpx.get(f"{uri}/v1/models", timeout=5).json()["data"][0]["id"]
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as c:
+            body = {"model": model, "prompt": "hello there", "max_tokens": 30}
+            rs = await asyncio.gather(*(c.post(f"{uri}/v1/completions", json=body) for _ in range(7)))
+            return [r.status_code for r in rs]
+
+    codes = asyncio.run(burst())
+    assert codes.count(200) == 4 and codes.count(429) == 3  # maxInstanceRequestConcurrency=4, one instance

@@ -17,7 +17,9 @@ def register(app: typer.Typer) -> None:
             None, "--incident", help="An incident YAML file: its service is deployed and its logs preloaded."
         ),
         time_scale: float = typer.Option(60.0, "--time-scale", help="Simulated seconds per real second."),
-        zero_latency: bool = typer.Option(False, "--zero-latency", help="Endpoints answer without any delay."),
+        zero_latency: bool = typer.Option(
+            False, "--zero-latency", help="Endpoints answer without any delay."
+        ),
         project: str | None = typer.Option(None, "--project", help="Project id scenarios deploy into."),
         location: str | None = typer.Option(None, "--location", help="Location scenarios deploy into."),
         list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List scenario names and exit."),
@@ -57,8 +59,10 @@ def register(app: typer.Typer) -> None:
         except OSError as e:
             raise UserError(f"--port {port}: cannot listen on {host}:{port} ({e.strerror or e})") from None
         try:
-            typer.echo(f"gemma-sre sandbox listening on {sb.url}  (scenario: {sb.scenario_name or 'none'}, "
-                       f"time-scale {time_scale:g})")
+            typer.echo(
+                f"gemma-sre sandbox listening on {sb.url}  (scenario: {sb.scenario_name or 'none'}, "
+                f"time-scale {time_scale:g})"
+            )
             for name, info in sb.state()["services"].items():
                 serving = ", ".join(f"{r} {p}%" for r, p in info["serving"]) or "nothing (no ready revision)"
                 typer.echo(f"  service {name}: {info['uri']}  serving: {serving}")

@@ -235,7 +235,7 @@ def _all(parts: list[Predicate]) -> Predicate:
         return lambda e: a(e) and b(e)
 
     def pred(e: Entry) -> bool:
-        for p in parts:
+        for p in parts:  # noqa: SIM110  (a plain loop is faster than all() over a generator)
             if not p(e):
                 return False
         return True
@@ -251,7 +251,7 @@ def _any(parts: list[Predicate]) -> Predicate:
         return lambda e: a(e) or b(e)
 
     def pred(e: Entry) -> bool:
-        for p in parts:
+        for p in parts:  # noqa: SIM110
             if p(e):
                 return True
         return False
@@ -264,6 +264,7 @@ class _Parser:
         self.src = src
         self.toks = tokenize(src)
         self.i = 0
+        self.upper_bound: Callable[[float], float] | None = None
 
     # -- token helpers
     def peek(self) -> Tok:
@@ -453,6 +454,8 @@ def _compare(path: tuple[str, ...], op: str, raw: str, quoted: bool, parser: _Pa
             t = parse_time(raw)
         except ValueError:
             raise parser.error(f"bad timestamp {raw!r}", tok) from None
+        if op in ("<", "<=") and parser.upper_bound is not None:
+            t = parser.upper_bound(t)
 
         def conv(v: Any) -> float | None:
             if isinstance(v, int | float):
@@ -564,10 +567,15 @@ def _ordered(
     return pred
 
 
-def compile_filter(src: str | None) -> Predicate:
-    """Compile a filter into a predicate over LogEntry dicts (wire JSON); ``FilterError`` if unsupported."""
+def compile_filter(src: str | None, *, upper_bound: Callable[[float], float] | None = None) -> Predicate:
+    """Compile a filter into a predicate over LogEntry dicts (wire JSON); ``FilterError`` if unsupported.
+
+    ``upper_bound`` maps the literal of a ``timestamp <``/``<=`` comparison (the sandbox reads a bound
+    at the real "now" as its own, possibly later, now)."""
     if src is None or not src.strip():
         return lambda e: True
     if len(src) > 20000:
         raise FilterError("filter is longer than 20000 characters")
-    return _Parser(src).parse()
+    p = _Parser(src)
+    p.upper_bound = upper_bound
+    return p.parse()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from sandbox.cloudlogging.model import LogStore
 from sandbox.errors import bad_request

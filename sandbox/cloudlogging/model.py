@@ -44,7 +44,8 @@ def run_resource(project: str, location: str, service: str, revision: str) -> di
 
 
 class LogStore:
-    def __init__(self) -> None:
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock  # a SimClock: an upper time bound at the real "now" means the sandbox's now
         self._entries: list[dict[str, Any]] = []
         self._keys: list[tuple[float, int]] = []
         self._seq = itertools.count()
@@ -102,6 +103,13 @@ class LogStore:
             self._entries.insert(i, entry)
         return entry
 
+    def _upper_bound(self, t: float) -> float:
+        import time
+
+        if t >= time.time() - 120.0:
+            return max(t, float(self.clock.now_s()))
+        return t
+
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._entries)
@@ -143,7 +151,7 @@ class LogStore:
             raise bad_request("pageSize must not be negative", "page_size")
         size = min(size, MAX_PAGE_SIZE)
         try:
-            pred = compile_filter(filter_)
+            pred = compile_filter(filter_, upper_bound=self._upper_bound if self.clock is not None else None)
         except FilterError as e:
             raise ApiError("INVALID_ARGUMENT", f"Unsupported or invalid filter: {e}") from None
         query_key = hashlib.sha256(
@@ -156,7 +164,9 @@ class LogStore:
             keys = self._keys
             if page_token:
                 cursor = _decode_token(page_token, query_key)
-                start = bisect.bisect_right(keys, cursor) if not desc else bisect.bisect_left(keys, cursor) - 1
+                start = (
+                    bisect.bisect_right(keys, cursor) if not desc else bisect.bisect_left(keys, cursor) - 1
+                )
             else:
                 start = 0 if not desc else len(entries) - 1
             n = len(entries)
@@ -165,15 +175,15 @@ class LogStore:
             next_token: str | None = None
             i = start
             while 0 <= i < n:
-                e = entries[i]
-                if e["_project"] in projects and pred(e):
+                ent = entries[i]
+                if ent["_project"] in projects and pred(ent):
                     if len(out) == size:
                         last = out[-1]
                         next_token = _encode_token((last["_timestamp_s"], last["_seq"]), query_key)
                         break
-                    out.append(e)
+                    out.append(ent)
                 i += step
-        return (out if raw else [wire(e) for e in out]), next_token
+        return (out if raw else [wire(x) for x in out]), next_token
 
     def list_entries_json(self, **kw: Any) -> bytes:
         """``list_entries`` as the response body, built from each entry's pre-serialized JSON."""
@@ -183,7 +193,10 @@ class LogStore:
         if not entries:
             parts = [b"{"]
         if token:
-            parts.append((',' if entries else '').encode() + json.dumps({"nextPageToken": token})[1:-1].encode())
+            parts.append(
+                ("," if entries else "").encode()
+                + json.dumps({"nextPageToken": token}, separators=(",", ":"))[1:-1].encode()
+            )
         parts.append(b"}")
         return b"".join(parts)
 

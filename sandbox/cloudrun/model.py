@@ -45,7 +45,8 @@ _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 def _proto(kind: str) -> Any:
     from google.cloud import run_v2
 
-    return {"Service": run_v2.Service, "Revision": run_v2.Revision}[kind].pb()()
+    cls: Any = {"Service": run_v2.Service, "Revision": run_v2.Revision}[kind]
+    return cls.pb()()
 
 
 def validate_service_json(body: Any) -> dict[str, Any]:
@@ -111,7 +112,8 @@ class Revision:
 
     @property
     def name(self) -> str:
-        return f"projects/{self.project}/locations/{self.location}/services/{self.service}/revisions/{self.short}"
+        svc = f"projects/{self.project}/locations/{self.location}/services/{self.service}"
+        return f"{svc}/revisions/{self.short}"
 
     @property
     def settle_s(self) -> float:
@@ -237,7 +239,35 @@ class CloudRunBackend:
                     f"Invalid value {gpu!r}: must be a whole number",
                     f"service.template.containers[{i}].resources.limits",
                 )
+        for i, c in enumerate(containers):
+            probe = c.get("startupProbe") or {}
+            for k in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "failureThreshold"):
+                if k in probe and int(probe[k]) < (0 if k == "initialDelaySeconds" else 1):
+                    raise bad_request(
+                        f"spec.template.spec.containers[{i}].startupProbe.{k}: Invalid value {probe[k]}",
+                        f"service.template.containers[{i}].startup_probe",
+                    )
+        scaling = t.get("scaling") or {}
+        lo, hi = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 100))
+        if lo < 0 or hi < 0 or lo > hi:
+            raise bad_request(
+                f"spec.template.scaling: min instances ({lo}) and max instances ({hi}) must be >= 0 with "
+                "min <= max",
+                "service.template.scaling",
+            )
         accel = (t.get("nodeSelector") or {}).get("accelerator")
+        if accel:
+            from mcp_tools.capacity import resolve_gpu
+            from mcp_tools.errors import UserError
+
+            try:
+                resolve_gpu(accel)
+            except UserError:
+                raise bad_request(
+                    f"spec.template.spec.nodeSelector.accelerator: Invalid value '{accel}': "
+                    "not a known GPU type",
+                    "service.template.node_selector.accelerator",
+                ) from None
         gpus = sum(
             int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0)) for c in containers
         )
@@ -259,6 +289,19 @@ class CloudRunBackend:
                 f"spec.template.spec.containerConcurrency: Invalid value {cc}: must be between 1 and 1000",
                 "service.template.max_instance_request_concurrency",
             )
+
+    def _check_revision_name(self, key: tuple[str, str, str], template: dict[str, Any]) -> None:
+        short = template.get("revision")
+        if not short:
+            return
+        if not short.startswith(key[2] + "-"):
+            raise bad_request(
+                f"spec.template.metadata.name: Revision name '{short}' must be prefixed by the service name "
+                f"'{key[2]}-'",
+                "service.template.revision",
+            )
+        if short in self.revisions.get(key, {}):
+            raise ApiError("ALREADY_EXISTS", f"Revision named '{short}' already exists.")
 
     def _validate_traffic(
         self, key: tuple[str, str, str], traffic: list[dict[str, Any]], latest_name: str | None
@@ -356,7 +399,8 @@ class CloudRunBackend:
                 self._cond("ConfigurationsReady", "CONDITION_RECONCILING", f"Creating revision '{lc.short}'.")
             )
         elif lc is not None and lc.state == "failed":
-            msg = f"Revision '{lc.short}' is not ready and cannot serve traffic. {lc.outcome.failure_message or ''}".strip()
+            why = lc.outcome.failure_message or ""
+            msg = f"Revision '{lc.short}' is not ready and cannot serve traffic. {why}".strip()
             svc["reconciling"] = False
             svc["terminalCondition"] = self._cond(
                 "Ready", "CONDITION_FAILED", msg, reason="REVISION_FAILED", severity="ERROR"
@@ -540,7 +584,8 @@ class CloudRunBackend:
             if key in self.services:
                 raise ApiError(
                     "ALREADY_EXISTS",
-                    f"Resource 'projects/{project}/locations/{location}/services/{service_id}' already exists.",
+                    f"Resource 'projects/{project}/locations/{location}/services/{service_id}' "
+                    "already exists.",
                 )
             return self._create_locked(key, data, validate_only=validate_only, creator=creator)
 
@@ -556,6 +601,7 @@ class CloudRunBackend:
         project, location, service_id = key
         template = self._default_template(data.get("template") or {})
         self._validate_template(template)
+        self._check_revision_name(key, template)
         name = f"projects/{project}/locations/{location}/services/{service_id}"
         now = self._now()
         svc: dict[str, Any] = {k: copy.deepcopy(data[k]) for k in self._USER_FIELDS if k in data}
@@ -577,11 +623,7 @@ class CloudRunBackend:
                 "urls": [self.service_uri(project, location, service_id)],
             }
         )
-        self._validate_traffic(
-            key,
-            [t for t in svc["traffic"] if t.get("type") != "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"],
-            None,
-        )
+        self._validate_traffic(key, svc["traffic"], template.get("revision"))
         if validate_only:
             op_name = f"projects/{project}/locations/{location}/operations/{uuid.uuid4()}"
             svc["etag"] = self._etag(svc)
@@ -633,7 +675,7 @@ class CloudRunBackend:
             "conditions": [
                 {"type": "Ready", "state": "CONDITION_RECONCILING", "lastTransitionTime": rfc3339(now)},
             ],
-            "logUri": f"{self.base_url()}/_sandbox/logs?revision={short}",
+            "logUri": f"https://console.cloud.google.com/logs/viewer?project={project}&resource=cloud_run_revision/service_name/{service_id}/revision_name/{short}",
             "creator": creator,
             "scalingStatus": {
                 "desiredMinInstanceCount": int((rt.get("scaling") or {}).get("minInstanceCount", 0))
@@ -675,6 +717,7 @@ class CloudRunBackend:
         )
         op.revision = short
         self.revisions[key][short] = rev
+        self.clock.fast_until(rev.settle_s)
         svc["latestCreatedRevision"] = rev.name
         svc["template"]["revision"] = template.get("revision", "") or ""
         if not svc["template"]["revision"]:
@@ -710,14 +753,17 @@ class CloudRunBackend:
                 raise ApiError(
                     "ABORTED",
                     f"The etag '{data['etag']}' does not match the current etag of service "
-                    f"'projects/{project}/locations/{location}/services/{service}'. Read the service again and retry.",
+                    f"'projects/{project}/locations/{location}/services/{service}'. "
+                    "Read the service again and retry.",
                 )
             new = self._merge(cur, data, update_mask)
             new_template = self._default_template(new.get("template") or {})
             self._validate_template(new_template)
-            old_template = {k: v for k, v in cur["template"].items() if k != "revision"}
-            cmp_new = {k: v for k, v in new_template.items() if k != "revision"}
-            template_changed = cmp_new != old_template or bool(new_template.get("revision"))
+            # a new revision only when the template changed (sending the same one back, e.g. to move
+            # traffic, creates none, as on Cloud Run)
+            template_changed = new_template != cur["template"]
+            if template_changed:
+                self._check_revision_name(key, new_template)
             new["template"] = new_template
             gen = int(cur.get("generation", "1")) + 1
             latest_name = None
@@ -831,7 +877,8 @@ class CloudRunBackend:
             rev = self.revisions.get((project, location, service), {}).get(revision)
             if rev is None:
                 raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/revisions/{revision}' "
+                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
+                    f"revisions/{revision}' "
                     "was not found"
                 )
             return self._rev_public(rev)
@@ -872,7 +919,8 @@ class CloudRunBackend:
             rev = self.revisions.get(key, {}).get(revision)
             if rev is None:
                 raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/revisions/{revision}' "
+                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
+                    f"revisions/{revision}' "
                     "was not found"
                 )
             if etag and etag != rev.data.get("etag"):
