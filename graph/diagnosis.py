@@ -24,12 +24,15 @@ from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, started_between
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
-from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
 from mcp_tools.remediation import RemediationPlan
 
 log = logging.getLogger(__name__)
 
 CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
+
+#: An analyzer finding this confident is not overruled by a model (it may only explain it).
+CONFIDENT = 0.8
 
 #: Categories whose evidence is ongoing request traffic, not a start-up event that can recover.
 _ONGOING = {"overload", "context_too_long"}
@@ -216,7 +219,7 @@ def _spec_block(obs: Observation) -> list[str]:
         f"name: {svc.name}",
         f"gpu: {svc.gpu_count} x {svc.gpu_type or '?'}; cpu {svc.cpu or '?'}; memory {svc.memory or '?'}",
         f"image: {svc.image or '?'}",
-        "args: " + redact(" ".join(svc.args)),
+        "args: " + " ".join(redact_args(svc.args)),
         f"scaling: min {svc.min_instances}, max {svc.max_instances}, concurrency {svc.concurrency}",
     ]
     if svc.env:
@@ -312,6 +315,7 @@ class ModelEndpoint(BaseModel):
     base_url: str  # ".../v1" (added when missing)
     api_key: SecretStr | None = None
     model: str | None = None  # None: the first id /v1/models lists
+    headers: dict[str, str] = Field(default_factory=dict)  # e.g. X-Serverless-Authorization for Cloud Run
     timeout_s: float = 60.0
     max_retries: int = 1
     temperature: float = 0.0
@@ -394,7 +398,9 @@ def _validate(text: str, obs: Observation) -> ModelAnswer:
 def _discover_model_name(ep: ModelEndpoint) -> str:
     import httpx
 
-    headers = {"Authorization": f"Bearer {ep.api_key.get_secret_value()}"} if ep.api_key else {}
+    headers = dict(ep.headers)
+    if ep.api_key:
+        headers["Authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
     try:
         r = httpx.get(f"{ep.base_url}/models", headers=headers, timeout=min(ep.timeout_s, 10.0))
         r.raise_for_status()
@@ -418,6 +424,7 @@ def _chat_model(ep: ModelEndpoint) -> Any:
         max_retries=ep.max_retries,
         temperature=ep.temperature,
         max_completion_tokens=ep.max_tokens,
+        default_headers=ep.headers or None,
     ), name
 
 
@@ -440,13 +447,14 @@ def _is_unreachable(e: Exception) -> bool:
 def ask_model(
     obs: Observation,
     context: str,
-    endpoint: ModelEndpoint,
+    endpoint: ModelEndpoint | Any,
     *,
     tools: list[Any] | None = None,
     max_steps: int = 4,
 ) -> tuple[ModelAnswer | None, int, str, list[str]]:
     """Ask the model; returns (validated answer or None, prompt tokens, model name, notes).
 
+    ``endpoint``: a ``ModelEndpoint``, or an already built LangChain chat model (e.g. ChatOpenAI).
     ``tools``: optional LangChain tools (read-only ones: the caller decides which) the model may call,
     at most ``max_steps`` rounds. A malformed answer gets one retry; raises ``ModelUnreachable``.
     """
@@ -454,10 +462,13 @@ def ask_model(
 
     from prompts import load_prompt
 
-    try:
+    if isinstance(endpoint, ModelEndpoint):
         llm, name = _chat_model(endpoint)
-    except ModelUnreachable:
-        raise
+        where = endpoint.base_url
+    else:  # a chat model built by the caller
+        llm = endpoint
+        name = str(getattr(endpoint, "model_name", None) or getattr(endpoint, "model", None) or "model")
+        where = name
     bound = llm.bind_tools(tools) if tools else llm
     by_name = {t.name: t for t in tools or []}
     messages: list[Any] = [
@@ -473,7 +484,7 @@ def ask_model(
             reply = bound.invoke(messages)
         except Exception as e:
             if _is_unreachable(e):
-                raise ModelUnreachable(f"{endpoint.base_url}: {e.__class__.__name__}") from None
+                raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
             raise
         prompt_tokens += _usage(reply)
         calls = getattr(reply, "tool_calls", None) or []
@@ -515,22 +526,29 @@ def ask_model(
 # --------------------------------------------------------------------------------------------------
 
 
-def _endpoint(model: ModelEndpoint | str | None) -> ModelEndpoint | None:
-    if model is None or isinstance(model, ModelEndpoint):
-        return model
-    return ModelEndpoint(base_url=str(model))
+def _endpoint(model: ModelEndpoint | str | Any) -> ModelEndpoint | Any:
+    """A URL becomes a ``ModelEndpoint``; an endpoint or a chat model passes through."""
+    if isinstance(model, str):
+        return ModelEndpoint(base_url=model)
+    return model
 
 
 def diagnose(
     obs: Observation,
     *,
-    model: ModelEndpoint | str | None = None,
+    model: ModelEndpoint | str | Any = None,
     tools: list[Any] | None = None,
     max_steps: int = 4,
     policy: Any = None,
 ) -> Diagnosis:
     """Diagnose an observation: analyzers first, then the model if one is given, then a typed plan
-    (the planner ranks memory fixes) that preflight checked when the observation has a spec."""
+    (the planner ranks memory fixes) that preflight checked when the observation has a spec.
+
+    ``model``: None (analyzers only), a base URL, a ``ModelEndpoint``, a LangChain chat model, or a
+    list of those tried in order while unreachable (the primary endpoint, then the fallback).
+    ``tools``: read-only LangChain tools the model may call, at most ``max_steps`` rounds.
+    ``policy``: the ``mcp_tools.settings.Policy`` preflight checks against (default: settings).
+    """
     t0 = time.perf_counter()
     findings = run_analyzers(obs)
     root = choose_root_cause(findings, obs)
@@ -539,22 +557,35 @@ def diagnose(
     prompt_tokens: int | None = None
     model_used: str | None = None
 
-    ep = _endpoint(model)
-    if ep is not None:
+    candidates = [
+        _endpoint(m) for m in (model if isinstance(model, list | tuple) else [model]) if m is not None
+    ]
+    if candidates:
         context = build_context(obs, findings=findings)
-        try:
-            answer, prompt_tokens, model_used, mnotes = ask_model(
-                obs, context, ep, tools=tools, max_steps=max_steps
-            )
-            notes += mnotes
-        except ModelUnreachable as e:
-            answer = None
-            notes.append(f"model endpoint unreachable ({e}); the analyzers' diagnosis stands")
+        answer = None
+        for i, ep in enumerate(candidates):
+            try:
+                answer, prompt_tokens, model_used, mnotes = ask_model(
+                    obs, context, ep, tools=tools, max_steps=max_steps
+                )
+                notes += mnotes
+                break
+            except ModelUnreachable as e:
+                more = i + 1 < len(candidates)
+                notes.append(
+                    f"model endpoint unreachable ({e}); "
+                    + ("trying the fallback" if more else "the analyzers' diagnosis stands")
+                )
         if answer is not None:
             allowed = {f.category for f in findings} | {root.category, "unknown"}
             if not findings:
                 allowed = set(CATEGORIES)
-            if answer.category in allowed:
+            if answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
+                notes.append(
+                    f"the model said {answer.category}; the analyzers' {category} (confidence "
+                    f"{root.confidence:.2f}) is kept"
+                )
+            elif answer.category in allowed:
                 if answer.category != category:
                     notes.append(f"the model chose {answer.category} over the analyzers' {category}")
                 cited = [
@@ -609,7 +640,7 @@ def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidenc
 def diagnose_incident(
     incident: Incident,
     *,
-    model: ModelEndpoint | str | None = None,
+    model: ModelEndpoint | str | Any = None,
     tools: list[Any] | None = None,
     max_steps: int = 4,
     policy: Any = None,

@@ -16,7 +16,7 @@ from mcp_tools.incident import Incident, LogLine, ServiceSpec
 
 
 class Observation(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     id: str = "observation"
     title: str = ""

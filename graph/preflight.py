@@ -94,6 +94,7 @@ def preflight(
         notes.append("the plan changes nothing in the spec")
 
     ok &= _check_cloud_run_limits(new, notes)
+    ok &= _check_offline_hub(plan.steps, new, notes)
     if any(_changes_fit(s) for s in plan.steps):
         ok &= _check_capacity(plan.steps, new, notes)
 
@@ -115,16 +116,42 @@ def _changes_fit(step: PlanStep) -> bool:
     return False
 
 
+def _check_offline_hub(steps: list[PlanStep], new: ServiceSpec, notes: list[str]) -> bool:
+    """A Hugging Face repo id cannot be served by a service that runs with the Hub offline."""
+    offline = str(new.env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    for s in steps:
+        if s.kind is not K.SET_MODEL:
+            continue
+        model = str(s.change.get("model", ""))
+        is_repo_id = "/" in model and not model.startswith(("/", ".", "gs://", "s3://"))
+        if offline and is_repo_id:
+            notes.append(
+                f"HF_HUB_OFFLINE=1: {model} cannot be downloaded here; copy it next to the current weights "
+                "and serve that path instead"
+            )
+            return False
+    return True
+
+
 def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
     ok = True
     p = new.startup_probe
     if p is not None:
+        from graph.propose import PROBE_MAX_DELAY_S, PROBE_MAX_WINDOW_GPU_S, PROBE_MAX_WINDOW_S
+
         if p.period_seconds > _MAX_PROBE_PERIOD_S or p.timeout_seconds > _MAX_PROBE_PERIOD_S:
             ok = False
             notes.append(f"startup probe: period and timeout must be at most {_MAX_PROBE_PERIOD_S} s")
         if p.timeout_seconds > p.period_seconds:
             ok = False
             notes.append("startup probe: timeout_seconds must not exceed period_seconds")
+        if p.initial_delay_seconds > PROBE_MAX_DELAY_S:
+            ok = False
+            notes.append(f"startup probe: initial_delay_seconds must be at most {PROBE_MAX_DELAY_S} s")
+        window = PROBE_MAX_WINDOW_GPU_S if new.gpu_type else PROBE_MAX_WINDOW_S
+        if p.failure_threshold * p.period_seconds > window:
+            ok = False
+            notes.append(f"startup probe: failure_threshold x period_seconds must be at most {window} s")
     mem = _mem_gib(new.memory)
     if mem is not None:
         from graph.propose import _min_cpu_for

@@ -596,27 +596,55 @@ def _more_memory(obs: Observation) -> list[RemediationPlan]:
     ]
 
 
+#: Cloud Run startup-probe limits: initial delay and period at most 240 s each; the failure window
+#: (failure_threshold x period_seconds) at most 1800 s with a GPU (600 s without).
+PROBE_MAX_DELAY_S = 240
+PROBE_MAX_PERIOD_S = 240
+PROBE_MAX_WINDOW_GPU_S = 1800
+PROBE_MAX_WINDOW_S = 600
+
+
 def _startup_timeout(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
     from mcp_tools.incident import StartupProbe
 
     probe = (obs.service.startup_probe if obs.service else None) or StartupProbe()
     budget = probe.budget_seconds
+    gpu = bool(obs.service and obs.service.gpu_type)
+    max_window = PROBE_MAX_WINDOW_GPU_S if gpu else PROBE_MAX_WINDOW_S
+    period = PROBE_MAX_PERIOD_S
+    max_threshold = max(1, max_window // period)
     target = max(2 * budget, 900)
-    period = 240
-    threshold = max(1, math.ceil((target - probe.initial_delay_seconds) / period))
-    new_budget = probe.initial_delay_seconds + period * threshold
-    out = [
+    initial = min(PROBE_MAX_DELAY_S, probe.initial_delay_seconds)
+    threshold = max(1, math.ceil((target - initial) / period))
+    if threshold > max_threshold:  # the window is at its limit: the initial delay adds the rest
+        threshold = max_threshold
+        initial = min(PROBE_MAX_DELAY_S, max(initial, target - period * threshold))
+    new_budget = initial + period * threshold
+    if new_budget <= budget:
+        return [
+            _escalate(
+                f"vLLM needs more than the {budget} s Cloud Run's startup probe can allow: make loading "
+                "faster (a smaller or quantized checkpoint, weights on a Cloud Storage volume with "
+                "streaming, or baked into the image), or keep an instance warm with min_instances=1.",
+                "the start-up is longer than the longest startup probe",
+            )
+        ]
+    return [
         _plan(
             PlanStep(
                 kind=K.SET_PROBE,
-                change={"period_seconds": period, "timeout_seconds": period, "failure_threshold": threshold},
+                change={
+                    "initial_delay_seconds": initial,
+                    "period_seconds": period,
+                    "timeout_seconds": period,
+                    "failure_threshold": threshold,
+                },
                 why=f"vLLM was still loading when the startup probe gave up after {budget} s; "
                 f"allow {new_budget} s",
                 predicted={"startup_budget_seconds": new_budget},
             )
         )
     ]
-    return out
 
 
 def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
@@ -758,12 +786,13 @@ def _fixed_model_plan(cap: _Capacity, model: str | None, fix: str) -> Remediatio
     step.predicted = _predicted(p)
     if p.fits:
         return _plan(step)
-    for s in p.suggestions:
+    for s in p.suggestions:  # a flag change keeps the checkpoint the service already has
         if s.fits and s.kind == "set_vllm_args":
             return _plan(
                 step,
                 PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=_predicted(s)),
             )
+    for s in p.suggestions:
         if s.fits and s.kind == "set_model":
             return _plan(
                 PlanStep(

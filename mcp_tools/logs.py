@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 # Cheap gate, run on the lower-cased line: only lines that might hold a secret go through every pattern.
 _SECRET_HINT = re.compile(
-    r"bearer|basic |hf_|aiza|ya29\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
+    r"bearer|basic |hf_|aiza|ya\d+\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
     r"|api.?key|access.?key|credential|auth\w*[\"']?\s*[:=]|eyj|akia|asia|://[^/\s:@]+:[^/\s@]+@"
     r"|gh[pousr]_|github_pat_|sk-|xox[abpr]-"
 )
@@ -107,6 +107,26 @@ def redact(text: str) -> str:
     for pattern, repl in _REDACTIONS:
         text = pattern.sub(repl, text)
     return text
+
+
+_SECRET_FLAG = re.compile(
+    r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)s?$", re.I
+)
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """A command line with secrets removed: ``--api-key VALUE`` (value in the next item) as well as
+    everything ``redact`` catches inside single items (``--api-key=VALUE``, tokens, keys)."""
+    out: list[str] = []
+    hide_next = False
+    for a in args:
+        if hide_next and not a.startswith("--"):
+            out.append("[REDACTED]")
+            hide_next = False
+            continue
+        hide_next = bool(_SECRET_FLAG.match(a))
+        out.append(redact(a))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -181,7 +201,13 @@ _ERRORISH = re.compile(
 _INJECTION = re.compile(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages|prompts?)"
     r"|disregard (?:all |the )?(?:previous|prior|above)|you are now\b|new instructions?:"
-    r"|system prompt|<\|?(?:im_start|start_of_turn|system)\|?>|\bdelete (?:the |this )?(?:service|project)",
+    r"|system prompt|system override|<\|?(?:im_start|start_of_turn|system)\|?>"
+    r"|\b(?:delete|destroy|remove|drop) (?:the |this |every |all )?(?:[\w-]+ ){0,3}"
+    r"(?:services?|projects?|deployments?|revisions?|buckets?|clusters?)\b"
+    r"|(?:do not|don't|without) (?:ask(?:ing)? for |wait(?:ing)? for )?approv|skip (?:the )?approval"
+    r"|set (?:the )?policy to auto|as an ai|to the (?:sre )?agent\b|dear (?:ai|agent|assistant)"
+    r"|note to (?:the )?(?:automated|ai|agent|llm|model)|approval (?:is )?not (?:required|needed)"
+    r"|approver (?:has been|was) bypassed",
     re.IGNORECASE,
 )
 
@@ -271,6 +297,7 @@ class _Line:
     severity: str
     timestamp: str | None
     message: str  # redacted
+    shape: str = ""  # digits / hex runs collapsed (newlines flattened): the cache key of the costly steps
     template_id: int = -1
     signal: bool = False
     startup: bool = False
@@ -293,22 +320,33 @@ class _Mined:
 
 
 def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
+    """Redacted lines with their shapes. The secret gate and vLLM's level are decided once per shape
+    (neither depends on digits); only lines whose shape might hold a secret are redacted."""
     out: list[_Line] = []
+    per_shape: dict[str, tuple[bool, str | None]] = {}
     for i, item in enumerate(lines, start=1):
         if isinstance(item, LogLine):
             msg, sev, ts = item.message, item.severity, item.timestamp
         else:
             msg, sev, ts = str(item), "DEFAULT", None
-        msg = redact(msg)
-        if sev in ("DEFAULT", "INFO"):  # container stdout often carries vLLM's own level
+        shape = _SHAPE.sub("0", msg)
+        seen = per_shape.get(shape)
+        if seen is None:
             m = _VLLM_PREFIX.match(msg)
-            if m and m.group(1) in ("WARNING", "ERROR", "CRITICAL"):
-                sev = m.group(1)
-        out.append(_Line(n=i, severity=sev, timestamp=ts, message=msg))
+            seen = (bool(_SECRET_HINT.search(shape.lower())), m.group(1) if m else None)
+            per_shape[shape] = seen
+        hinted, level = seen
+        if hinted:
+            red = redact(msg)
+            if red != msg:
+                msg, shape = red, _SHAPE.sub("0", red)
+        if sev in ("DEFAULT", "INFO") and level in ("WARNING", "ERROR", "CRITICAL"):
+            sev = level  # container stdout often carries vLLM's own level
+        out.append(_Line(n=i, severity=sev, timestamp=ts, message=msg, shape=shape.replace("\n", " ")[:2000]))
     return out
 
 
-_SHAPE = re.compile(r"[0-9a-f]{6,}|\d+")
+_SHAPE = re.compile(r"\d[\da-f]*")
 _NUMBER_SENSITIVE = re.compile(r"exit|code|signal|status", re.IGNORECASE)
 
 
@@ -336,12 +374,10 @@ def _mine(lines: list[_Line]) -> dict[int, tuple[str, list[int]]]:
     by_shape: dict[str, str] = {}  # digits/hex collapsed -> masked key (masking is the costly part)
     members: dict[int, list[int]] = {}
     for ln in lines:
-        flat = ln.message.replace("\n", " ")[:2000]
-        shape = _SHAPE.sub("0", flat)
-        key = by_shape.get(shape)
+        key = by_shape.get(ln.shape)
         if key is None:
-            key = mask(flat)
-            by_shape[shape] = key
+            key = mask(ln.message.replace("\n", " ")[:2000])
+            by_shape[ln.shape] = key
         hit = by_masked.get(key)
         if hit is None:
             cid = int(miner.add_log_message(key)["cluster_id"])
@@ -554,6 +590,8 @@ def compress_logs(lines: Sequence[LogLine] | Sequence[str], budget_tokens: int =
             continue
         text = render()
 
+    if len(kept) == total:  # every line is shown raw: the template table would only repeat it
+        shown_templates.clear()
     shown_templates.sort(key=lambda t: (not t.error, -t.count, t.first_line))
     text = render()
     for t in templates.values():

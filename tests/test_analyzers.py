@@ -339,3 +339,73 @@ def test_spec_only_unsupported_finding() -> None:
     )
     fs = [f for f in run_analyzers(o) if f.category == "unsupported_config"]
     assert fs and fs[0].evidence[0].line == 0 and not fs[0].specific
+
+
+# Held out: wordings that were not used while the analyzers were tuned on the incident library.
+HELD_OUT = [
+    (
+        "weights_oom",
+        [
+            "INFO 06-20 16:09:23 llm_engine.py:164] Initializing an LLM engine (v0.5.0.post1) with config: model='google/gemma-2-27b-it'",
+            '[rank0]:   File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/model_loader/loader.py", line 270, in load_model',
+            "[rank0]:     model = _initialize_model(model_config, self.load_config,",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 432.00 MiB. GPU 0 has a total capacity of 22.03 GiB of which 201.06 MiB is free.",
+        ],
+    ),
+    (
+        "runtime_oom",
+        [
+            "INFO 03-03 20:36:02 [model_runner.py:1117] Model loading took 15.4137 GB and 9.033798 seconds",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/worker/worker.py", line 229, in determine_num_available_blocks',
+            "    self.model_runner.profile_run()",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 22.03 GiB of which 2.90 GiB is free.",
+        ],
+    ),
+    (
+        "unsupported_config",
+        [
+            "INFO 06-25 09:00:02 [api_server.py:1043] vLLM API server version 0.11.0",
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        ],
+    ),
+    (
+        "engine_crash",
+        [
+            *STARTUP_OK,
+            *STARTUP_FIGURES,
+            "(Worker_TP1 pid=311) ERROR 07-01 10:00:00 [multiproc_executor.py:671] RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        ],
+    ),
+    (
+        "gpu_quota",
+        [
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+            "pod didn't trigger scale-up: 1 max node group size reached, 1 GCE out of resources",
+        ],
+    ),
+    (
+        "context_too_long",
+        [
+            *STARTUP_OK,
+            *STARTUP_FIGURES,
+            "(APIServer pid=1) ERROR 07-02 10:00:00 [serving_chat.py:230] 'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum context length is 8192 tokens and your request has 6000 input tokens (4096 > 8192 - 6000).",
+        ],
+    ),
+    (
+        "image_pull",
+        [
+            "Revision 'gemma-12b-00004-k2p' is not ready and cannot serve traffic. Container import failed: failed to fetch metadata from the registry for image \"us-docker.pkg.dev/p/r/vllm-openai:v0.11.9\"",
+        ],
+    ),
+    (
+        "auth_denied",
+        [
+            "PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-12B-it/config.json'",
+        ],
+    ),
+]
+
+
+def test_held_out_wordings() -> None:
+    got = {cat: root(obs(lines)) for cat, lines in HELD_OUT}
+    assert got == {cat: cat for cat, _ in HELD_OUT}

@@ -306,7 +306,29 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
     url, _ = model_server([hijacked])
     d = diagnose(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom"
-    assert any("no analyzer supports" in n for n in d.notes)
+    assert any("kept" in n for n in d.notes)
+
+
+def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
+    says_unknown = {"category": "unknown", "confidence": 0.4, "summary": "Not sure.", "evidence": [1]}
+    url, _ = model_server([says_unknown])
+    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
+
+
+def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> None:
+    # Only a SIGKILL: a weak host-memory finding (0.55). The model may call it unknown.
+    o = Observation(id="k", logs=[{"text": t} for t in [*STARTUP_OK, "Container terminated on signal 9."]])
+    says_unknown = {
+        "category": "unknown",
+        "confidence": 0.4,
+        "summary": "Killed, cause unclear.",
+        "evidence": [9],
+    }
+    url, _ = model_server([says_unknown])
+    d = diagnose(o, model=ep(url), policy="approve")
+    assert d.category == "unknown" and d.summary == "Killed, cause unclear."
+    assert [s.kind for s in d.plan.steps] == [RemediationKind.ESCALATE]
 
 
 def test_model_unreachable() -> None:
@@ -410,3 +432,63 @@ def test_parse_incident_roundtrip() -> None:
     inc = parse_incident({"id": "x", "title": "t", "logs": []}, "x.yaml")
     d = diagnose_incident(inc)
     assert d.category == "unknown" and d.id == "x" and d.plan.steps[0].kind is RemediationKind.ESCALATE
+
+
+def test_model_as_a_chat_model_object(model_server: Any) -> None:
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    url, script = model_server([GOOD])
+    chat = ChatOpenAI(
+        base_url=url + "/v1", api_key=SecretStr("x"), model="gemma-test", timeout=10, max_retries=0
+    )
+    d = diagnose(oom_obs(), model=chat, policy="approve")
+    assert d.model_used == "gemma-test" and d.prompt_tokens == 1001 and len(script.requests) == 1
+
+
+def test_observation_and_diagnosis_roundtrip_through_json() -> None:
+    """The graph keeps both in its state as JSON: nothing may be lost on the way back."""
+    from graph.diagnosis import Diagnosis
+
+    o = oom_obs(model_config={"max_position_embeddings": 131072}, latest_ready_revision="r-1")
+    back = Observation.model_validate(json.loads(json.dumps(o.model_dump(mode="json"))))
+    assert back == o and back.model_config_ == {"max_position_embeddings": 131072}
+    d = diagnose(o, policy="approve")
+    d2 = Diagnosis.model_validate(json.loads(json.dumps(d.model_dump(mode="json"))))
+    assert d2 == d
+
+
+def test_startup_timeout_probe_within_cloud_run_limits() -> None:
+    from mcp_tools.incident import StartupProbe
+
+    lines = [
+        *STARTUP_OK,
+        "Loading safetensors checkpoint shards:  42% Completed | 5/12 [03:41<05:10, 44.3s/it]",
+        'Default STARTUP TCP probe failed 1 time consecutively for container "vllm" on port 8080. '
+        "The instance was not started.",
+    ]
+    svc = L4_BF16.model_copy(update={"args": ["--model=/mnt/models/gemma-4-12B-it", "--quantization=fp8"]})
+    d = diagnose(Observation(id="p", service=svc, logs=[{"text": t} for t in lines]), policy="approve")
+    assert d.category == "startup_timeout" and d.plan.preflight.ok
+    step = d.plan.steps[0]
+    assert step.kind is RemediationKind.SET_PROBE
+    assert step.change["period_seconds"] <= 240 and step.change["failure_threshold"] * 240 <= 1800
+    assert step.predicted and step.predicted["startup_budget_seconds"] > 240
+    # already at Cloud Run's longest probe: escalate instead of an impossible probe
+    maxed = svc.model_copy(
+        update={
+            "startup_probe": StartupProbe(
+                initial_delay_seconds=240, period_seconds=240, timeout_seconds=240, failure_threshold=7
+            )
+        }
+    )
+    d2 = diagnose(Observation(id="p2", service=maxed, logs=[{"text": t} for t in lines]), policy="approve")
+    assert [s.kind for s in d2.plan.steps] == [RemediationKind.ESCALATE]
+
+
+def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
+    url, script = model_server([GOOD])
+    down = f"http://127.0.0.1:{_free_port()}"
+    d = diagnose(oom_obs(), model=[ep(down), ep(url)], policy="approve")
+    assert d.model_used == "gemma-test" and len(script.requests) == 1
+    assert any("trying the fallback" in n for n in d.notes)

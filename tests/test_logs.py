@@ -141,3 +141,21 @@ def test_hostile_text_is_fenced_and_flagged() -> None:
 def test_empty_logs() -> None:
     c = compress_logs([])
     assert c.total_lines == 0 and c.kept_line_numbers == [] and c.tokens > 0
+
+
+def test_redact_args() -> None:
+    from mcp_tools.logs import redact_args
+
+    args = [
+        "serve",
+        "/mnt/models/gemma",
+        "--api-key",
+        "s3cr3t-value",
+        "--hf-token=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01",
+        "--port",
+        "8080",
+    ]
+    out = redact_args(args)
+    assert out[:2] == ["serve", "/mnt/models/gemma"] and out[-2:] == ["--port", "8080"]
+    assert "s3cr3t-value" not in " ".join(out) and "hf_AbCd" not in " ".join(out)
+    assert out[2] == "--api-key" and out[3] == "[REDACTED]"

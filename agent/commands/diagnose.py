@@ -44,22 +44,21 @@ def register(app: typer.Typer) -> None:
                 typer.echo(ctx)
                 typer.echo(f"\n({doc['context_tokens']} tokens, estimated)", err=True)
             return
-        url = model_url or settings.model_url
-        endpoint = (
+        urls = [u for u in (model_url or settings.model_url, settings.fallback_model_url) if u]
+        endpoints = [
             ModelEndpoint(
-                base_url=url,
+                base_url=u,
                 api_key=settings.model_api_key,
                 model=settings.model_name,
                 timeout_s=settings.model_timeout_s,
             )
-            if url
-            else None
-        )
-        d = diagnose_incident(inc, model=endpoint, policy=settings.policy)
+            for u in urls
+        ]
+        d = diagnose_incident(inc, model=endpoints or None, policy=settings.policy)
         if as_json:
             typer.echo(json.dumps(d.to_spec_json(), ensure_ascii=False))
             return
-        _render(d, model_asked=endpoint is not None)
+        _render(d, model_asked=bool(endpoints))
 
 
 def _render(d: object, *, model_asked: bool) -> None:

@@ -38,6 +38,7 @@ _RUNTIME = re.compile(
     r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
     r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
 )
+_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", re.IGNORECASE)
 _LOADED = re.compile(
     r"Loading (?:model )?weights took|Model loading took|Loading weights took|Memory profiling"
     r"|Available KV cache memory|GPU KV cache size|# GPU blocks",
@@ -90,7 +91,7 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     text = ln.text
     if "warming up sampler" in text or "max_num_seqs" in text:
         return "runtime", None, 0.9
-    if "not enough GPU memory" in text or "Failed to load model" in text:
+    if "not enough GPU memory" in text or "Failed to load model" in text or _CREATE_WEIGHTS.search(text):
         return "weights", None, 0.9
     # Innermost frames first: the deepest matching frame names the phase.
     for fr in frames:

@@ -39,7 +39,7 @@ class Finding(BaseModel):
         return [e.line for e in self.evidence if e.line > 0]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
     n: int
     text: str
@@ -229,10 +229,23 @@ SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
 def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
     """The last sign of a running server (start-up complete, stats, a 200 answer) in (after, before)."""
     a = v.last(STARTED, after=after, before=before)
-    b = v.last(SERVED, after=after, before=before, prefilter=SERVED_PREFILTER)
+    lines, nums = _served(v)
+    idx = bisect_left(nums, before) if before is not None else len(nums)
+    b = lines[idx - 1] if idx > 0 and nums[idx - 1] > after else None
     if a is None or (b is not None and b.n > a.n):
         return b
     return a
+
+
+def _served(v: LogView) -> tuple[list[Line], list[int]]:
+    """Answered inference requests (cached): access-log shapes, then a cheap per-line status check."""
+    key = ("<served>", 0, "")
+    hit = v._cache.get(key)
+    if hit is None:
+        cands, _ = v.matching(SERVED_PREFILTER)
+        out = [ln for ln in cands if '" 200' in ln.text and SERVED.search(ln.text)]
+        v._cache[key] = hit = (out, [ln.n for ln in out])
+    return hit
 
 
 #: An orderly shutdown: tracebacks after it are not causes.

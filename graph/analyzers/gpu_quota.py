@@ -19,7 +19,8 @@ PATTERN = re.compile(
     r"|\bSTOCKOUT\b|Insufficient regional quota|Quota '[A-Z\d_]*GPU[A-Z\d_]*' exceeded|GCE quota exceeded"
     r"|nvidia_\w*gpu\w*|GPUS?_ALL_REGIONS|(?:QUOTA_EXCEEDED|RESOURCE_EXHAUSTED|Quota exceeded).*GPU"
     r"|GPU.*(?:QUOTA_EXCEEDED|quota exceeded|not enough capacity|no capacity|currently unavailable)"
-    r"|does not have enough resources available to fulfill the request",
+    r"|does not have enough resources available to fulfill the request|Insufficient nvidia\.com/gpu"
+    r"|GCE out of resources|no GPU capacity",
     re.IGNORECASE,
 )
 

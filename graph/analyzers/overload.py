@@ -21,10 +21,21 @@ _STATS = re.compile(
     r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", re.IGNORECASE
 )
 _PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", re.IGNORECASE)
-_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|rate", re.I)
-_REJECT = re.compile(
-    r"HTTP/\d\.\d\" (?:429|503)\b|no available instance|Too Many Requests|\b429\b.*rate", re.I
-)
+_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", re.I)
+_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", re.I)
+
+
+def _rejected(text: str) -> bool:
+    """A request turned away: HTTP 429 / 503 in an access line, or Cloud Run's own wording."""
+    return (
+        '" 429' in text
+        or '" 503' in text
+        or "no available instance" in text
+        or "Too Many Requests" in text
+        or "'status': 429" in text
+        or "'status': 503" in text
+        or _REJECT.search(text) is not None
+    )
 
 
 def _metrics(text: str) -> dict[str, float]:
@@ -97,8 +108,9 @@ def analyze(obs: Observation) -> list[Finding]:
             continue
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        if (waiting_l >= 5 or kv_l >= 95.0) and busiest is None:
+        if waiting_l >= 5 or kv_l >= 95.0:
             busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
+            break
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
         facts.setdefault("num_requests_waiting", waiting_l)
@@ -114,7 +126,7 @@ def analyze(obs: Observation) -> list[Finding]:
             signals.append("preemptions")
         evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))
         first_line = min(first_line, pre_lines[0].n)
-    rejects = list(v.grep(_REJECT, prefilter=_REJECT_PREFILTER))
+    rejects = [ln for ln in v.grep(_REJECT_PREFILTER) if _rejected(ln.text)]
     no_instance = [ln for ln in rejects if "no available instance" in ln.text]
     if no_instance:  # Cloud Run turned requests away: every instance is busy (max instances reached)
         signals.append("no_instance")

@@ -26,7 +26,8 @@ PATTERN = re.compile(
     r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
     r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
     r"|bfloat\d\d|fp\d)"
-    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method",
+    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
+    r"|Transformers does not recognize this architecture|has model type `[^`]+` but",
     re.IGNORECASE,
 )
 
