@@ -245,3 +245,42 @@ def test_bench_measures_the_serving_endpoint(
     assert c.last_bench is not None and len(c.last_bench["points"]) == 2
     assert c.last_bench["run_dir"] and Path(c.last_bench["run_dir"]).is_dir()
     assert "bad" in c.dispatch("/bench bad").text()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    exe = Path(sys.executable).parent / "gemma-sre"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+    env.update(GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
+    prompt = r"gemma-sre\[gemma-4-12b\]>"
+    child = pexpect.spawn(
+        str(exe),
+        ["repl", "--sandbox", "--approver", "pty-user"],
+        env=env,
+        encoding="utf-8",
+        timeout=90,
+        dimensions=(50, 160),
+    )
+    try:
+        child.expect(prompt)
+        child.sendline("/status")
+        child.expect("failing")
+        child.expect(prompt)
+        child.sendline("/plan")
+        child.expect("Revision diff")
+        child.expect(r"Apply this plan\? \[y/n\]")
+        child.sendline("y")
+        child.expect("fixed:")
+        child.expect(prompt)
+        child.sendline("/status")
+        child.expect(r"/health\s*│\s*ok")
+        child.expect(prompt)
+        child.send("\x04")
+        child.expect("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    audit = "".join(p.read_text() for p in (tmp_path / "state").rglob("audit*"))
+    assert "pty-user" in audit
