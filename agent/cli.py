@@ -42,7 +42,10 @@ register_all(app)
 def main() -> None:
     """Console-script entry point: bad input is one line on stderr and exit 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``.
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc != 0:
+            sys.exit(rc)
     except UserError as e:
         if _state["debug"]:
             raise

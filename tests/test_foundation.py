@@ -106,3 +106,18 @@ def test_incident_dir_keeps_going_past_a_bad_file(tmp_path: Path) -> None:
     good, bad = load_incident_dir(tmp_path)
     assert [i.id for i in good] == ["g"]
     assert len(bad) == 1 and "missing required key 'title'" in bad[0][1]
+
+
+def test_a_command_exit_code_reaches_the_shell() -> None:
+    """``raise typer.Exit(3)`` inside a command must exit 3, not 0."""
+    code = (
+        "import sys, typer\n"
+        "from agent import cli\n"
+        "@cli.app.command('fail-with-three')\n"
+        "def _f() -> None:\n"
+        "    raise typer.Exit(3)\n"
+        "sys.argv = ['gemma-sre', 'fail-with-three']\n"
+        "cli.main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
