@@ -760,6 +760,7 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True))
     @tool_errors
     async def run_benchmark(
+        ctx: Context,
         service_name: str | None = None,
         concurrencies: list[int] | None = None,
         context_lengths: list[int] | None = None,
@@ -775,8 +776,8 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
         from mcp_tools.bench.config import SLO, BenchConfig
 
         conc = concurrencies or [1, 4]
-        ctx = context_lengths or [256]
-        points = len(conc) * len(ctx)
+        lengths = context_lengths or [256]
+        points = len(conc) * len(lengths)
         if points > 12:
             raise UserError(f"{points} load points asked for; at most 12 (concurrencies x context_lengths)")
         if not 1 <= requests_per_point <= 500 or points * requests_per_point > 2000:
@@ -790,7 +791,7 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
             config = BenchConfig(
                 url=info.url,
                 concurrencies=conc,
-                context_lengths=ctx,
+                context_lengths=lengths,
                 output_tokens=output_tokens,
                 requests_per_point=requests_per_point,
                 seconds_per_point=seconds_per_point,
@@ -809,7 +810,23 @@ def _register_read_tools(mcp: FastMCP, state: ServerState) -> None:  # noqa: C90
             def provider() -> str:
                 return ID_TOKENS.get(ep.audience)
 
-        res = await bench_engine.run_benchmark(config, token_provider=provider)
+        total = points * requests_per_point
+        done = [0]
+        pending: set[asyncio.Task[None]] = set()
+
+        def progress(ev: Any) -> None:  # MCP progress notifications (sent only if the client asked)
+            if ev.kind == "request":
+                done[0] += 1
+            elif ev.kind not in ("point_start", "done"):
+                return
+            msg = f"point {ev.point}/{ev.points}: {ev.context_tokens} tokens at {ev.level:g}"
+            task = asyncio.get_running_loop().create_task(ctx.report_progress(done[0], total, msg))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        res = await bench_engine.run_benchmark(config, progress=progress, token_provider=provider)
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
         out = BenchRunResult(
             url=info.url,
             model=res.metadata.model,

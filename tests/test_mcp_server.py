@@ -277,3 +277,24 @@ def test_agent_tools_on_pasted_text(client: SessionThread) -> None:
     assert s.structuredContent["plan"]["steps"]
     empty = client.call("suggest_sre_remediation", {})
     assert empty.isError and "GEMMA_SRE_SERVICE" in text_of(empty)
+
+
+async def test_run_benchmark_reports_progress(model: tuple[str, Script], tmp_path: Path) -> None:
+    """In-process server, official client over memory streams, with a progress callback."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.server import build_server
+    from mcp_tools.settings import Settings
+
+    url, _ = model
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    settings = Settings(vllm_base_url=url, state_dir=tmp_path)
+    async with create_connected_server_and_client_session(build_server(settings)) as session:
+        args = {"concurrencies": [1], "context_lengths": [32], "output_tokens": 4, "requests_per_point": 3}
+        r = await session.call_tool("run_benchmark", args, progress_callback=on_progress)
+        assert not r.isError, text_of(r)
+    assert seen and seen[-1][1] == 3 and max(p for p, _ in seen) >= 3
