@@ -82,7 +82,7 @@ class Sandbox:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Sandbox:
         from sandbox.serve import start_in_thread
 
-        self.url, self._stop = start_in_thread(self.app, host, port)
+        self.url, self._stop = start_in_thread(self.app, host, port, graceful_timeout_s=1)
         self.port = int(self.url.rsplit(":", 1)[1])
         # URIs handed out before the port was known must now point at it
         with self.cloudrun.lock:

@@ -187,8 +187,14 @@ def test_clock_runs_fast_only_while_starting_and_real_now_bounds_work(sandbox): 
     from mcp_tools.incident import ServiceSpec
 
     real_start = datetime.now(UTC)
-    spec = ServiceSpec(name="clk", gpu_type="nvidia-l4", cpu=8, memory="32Gi", image="vllm/vllm-openai",
-                       args=["--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "--max-model-len=8192"])
+    spec = ServiceSpec(
+        name="clk",
+        gpu_type="nvidia-l4",
+        cpu=8,
+        memory="32Gi",
+        image="vllm/vllm-openai",
+        args=["--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "--max-model-len=8192"],
+    )
     op = sandbox.deploy(spec)
     assert sandbox.clock.fast
     done = sandbox.wait_operation(op["name"], timeout=10)
@@ -199,8 +205,10 @@ def test_clock_runs_fast_only_while_starting_and_real_now_bounds_work(sandbox): 
     assert 30 < drift < 300  # ahead by the simulated start-up (~100 s), not by 1000x the session
     client = logging_client(sandbox)
     now = datetime.now(UTC)
-    f = (f'timestamp>="{(real_start - timedelta(minutes=1)).isoformat()}" '
-         f'timestamp<="{now.isoformat()}" textPayload:"Application startup complete"')
+    f = (
+        f'timestamp>="{(real_start - timedelta(minutes=1)).isoformat()}" '
+        f'timestamp<="{now.isoformat()}" textPayload:"Application startup complete"'
+    )
     assert len(list(client.list_entries(filter_=f))) == 1  # the real "now" bound reads as the sandbox's now
     old = (now - timedelta(hours=3)).isoformat()
     assert list(client.list_entries(filter_=f'timestamp<="{old}" textPayload:"startup complete"')) == []
