@@ -58,7 +58,8 @@ class EvalResult(BaseModel):
 
     @property
     def all_passed(self) -> bool:
-        return bool(self.cases) and all(c.pass_ for c in self.cases)
+        scored = [c for c in self.cases if not c.skipped]
+        return bool(scored) and all(c.pass_ for c in scored)
 
     def to_json(self) -> dict[str, Any]:
         # ``cases`` and ``summary`` are the SPEC shape; the other keys are optional extensions.
@@ -146,13 +147,32 @@ def _diagnose_once(
     return case, case.prompt_tokens
 
 
+def _sandbox_once(incident: Incident, model: Any) -> tuple[CaseResult, int | None]:
+    from evals.sandbox_mode import run_sandbox_case
+
+    started = time.perf_counter()
+    try:
+        case = run_sandbox_case(incident, model=model)
+    except Exception as e:  # one broken case must not stop the run
+        log.warning("sandbox run of %s failed: %s: %s", incident.id, e.__class__.__name__, e)
+        case = error_case(
+            incident.id,
+            f"sandbox run failed: {e.__class__.__name__}: {e}",
+            file=str(incident.path) if incident.path else None,
+            expected_category=incident.expected.category if incident.expected else None,
+            seconds=time.perf_counter() - started,
+        )
+    return case, case.prompt_tokens
+
+
 def run_cases(
     incidents: Sequence[Incident],
     bad_files: Sequence[tuple[Path, str]],
-    diagnose: DiagnoseFn,
+    diagnose: DiagnoseFn | None,
     *,
     model: Any = None,
     repeat: int = 1,
+    mode: str = "replay",
 ) -> list[CaseResult]:
     """Diagnose and score each incident ``repeat`` times; bad files and unscorable ones become error cases."""
     if repeat < 1:
@@ -172,8 +192,15 @@ def run_cases(
                 error_case(inc.id, f"{file}: missing required key 'expected' (needed to score)", file=file)
             )
             continue
-        messages = [line.message for line in inc.logs]
-        runs = [_diagnose_once(diagnose, inc, model, messages) for _ in range(repeat)]
+        if mode == "sandbox":
+            runs = [_sandbox_once(inc, model) for _ in range(repeat)]
+        else:
+            assert diagnose is not None
+            messages = [line.message for line in inc.logs]
+            runs = [_diagnose_once(diagnose, inc, model, messages) for _ in range(repeat)]
+        if runs[0][0].skipped:
+            cases.append(runs[0][0])
+            continue
         first = runs[0][0]
         if repeat > 1:
             tokens = [t for _, t in runs if t is not None]
@@ -228,10 +255,9 @@ def run_eval(
     """Replay a directory of incidents (default: the library) and score every case."""
     if mode not in ("replay", "sandbox"):
         raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
-    if mode == "sandbox":
+    if mode == "sandbox" and diagnose is not None:
         raise UserError(
-            "--mode sandbox is not available yet: it needs the sandbox and the agent graph to run the whole "
-            "loop; use --mode replay"
+            "--diagnose applies to replay only: sandbox mode runs the agent graph's own diagnosis"
         )
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
@@ -240,12 +266,12 @@ def run_eval(
     incidents, bad = load_library(directory)
     if not incidents and not bad:
         raise UserError(f"{directory}: no incident files (*.yaml, *.yml) found")
-    fn = diagnose if diagnose is not None else load_diagnose()
-    cases = run_cases(incidents, bad, fn, model=model, repeat=repeat)
-    summary = summarize(cases, mutations_without_approval=0)  # replay never touches a service
+    fn = None if mode == "sandbox" else (diagnose if diagnose is not None else load_diagnose())
+    cases = run_cases(incidents, bad, fn, model=model, repeat=repeat, mode=mode)
+    summary = summarize(cases)  # replay never touches a service; sandbox cases count their journal
     summary.update(_repeat_summary(cases, repeat))
     return EvalResult(
-        mode="replay",
+        mode="sandbox" if mode == "sandbox" else "replay",
         repeat=repeat,
         incidents_dir=str(directory),
         cases=cases,

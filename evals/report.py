@@ -30,6 +30,10 @@ def failure_reasons(case: CaseResult) -> str:
         why.append("no cited evidence line")
     if not case.forbidden_ok:
         why.append("forbidden kind proposed")
+    if case.end_state_ok is False:
+        why.append(f"end state wrong (outcome {case.outcome})")
+    if case.mutations_without_approval:
+        why.append(f"{case.mutations_without_approval} mutation(s) without approval")
     return "; ".join(why)
 
 
@@ -59,6 +63,11 @@ def markdown_report(result: EvalResult) -> str:
         f"| {s.get('errors', 0)} |",
         "",
     ]
+    if s.get("skipped"):
+        lines += [
+            f"{s['skipped']} incident(s) skipped: the sandbox does not reproduce them (listed below).",
+            "",
+        ]
     extra = {k: v for k, v in s.items() if k.startswith("pass_") or k == "prompt_tokens_per_incident"}
     if any(v is not None for v in extra.values()):
         lines += ["| " + " | ".join(extra) + " |", "|" + "---|" * len(extra)]
@@ -75,7 +84,7 @@ def markdown_report(result: EvalResult) -> str:
             continue
         row = result.confusion[exp]
         lines.append(f"| {exp} | " + " | ".join(str(row.get(g, "")) for g in labels) + " |")
-    failing = [c for c in result.cases if not c.pass_]
+    failing = [c for c in result.cases if not c.pass_ and not c.skipped]
     lines += ["", f"## Failing cases ({len(failing)})", ""]
     if failing:
         lines += ["| id | expected | got | why |", "|---|---|---|---|"]
@@ -84,6 +93,12 @@ def markdown_report(result: EvalResult) -> str:
             lines.append(f"| {c.id} | {c.expected_category or '-'} | {c.category or '-'} | {why} |")
     else:
         lines.append("None.")
+    skipped = [c for c in result.cases if c.skipped]
+    if skipped:
+        lines += ["", f"## Skipped ({len(skipped)})", "", "| id | expected | why |", "|---|---|---|"]
+        for c in skipped:
+            why = (c.error or "").removeprefix("skipped: ").replace("|", "\\|")
+            lines.append(f"| {c.id} | {c.expected_category or '-'} | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -92,52 +107,55 @@ def render_tables(result: EvalResult, console: Any) -> None:
     from rich.table import Table
 
     cases = Table(title=f"gemma-sre eval ({result.mode})", show_lines=False)
-    cases.add_column("id", no_wrap=True)
-    cases.add_column("expected", no_wrap=True)
-    cases.add_column("got", no_wrap=True)
-    for col in ("cat", "plan", "evid", "forb", "pass", "s"):
-        cases.add_column(col, overflow="fold")
+    cases.add_column("id", overflow="fold", min_width=24)
+    cases.add_column("expected", no_wrap=True, overflow="ellipsis", max_width=14)
+    cases.add_column("got", no_wrap=True, overflow="ellipsis", max_width=14)
+    cases.add_column("plan", no_wrap=True, overflow="ellipsis", max_width=20)
+    for col in ("cat", "evid", "forb", "pass", "s"):
+        cases.add_column(col, no_wrap=True)
     for c in result.cases:
+        if c.skipped:
+            continue
         cases.add_row(
             c.id,
             c.expected_category or "-",
             c.category or ("[red]error[/red]" if c.error else "-"),
-            _mark(c.category_ok),
             ",".join(c.remediation_kinds) or "[]",
+            _mark(c.category_ok),
             _mark(c.evidence_ok),
             _mark(c.forbidden_ok),
             "[green]PASS[/green]" if c.pass_ else "[red]FAIL[/red]",
-            f"{c.seconds:.2f}",
+            f"{c.seconds:.1f}",
         )
     console.print(cases)
     for c in result.cases:
-        if c.error:
+        if c.error and not c.skipped:
             console.print(f"[red]error[/red] {c.id}: {c.error}", markup=True, highlight=False)
     s = result.summary
     console.print(
         f"passed {s['passed']}/{s['cases']}  category {_pct(s['category_accuracy'])}  "
         f"remediation {_pct(s['remediation_accuracy'])}  evidence {_pct(s['evidence_accuracy'])}  "
         f"forbidden violations {s['forbidden_violations']}  mutations without approval "
-        f"{s['mutations_without_approval']}  errors {s.get('errors', 0)}  ({result.seconds:.2f} s)",
+        f"{s['mutations_without_approval']}  errors {s.get('errors', 0)}"
+        + (f"  skipped {s['skipped']}" if s.get("skipped") else "")
+        + f"  ({result.seconds:.2f} s)",
         highlight=False,
     )
     labels = _matrix_labels(result)
-    matrix = Table(title="confusion (rows expected, columns diagnosed)")
-    matrix.add_column("expected")
-    for g in labels:
-        matrix.add_column(g[:10], justify="right")
-    for exp in labels:
-        if exp in result.confusion:
-            row = result.confusion[exp]
-            matrix.add_row(
-                exp,
-                *[
-                    ("[green]" if g == exp else "[red]")
-                    + str(row[g])
-                    + ("[/green]" if g == exp else "[/red]")
-                    if g in row
-                    else ""
-                    for g in labels
-                ],
-            )
+    matrix = Table(title="confusion (rows expected, columns diagnosed, by number)")
+    matrix.add_column("expected", no_wrap=True)
+    for i, _ in enumerate(labels, 1):
+        matrix.add_column(str(i), justify="right", no_wrap=True)
+    for i, exp in enumerate(labels, 1):
+        if exp not in result.confusion:
+            continue
+        row = result.confusion[exp]
+        cells = []
+        for g in labels:
+            if g not in row:
+                cells.append("")
+            else:
+                color = "green" if g == exp else "red"
+                cells.append(f"[{color}]{row[g]}[/{color}]")
+        matrix.add_row(f"{i} {exp}", *cells)
     console.print(matrix)

@@ -42,13 +42,30 @@ class CaseResult(BaseModel):
     error: str | None = None
     runs: int | None = None
     passes: int | None = None
+    # Sandbox mode only.
+    skipped: bool | None = None
+    end_state_ok: bool | None = None
+    outcome: str | None = None
+    mutations_without_approval: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = self.model_dump(by_alias=True)
-        for key in ("file", "error", "runs", "passes"):
+        for key in _OPTIONAL_KEYS:
             if d.get(key) is None:
                 d.pop(key, None)
         return d
+
+
+_OPTIONAL_KEYS = (
+    "file",
+    "error",
+    "runs",
+    "passes",
+    "skipped",
+    "end_state_ok",
+    "outcome",
+    "mutations_without_approval",
+)
 
 
 def diagnosis_to_dict(diagnosis: Any) -> dict[str, Any]:
@@ -174,7 +191,11 @@ def _ratio(n: int, d: int) -> float:
 
 
 def summarize(cases: Sequence[CaseResult], *, mutations_without_approval: int = 0) -> dict[str, Any]:
-    """The ``summary`` object of SPEC.md section 4, plus ``errors`` (cases that could not be scored)."""
+    """The ``summary`` object of SPEC.md section 4, plus ``errors`` (cases that could not be scored) and
+    ``skipped`` (sandbox mode: incidents the sandbox cannot reproduce, listed but not counted)."""
+    skipped = [c for c in cases if c.skipped]
+    cases = [c for c in cases if not c.skipped]
+    mutations_without_approval += sum(c.mutations_without_approval or 0 for c in cases)
     n = len(cases)
     with_evidence = [c for c in cases if c.evidence_ok is not None]
     return {
@@ -186,6 +207,7 @@ def summarize(cases: Sequence[CaseResult], *, mutations_without_approval: int = 
         "forbidden_violations": sum(not c.forbidden_ok for c in cases),
         "mutations_without_approval": mutations_without_approval,
         "errors": sum(c.error is not None for c in cases),
+        "skipped": len(skipped),
     }
 
 
@@ -193,6 +215,8 @@ def per_category(cases: Iterable[CaseResult]) -> dict[str, dict[str, Any]]:
     """For each expected category: how many cases, how many passed, and the category accuracy."""
     rows: dict[str, dict[str, int]] = defaultdict(lambda: {"cases": 0, "passed": 0, "category_ok": 0})
     for c in cases:
+        if c.skipped:
+            continue
         key = c.expected_category or ERROR_COLUMN
         rows[key]["cases"] += 1
         rows[key]["passed"] += int(c.pass_)
@@ -208,6 +232,8 @@ def confusion_matrix(cases: Iterable[CaseResult]) -> dict[str, dict[str, int]]:
     """``matrix[expected][got]`` counts; a case without a diagnosis lands in the ``error`` column."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for c in cases:
+        if c.skipped:
+            continue
         expected = c.expected_category or ERROR_COLUMN
         got = c.category if c.error is None and c.category else ERROR_COLUMN
         counts[expected][got] += 1

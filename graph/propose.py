@@ -124,6 +124,21 @@ def _predicted(p: CapacityPlan | Suggestion) -> dict[str, Any]:
     return d
 
 
+def _model_option(cap: _Capacity, model: str, why: str) -> RemediationPlan:
+    """set_model (and drop a --quantization flag that would contradict a pre-quantized checkpoint)."""
+    steps = [PlanStep(kind=K.SET_MODEL, change={"model": model}, why=why)]
+    if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
+        steps.append(
+            PlanStep(
+                kind=K.SET_VLLM_ARGS,
+                change={"--quantization": None},
+                why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
+                "would conflict",
+            )
+        )
+    return _plan(*steps)
+
+
 def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
     """A planner suggestion as typed steps (its prediction attached to the first step)."""
     pred = _predicted(s)
@@ -145,6 +160,15 @@ def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
                     kind=K.SET_VLLM_ARGS,
                     change=dict(s.also),
                     why="needed together with the new checkpoint for the KV cache to fit",
+                )
+            )
+        if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
+            steps.append(
+                PlanStep(
+                    kind=K.SET_VLLM_ARGS,
+                    change={"--quantization": None},
+                    why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
+                    "would conflict",
                 )
             )
     elif s.kind == "set_vllm_args":
@@ -746,6 +770,14 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
                 cap, {"--quantization": None}, f"{cap.flags.quantization} is not supported on this GPU"
             )
         )
+    if not prequantized:  # the same checkpoint and flags on a GPU that supports them
+        min_cc = int(need.group(1) or need.group(2)) / 10 if need else None
+        if min_cc is None and re.search(r"Bfloat16|bfloat16|bf16", text):
+            min_cc = 8.0
+        if min_cc is not None:
+            gpu = _larger_gpu(cap, min_cc=min_cc)
+            if gpu:
+                out.append(_gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it"))
     if (
         re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
         and cap.flags
@@ -755,6 +787,9 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
             _flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here")
         )
     out += _planner_options(cap, {"set_vllm_args", "set_model"})
+    for sib in _sibling_checkpoints(ref) if not prequantized else []:
+        if not any(s.kind is K.SET_MODEL and s.change.get("model") == sib for o in out for s in o.steps):
+            out.append(_model_option(cap, sib, "a checkpoint of the same model this GPU can run"))
     if not out:
         out.append(
             _escalate(

@@ -347,6 +347,10 @@ def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
 
 
 _SHAPE = re.compile(r"\d[\da-f]*")
+#: Distinct masked lines mined with drain3; beyond it lines are grouped by their first words (real logs
+#: have a few hundred shapes; this bounds the cost when every line is different).
+MAX_MINED_SHAPES = 1000
+_OVERFLOW_BASE = 1_000_000
 _NUMBER_SENSITIVE = re.compile(r"exit|code|signal|status", re.IGNORECASE)
 
 
@@ -371,6 +375,8 @@ def _mine(lines: list[_Line]) -> dict[int, tuple[str, list[int]]]:
     miner = TemplateMiner(persistence_handler=None, config=cfg)
 
     by_masked: dict[str, tuple[int, _Line, bool]] = {}
+    overflow: dict[str, int] = {}  # first words -> pseudo-template id, once MAX_MINED_SHAPES is reached
+    extra: dict[int, str] = {}
     by_shape: dict[str, str] = {}  # digits/hex collapsed -> masked key (masking is the costly part)
     members: dict[int, list[int]] = {}
     for ln in lines:
@@ -380,7 +386,14 @@ def _mine(lines: list[_Line]) -> dict[int, tuple[str, list[int]]]:
             by_shape[ln.shape] = key
         hit = by_masked.get(key)
         if hit is None:
-            cid = int(miner.add_log_message(key)["cluster_id"])
+            if len(by_masked) < MAX_MINED_SHAPES:
+                cid = int(miner.add_log_message(key)["cluster_id"])
+            else:  # past the bound: group by the first words, so cost stays linear in the lines
+                head = " ".join(key.split()[:4])
+                cid = overflow.get(head, 0)
+                if not cid:
+                    cid = overflow[head] = _OVERFLOW_BASE + len(overflow)
+                    extra[cid] = head + " <*>"
             _classify(ln)
             by_masked[key] = (cid, ln, bool(_NUMBER_SENSITIVE.search(key)))
         else:
@@ -394,6 +407,7 @@ def _mine(lines: list[_Line]) -> dict[int, tuple[str, list[int]]]:
         ln.template_id = cid
         members.setdefault(cid, []).append(ln.n)
     templates = {c.cluster_id: c.get_template() for c in miner.drain.clusters}
+    templates.update(extra)
     return {cid: (templates.get(cid, "?"), nums) for cid, nums in members.items()}
 
 

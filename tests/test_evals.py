@@ -304,10 +304,10 @@ def test_bad_harness_input_is_a_user_error(tmp_path: Path) -> None:
         run_eval(LIBRARY_DIR, diagnose=oracle, mode="live")
 
 
-def test_sandbox_mode_says_it_is_not_available_yet() -> None:
+def test_sandbox_mode_takes_no_alternative_diagnoser() -> None:
     from eval_diagnosers import oracle
 
-    with pytest.raises(UserError, match="sandbox is not available yet"):
+    with pytest.raises(UserError, match="--diagnose applies to replay only"):
         run_eval(LIBRARY_DIR, diagnose=oracle, mode="sandbox")
 
 
@@ -367,7 +367,6 @@ def test_cli_exit_1_when_a_case_fails(
     [
         (["--incidents", "/nonexistent/incidents"], "not a directory"),
         (["--mode", "live"], "--mode must be"),
-        (["--mode", "sandbox"], "sandbox is not available yet"),
         (["--repeat", "0"], "--repeat must be at least 1"),
         (["--model-url", "ftp://x"], "--model-url must be an http(s) URL"),
         (["--diagnose", "nocolon"], "--diagnose must be MODULE:FUNCTION"),
@@ -395,3 +394,97 @@ def test_replay_of_the_whole_library_with_the_real_diagnosis() -> None:
     assert result.summary["mutations_without_approval"] == 0
     for c in result.cases:
         assert c.category is not None and c.prompt_tokens is None  # no model: replay is deterministic
+
+
+# --- sandbox mode: the whole loop on the local sandbox, judged by end state -----------------------
+
+
+def test_sandbox_mode_runs_the_loop_and_judges_end_state(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The reference weights OOM gets fixed after the harness's approval, the healthy service is left
+    alone, and an image-pull incident (which the sandbox cannot reproduce) is listed as skipped."""
+    for name in (
+        "l4-gemma4-12b-bf16-weights-oom.yaml",
+        "l4-gemma4-12b-qat-healthy.yaml",
+        "cr-image-tag-not-found.yaml",
+    ):
+        _write(tmp_path, name, (LIBRARY_DIR / name).read_text(encoding="utf-8"))
+    report = tmp_path / "sandbox.md"
+    code, out, err = _cli(monkeypatch, capsys, "--incidents", str(tmp_path), "--mode", "sandbox", "--json",
+                          "--report", str(report))  # fmt: skip
+    doc = json.loads(out)
+    by_id = {c["id"]: c for c in doc["cases"]}
+    oom = by_id["l4-gemma4-12b-bf16-weights-oom"]
+    assert oom["outcome"] == "fixed" and oom["end_state_ok"] is True and oom["pass"] is True
+    assert oom["category"] == "weights_oom" and oom["mutations_without_approval"] == 0
+    assert set(oom["remediation_kinds"]) & {"set_model", "set_vllm_args"}
+    healthy = by_id["l4-gemma4-12b-qat-healthy"]
+    assert healthy["remediation_kinds"] == [] and healthy["end_state_ok"] is True and healthy["pass"] is True
+    skipped = by_id["cr-image-tag-not-found"]
+    assert skipped["skipped"] is True and "does not simulate image_pull" in skipped["error"]
+    assert doc["mode"] == "sandbox"
+    assert doc["summary"]["cases"] == 2 and doc["summary"]["passed"] == 2 and doc["summary"]["skipped"] == 1
+    assert doc["summary"]["mutations_without_approval"] == 0
+    assert code == 0, err
+    md = report.read_text(encoding="utf-8")
+    assert "## Skipped (1)" in md and "cr-image-tag-not-found" in md
+
+
+def test_sandbox_journal_counts_unapproved_mutations() -> None:
+    """The journal check is real: a PATCH sent without an approval id is counted (and a DELETE too)."""
+    from evals.sandbox_mode import _journal
+    from sandbox.journal import JournalEntry
+
+    class FakeSandbox:  # only the journal attribute is read
+        def __init__(self, entries: list[JournalEntry]) -> None:
+            from sandbox.journal import Journal
+
+            self.journal = Journal()
+            for e in entries:
+                self.journal.record(e)
+
+    res = "projects/p/locations/l/services/s"
+    sb = FakeSandbox(
+        [
+            JournalEntry(method="PATCH", resource=res, time="t", approval="apr-1"),
+            JournalEntry(method="PATCH", resource=res, time="t"),
+            JournalEntry(method="PATCH", resource=res, time="t", validate_only=True),
+            JournalEntry(method="DELETE", resource=res, time="t"),
+            JournalEntry(method="POST", resource=res, time="t", status=400),
+        ]
+    )
+    assert _journal(sb) == (3, 2, 1)
+
+
+# --- with a model: the scripted OpenAI-compatible server, over real HTTP --------------------------
+
+
+def test_model_url_and_repeat_report_pass_at_k_and_prompt_tokens(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tests.openai_server import serve
+
+    name = "l4-gemma4-12b-bf16-weights-oom.yaml"
+    _write(tmp_path, name, (LIBRARY_DIR / name).read_text(encoding="utf-8"))
+    with serve() as (url, script):
+        script.reply = json.dumps(
+            {
+                "category": "weights_oom",
+                "confidence": 0.9,
+                "summary": "The bf16 weights do not fit.",
+                "evidence": [9],
+            }
+        )
+        code, out, err = _cli(
+            monkeypatch, capsys, "--incidents", str(tmp_path), "--model-url", url, "--repeat", "2", "--json"
+        )
+    doc = json.loads(out)
+    (case,) = doc["cases"]
+    assert case["runs"] == 2 and isinstance(case["prompt_tokens"], int) and case["prompt_tokens"] > 0
+    chats = [r for r in script.requests if r["path"].endswith("/chat/completions")]
+    assert len(chats) >= 2  # the model was really asked, once per run
+    s = doc["summary"]
+    assert {"pass_at_1", "pass_at_2", "pass_all_2"} <= set(s) and s["prompt_tokens_per_incident"] > 0
+    assert s["pass_at_2"] >= s["pass_all_2"]
+    assert code == (0 if case["pass"] else 1), err

@@ -159,3 +159,19 @@ def test_redact_args() -> None:
     assert out[:2] == ["serve", "/mnt/models/gemma"] and out[-2:] == ["--port", "8080"]
     assert "s3cr3t-value" not in " ".join(out) and "hf_AbCd" not in " ".join(out)
     assert out[2] == "--api-key" and out[3] == "[REDACTED]"
+
+
+def test_every_line_different_stays_bounded_and_keeps_the_cause() -> None:
+    import random
+    import string
+
+    from mcp_tools.logs import MAX_MINED_SHAPES
+
+    rng = random.Random(11)
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(7)) for _ in range(3000)]
+    n = MAX_MINED_SHAPES + 1500
+    lines = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(n)]
+    lines[n - 700] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    c = compress_logs(lines, budget_tokens=1500)
+    assert c.tokens <= 1500 and (n - 699) in c.kept_line_numbers
+    assert any(t.template.endswith("<*>") and t.id >= 1_000_000 for t in c.templates)  # the overflow groups

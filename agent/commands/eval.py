@@ -69,22 +69,18 @@ def register(app: typer.Typer) -> None:
 
 
 def _make_model(url: str) -> object:
-    """The diagnosing model behind an OpenAI-compatible URL (a ChatOpenAI from ``agent.model``)."""
-    from mcp_tools.errors import ExternalError, UserError
+    """The diagnosing model behind an OpenAI-compatible URL, as ``graph.diagnosis`` takes it."""
+    from mcp_tools.errors import UserError
     from mcp_tools.settings import get_settings
 
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--model-url must be an http(s) URL, not {url!r}")
     try:
-        from agent.model import chat_model
+        from graph.diagnosis import ModelEndpoint
     except ImportError as e:
-        raise UserError(f"--model-url needs the model client (agent.model), not in this build: {e}") from None
+        raise UserError(f"--model-url needs graph.diagnosis, not in this build: {e}") from None
     settings = get_settings()
-    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
-    model = chat_model(url, api_key=key, timeout_s=settings.model_timeout_s)
-    if model is None:
-        raise ExternalError(f"--model-url {url}: the endpoint does not answer /v1/models")
-    return model
+    return ModelEndpoint(base_url=url, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)
 
 
 def _load_diagnoser(spec: str) -> Callable[..., Any]:

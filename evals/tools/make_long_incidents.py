@@ -31,7 +31,7 @@ SERVICE: dict[str, Any] = {
     "cpu": 8,
     "memory": "32Gi",
     "image": "vllm/vllm-openai:v0.11.0",
-    "args": ["--model=/mnt/models/gemma-4-12B-it-qat-w4a16", "--max-model-len=16384", "--port=8080"],
+    "args": ["--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "--max-model-len=16384", "--port=8080"],
     "min_instances": 1,
     "max_instances": 2,
     "concurrency": 8,

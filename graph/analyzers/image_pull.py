@@ -17,7 +17,10 @@ PATTERN = re.compile(
     r"Image '[^']+' not found|Image \S+ not found|failed to pull|Failed to pull image|ErrImagePull"
     r"|ImagePullBackOff|manifest unknown|manifest for \S+ not found"
     r"|artifactregistry\.repositories\.downloadArtifacts"
-    r"|pull access denied|failed to resolve reference|Unable to retrieve the image|Container import failed",
+    r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
+    r"|Container import failed"
+    r"|does not support image|must support amd64/linux|exec format error"
+    r"|no matching manifest for linux/amd64",
     re.IGNORECASE,
 )
 
