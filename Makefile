@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/gemma-sre plan google/gemma-4-12B-it --gpu nvidia-l4
+	$(BIN)/gemma-sre demo --yes
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

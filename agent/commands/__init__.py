@@ -11,6 +11,8 @@ COMMANDS: list[str] = [
     "demo",
     "run",
     "approve",
+    "repl",
+    "watch",
     "diagnose",
     "plan",
     "eval",

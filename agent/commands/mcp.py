@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--port must be from 1 to 65535, not {port}")
         import anyio
 
+        from agent.mcp_agent_faces import register_agent_faces
         from agent.mcp_agent_tools import register_agent_tools
         from mcp_tools.server import build_server, check_http_binding, serve_http
         from mcp_tools.settings import get_settings
@@ -35,7 +36,9 @@ def register(app: typer.Typer) -> None:
         token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
         if transport == "http":
             check_http_binding(host, token)
-        server = build_server(settings, extra_registrars=[register_agent_tools], host=host, port=port)
+        server = build_server(
+            settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
+        )
         if transport == "stdio":
             # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
             anyio.run(server.run_stdio_async)

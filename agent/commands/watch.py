@@ -1,0 +1,123 @@
+"""``gemma-sre watch``: observe a service every interval; report each incident once, then escalated or
+resolved; plan fixes for new incidents and let them wait for a decision without blocking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def watch(
+        service: str = typer.Option(None, "--service", "-s", help="The Cloud Run service to watch."),
+        interval: str = typer.Option("60s", "--interval", help="Time between cycles: 30s, 5m, 1h."),
+        policy: str = typer.Option(None, "--policy", help="read-only, suggest, approve (default) or auto."),
+        webhook: str = typer.Option(
+            None,
+            "--webhook",
+            envvar="GEMMA_SRE_WEBHOOK_URL",
+            help="POST new / escalated / resolved incidents here (Slack-compatible JSON).",
+        ),
+        max_cycles: int = typer.Option(None, "--max-cycles", help="Stop after this many cycles."),
+        quiet_cycles: int = typer.Option(
+            2, "--quiet-cycles", help="Cycles without a sign of an incident before it counts as resolved."
+        ),
+        sandbox: bool = typer.Option(False, "--sandbox", help="Watch a service in a local sandbox (no GCP)."),
+        scenario: str = typer.Option(
+            "reference-weights-oom", "--scenario", help="The sandbox scenario (with --sandbox)."
+        ),
+    ) -> None:
+        """Watch a service: each cycle reads what is new since the last, incidents are reported once
+        (then escalated or resolved), and a planned fix waits for `gemma-sre approve THREAD` while
+        watching goes on. Ctrl-C stops; the state survives a restart."""
+        import contextlib
+
+        from rich.console import Console
+
+        from agent.incidents_tracker import IncidentEvent
+        from agent.watch import CycleSummary, Watcher, parse_interval
+        from graph.config import Configuration
+        from mcp_tools.errors import UserError
+        from mcp_tools.settings import Policy
+
+        interval_s = parse_interval(interval)
+        if max_cycles is not None and max_cycles < 1:
+            raise UserError(f"--max-cycles must be at least 1, not {max_cycles}")
+        if quiet_cycles < 1:
+            raise UserError(f"--quiet-cycles must be at least 1, not {quiet_cycles}")
+        if webhook and not webhook.startswith(("http://", "https://")):
+            raise UserError("--webhook must be an http:// or https:// URL")
+        pol: Policy | None = None
+        if policy is not None:
+            try:
+                pol = Policy(policy)
+            except ValueError:
+                raise UserError(
+                    f"--policy must be one of {', '.join(p.value for p in Policy)}, not {policy!r}"
+                ) from None
+        console = Console(highlight=False)
+        style = {"new": "bold red", "escalated": "bold yellow", "resolved": "bold green"}
+
+        def on_event(e: IncidentEvent) -> None:
+            i = e.incident
+            console.print(
+                f"[{style[e.kind]}]{e.kind.upper()}[/] {i.category} on {i.service} "
+                f"(confidence {i.confidence:.2f}): {e.reason}",
+                soft_wrap=True,
+            )
+            if e.kind != "resolved" and i.summary:
+                console.print(f"    {i.summary}", soft_wrap=True)
+
+        def on_cycle(s: CycleSummary) -> None:
+            health = {True: "healthy", False: "failing", None: "health unknown"}[s.healthy]
+            console.print(
+                f"[dim]cycle {s.cycle}: {health}, {s.findings} finding(s), {s.status} "
+                f"({s.seconds:.1f}s, thread {s.thread_id})[/]",
+                soft_wrap=True,
+            )
+            if s.finished_thread:
+                console.print(f"thread {s.finished_thread} finished: {s.finished_status}")
+            if s.pending_thread:
+                console.print(
+                    f"[yellow]waiting for a decision:[/] gemma-sre approve {s.pending_thread}   "
+                    f"gemma-sre reject {s.pending_thread} --reason '...'",
+                    soft_wrap=True,
+                )
+
+        with contextlib.ExitStack() as stack:
+            if sandbox:
+                from agent.commands.repl import sandbox_configuration
+                from sandbox.scenarios import SCENARIOS
+                from sandbox.server import start_sandbox
+
+                if scenario not in SCENARIOS:
+                    raise UserError(f"--scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
+                sb = start_sandbox(scenario=scenario)
+                stack.callback(sb.stop)
+                cfg = sandbox_configuration(sb, service=service, policy=pol)
+                console.print(
+                    "[dim]sandbox: decide from another terminal (same GEMMA_SRE_STATE_DIR) while this "
+                    "runs; the sandbox stops with it[/]"
+                )
+            else:
+                overrides: dict[str, Any] = {"service": service}
+                if pol is not None:
+                    overrides["policy"] = pol
+                cfg = Configuration.from_settings(**overrides)
+            watcher = Watcher(cfg, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event)
+            console.print(
+                f"watching {cfg.service} every {interval_s:g}s (policy {cfg.policy.value}); "
+                f"state: {watcher.store.path}; Ctrl-C stops",
+                soft_wrap=True,
+            )
+            n = 0
+            try:
+                n = watcher.run(interval_s=interval_s, max_cycles=max_cycles, on_cycle=on_cycle)
+            except KeyboardInterrupt:
+                console.print(
+                    f"stopped (cycle {watcher.state.cycle}); the state is kept in {watcher.store.path}"
+                )
+                return
+            console.print(f"done after {n} cycle(s)")

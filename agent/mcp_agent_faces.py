@@ -1,0 +1,311 @@
+"""The whole agent as MCP tools, so Antigravity CLI, Gemini CLI or any MCP client can run the loop.
+
+- ``investigate(service, question?)``: runs the loop from observe to preflight and stops at the
+  approval request: the diagnosis with its evidence, the plan with its diff and prediction, and the
+  thread id to decide on. It never applies anything itself, whatever the server's policy.
+- ``approve_remediation(thread_id, approver)`` / ``reject_remediation(thread_id, reason)``: resume that
+  thread from the checkpointer (any process, any time later); approve applies, verifies and rolls
+  back as the graph does, and returns the outcome.
+- ``get_incident_report(thread_id)``: the thread's Markdown report and its outcome, or the request it
+  still waits on.
+
+Policies: ``read-only`` hides ``approve_remediation`` (and investigations stop at the diagnosis);
+``suggest`` hides it too (plans are shown, never applied). Each graph step is sent as an MCP progress
+notification when the client asked for progress (a ``progressToken``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.fastmcp import Context
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from mcp_tools.errors import UserError
+from mcp_tools.server import READ_ONLY, ServerState, result, tool_errors
+from mcp_tools.settings import Policy
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
+
+log = logging.getLogger(__name__)
+
+#: The loop's steps, in order, for progress figures.
+STEPS = ["observe", "diagnose", "propose", "preflight", "approve", "apply", "verify", "rollback", "report"]
+
+#: Runs the loop (observe, diagnose, plan); it writes only a checkpoint and a report of its own.
+INVESTIGATE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True
+)
+DECIDE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True)
+REJECT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+
+class DiagnosisView(BaseModel):
+    category: str = "unknown"
+    confidence: float = 0.0
+    summary: str = ""
+    evidence: list[dict[str, Any]] = Field(default_factory=list)
+    model_used: str | None = None
+
+
+class InvestigateOut(BaseModel):
+    thread_id: str
+    service: str
+    status: str  # awaiting_approval, diagnosed, suggested, healthy, no_action, ...
+    summary: str = ""
+    diagnosis: DiagnosisView
+    plan: dict[str, Any] = Field(default_factory=dict)
+    diff: str = ""
+    prediction: list[dict[str, Any]] = Field(default_factory=list)
+    preflight_ok: bool | None = None
+    preflight_notes: list[str] = Field(default_factory=list)
+    observation_unread: list[str] = Field(default_factory=list)
+    question: str | None = None
+    answer: str | None = None
+    next: str = ""
+
+
+class OutcomeOut(BaseModel):
+    thread_id: str
+    status: str
+    summary: str = ""
+    decision: str | None = None
+    approver: str | None = None
+    applied_revision: str | None = None
+    verification: dict[str, Any] | None = None
+    rollback: dict[str, Any] | None = None
+    report_markdown: str | None = None
+    report_json: str | None = None
+
+
+class ReportOut(BaseModel):
+    thread_id: str
+    status: str
+    summary: str = ""
+    markdown: str = ""
+    report: dict[str, Any] = Field(default_factory=dict)
+    pending: dict[str, Any] | None = None
+
+
+def _progress(ctx: Context | None, offset: int = 0) -> Callable[[str, dict[str, Any]], None] | None:
+    """An ``on_update`` for the loop (called in a worker thread) that sends MCP progress notifications."""
+    if ctx is None:
+        return None
+    import anyio.from_thread
+
+    done = [offset]
+
+    def on_update(node: str, update: dict[str, Any]) -> None:
+        done[0] += 1
+        msgs = [e.get("message", "") for e in update.get("timeline") or []]
+        message = f"{node}: {msgs[-1]}" if msgs else node
+        try:
+            anyio.from_thread.run(ctx.report_progress, float(done[0]), float(len(STEPS)), message[:300])
+        except Exception as e:  # progress is best effort; the run goes on
+            log.debug("progress notification failed: %s", e)
+
+    return on_update
+
+
+def _cfg(state: ServerState, service: str, *, policy: Policy) -> Any:
+    from graph.config import Configuration
+    from mcp_tools.cloudrun import validate_service_name
+
+    name = validate_service_name(service.strip()) if service and service.strip() else state.service_name(None)
+    return Configuration.from_settings(state.settings, service=name, policy=policy)
+
+
+def _investigate_out(res: Any, service: str) -> InvestigateOut:
+    v = res.values
+    d = v.get("diagnosis") or {}
+    pending = res.pending or {}
+    pf = v.get("preflight") or {}
+    plan = pending.get("plan") or v.get("plan") or {}
+    prediction = pending.get("prediction")
+    if prediction is None:
+        prediction = [s.get("predicted") for s in plan.get("steps") or [] if s.get("predicted")]
+    if res.status == "awaiting_approval":
+        nxt = (
+            f"approve_remediation(thread_id={res.thread_id!r}, approver=NAME) applies, verifies and rolls "
+            f"back on failure; reject_remediation(thread_id={res.thread_id!r}, reason=...) records a no."
+        )
+    else:
+        nxt = f"get_incident_report(thread_id={res.thread_id!r}) has the full report."
+    return InvestigateOut(
+        thread_id=res.thread_id,
+        service=service,
+        status=res.status,
+        summary=res.summary or str(d.get("summary") or ""),
+        diagnosis=DiagnosisView(
+            category=str(d.get("category") or "unknown"),
+            confidence=float(d.get("confidence") or 0.0),
+            summary=str(d.get("summary") or ""),
+            evidence=list(d.get("evidence") or [])[:12],
+            model_used=d.get("model_used"),
+        ),
+        plan=plan,
+        diff=str(pending.get("diff") or pf.get("diff") or ""),
+        prediction=[p for p in prediction if isinstance(p, dict)],
+        preflight_ok=pf.get("ok") if pf else None,
+        preflight_notes=list(pending.get("preflight_notes") or pf.get("notes") or []),
+        observation_unread=list((v.get("observation_summary") or {}).get("unread") or []),
+        next=nxt,
+    )
+
+
+def _investigate_text(out: InvestigateOut) -> str:
+    d = out.diagnosis
+    lines = [
+        f"thread {out.thread_id} ({out.service}): {out.status}",
+        f"{d.category} ({d.confidence:.2f}): {d.summary}",
+    ]
+    lines += [f"  line {e.get('line')}: {e.get('text')}" for e in d.evidence[:6]]
+    for s in out.plan.get("steps") or []:
+        lines.append(f"step {s.get('kind')}: {s.get('change')} - {s.get('why', '')}")
+    if out.diff:
+        lines.append("diff:\n" + out.diff)
+    for p in out.prediction:
+        lines.append("prediction (capacity planner): " + ", ".join(f"{k}={v}" for k, v in p.items()))
+    lines += [f"preflight: {n}" for n in out.preflight_notes]
+    if out.question:
+        lines.append(f"question: {out.question}")
+        lines.append(f"answer: {out.answer}")
+    lines.append(out.next)
+    return "\n".join(lines)
+
+
+def _outcome_out(res: Any) -> OutcomeOut:
+    v = res.values
+    approval = v.get("approval") or {}
+    applied = v.get("applied") or {}
+    return OutcomeOut(
+        thread_id=res.thread_id,
+        status=res.status,
+        summary=res.summary,
+        decision=approval.get("decision"),
+        approver=approval.get("approver"),
+        applied_revision=applied.get("revision"),
+        verification=v.get("verification"),
+        rollback=v.get("rollback"),
+        report_markdown=res.report.get("markdown"),
+        report_json=res.report.get("json"),
+    )
+
+
+def _answer(question: str, cfg: Any, out: InvestigateOut) -> str:
+    from agent.repl.ask import NoModelError, answer_question
+
+    figures = {"diagnosis": out.diagnosis.model_dump(), "plan": out.plan, "prediction": out.prediction}
+    try:
+        a = answer_question(question, cfg, emit=lambda s: None, repl_figures=figures)
+    except NoModelError as e:
+        return f"not answered: {e}"
+    return f"{a.text}\n[{a.sources_note()}; model {a.model}]"
+
+
+def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
+    """Register investigate / approve_remediation / reject_remediation / get_incident_report."""
+    import anyio.to_thread
+
+    from agent.loop import compiled_graph, resume_cycle, run_cycle, thread_configuration
+
+    policy = state.policy
+
+    @mcp.tool(annotations=INVESTIGATE)
+    @tool_errors
+    async def investigate(
+        service: str, question: str | None = None, ctx: Context | None = None
+    ) -> Annotated[CallToolResult, InvestigateOut]:
+        """Investigate a vLLM service on Cloud Run: observe (spec, revisions, logs, /health, /metrics),
+        diagnose the root cause with cited log lines, and plan a typed fix with its revision diff and
+        the capacity planner's prediction. Nothing is applied: the plan waits on the returned thread_id
+        for approve_remediation or reject_remediation. An optional question is answered by the model
+        with read-only tools (needs GEMMA_SRE_MODEL_URL or VLLM_BASE_URL)."""
+        # Investigating never applies: under 'auto' the loop still stops at the approval request.
+        run_policy = Policy.APPROVE if policy is Policy.AUTO else policy
+        cfg = _cfg(state, service, policy=run_policy)
+        on_update = _progress(ctx)
+        res = await anyio.to_thread.run_sync(lambda: run_cycle(cfg, on_update=on_update))
+        out = _investigate_out(res, cfg.service)
+        if question and question.strip():
+            out.question = question.strip()[:2000]
+            out.answer = await anyio.to_thread.run_sync(lambda: _answer(out.question or "", cfg, out))
+        return result(out, _investigate_text(out))
+
+    if policy not in (Policy.READ_ONLY, Policy.SUGGEST):
+
+        @mcp.tool(annotations=DECIDE)
+        @tool_errors
+        async def approve_remediation(
+            thread_id: str, approver: str, ctx: Context | None = None
+        ) -> Annotated[CallToolResult, OutcomeOut]:
+            """Approve the plan an investigation left waiting on thread_id: it is applied to Cloud Run
+            (recorded with the approver), verified (revision Ready, /health, a smoke completion) and
+            rolled back to the last good revision if verification fails. Returns the outcome."""
+            if not approver or not approver.strip():
+                raise UserError("approver: name the person who approves (it is recorded in the audit log)")
+            on_update = _progress(ctx, offset=STEPS.index("preflight") + 1)
+            res = await anyio.to_thread.run_sync(
+                lambda: resume_cycle(thread_id, decision="approve", approver=approver, on_update=on_update)
+            )
+            out = _outcome_out(res)
+            return result(
+                out,
+                f"{out.status}: {out.summary}"
+                + (f"\nreport: {out.report_markdown}" if out.report_markdown else ""),
+            )
+
+    @mcp.tool(annotations=REJECT)
+    @tool_errors
+    async def reject_remediation(
+        thread_id: str, reason: str, approver: str = "mcp-client"
+    ) -> Annotated[CallToolResult, OutcomeOut]:
+        """Reject the plan waiting on thread_id: nothing is applied; the report records who and why."""
+        if not reason or not reason.strip():
+            raise UserError("reason: say why the plan is rejected (it is recorded in the report)")
+        res = await anyio.to_thread.run_sync(
+            lambda: resume_cycle(thread_id, decision="reject", approver=approver, reason=reason.strip())
+        )
+        out = _outcome_out(res)
+        return result(out, f"{out.status}: {out.summary}")
+
+    @mcp.tool(annotations=READ_ONLY)
+    @tool_errors
+    async def get_incident_report(thread_id: str) -> Annotated[CallToolResult, ReportOut]:
+        """The incident report of a thread (Markdown and JSON: timeline, evidence, diagnosis, plan,
+        approval, outcome), or the approval request it is still waiting on."""
+
+        def read() -> ReportOut:
+            import json
+
+            with compiled_graph() as g:
+                thread_configuration(thread_id, g)
+                snap = g.get_state({"configurable": {"thread_id": thread_id}})
+            values = dict(snap.values or {})
+            outcome = values.get("outcome") or {}
+            if snap.interrupts:
+                pending = snap.interrupts[0].value
+                return ReportOut(
+                    thread_id=thread_id,
+                    status="awaiting_approval",
+                    summary="no report yet: the plan waits for approve_remediation or reject_remediation",
+                    pending=pending if isinstance(pending, dict) else {"request": pending},
+                )
+            paths = values.get("report") or {}
+            md = Path(paths["markdown"]).read_text(encoding="utf-8") if paths.get("markdown") else ""
+            js = json.loads(Path(paths["json"]).read_text(encoding="utf-8")) if paths.get("json") else {}
+            return ReportOut(
+                thread_id=thread_id,
+                status=str(outcome.get("status") or "running"),
+                summary=str(outcome.get("summary") or ""),
+                markdown=md,
+                report=js,
+            )
+
+        out = await anyio.to_thread.run_sync(read)
+        return result(out, out.markdown or f"{out.status}: {out.summary}")

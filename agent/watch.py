@@ -1,0 +1,260 @@
+"""Watch mode: the loop, once per interval, reporting incidents once rather than every cycle.
+
+Each cycle runs the graph on a new thread seeded with the end of the previous cycle's observation
+window (``since``), so it observes only what is new. The findings go through
+``agent.incidents_tracker``: an ongoing incident is reported once, then as escalated or resolved.
+
+One plan at a time per service: while a thread waits for a person's decision (``gemma-sre approve
+THREAD``, the REPL, or the MCP ``approve_remediation`` tool), later cycles still observe and
+diagnose, under the read-only policy, so they neither block on the decision nor propose the same
+fix again. When the waiting thread has been decided and run to its end, the next cycle records its
+outcome on the incident it was for.
+
+What survives a restart: every graph thread is in the checkpointer, and the tracker (incidents,
+``since``, the waiting thread) is a JSON file under ``<state_dir>/watch/``, saved after each cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.incidents_tracker import IncidentEvent, IncidentTracker, TrackedFinding, TrackerStore
+from mcp_tools.settings import Policy
+
+log = logging.getLogger(__name__)
+
+
+class CycleSummary(BaseModel):
+    cycle: int
+    thread_id: str
+    status: str  # the graph outcome ("diagnosed" when only observed), or "awaiting_approval"
+    summary: str = ""
+    category: str | None = None
+    healthy: bool | None = None
+    findings: int = 0
+    events: list[IncidentEvent] = Field(default_factory=list)
+    pending_thread: str | None = None  # a thread waiting for a decision after this cycle
+    finished_thread: str | None = None  # a waiting thread that was decided since the last cycle
+    finished_status: str | None = None
+    notified: int = 0  # webhook messages delivered
+    seconds: float = 0.0
+
+
+def parse_interval(text: str) -> float:
+    """'60s', '5m', '1h' or a number of seconds -> seconds (at least 1)."""
+    from mcp_tools.errors import UserError
+
+    t = text.strip().lower()
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise UserError(f"--interval: {text!r} is not a duration like 30s, 5m or 1h") from None
+    if value < 1:
+        raise UserError(f"--interval: {text!r} is shorter than one second")
+    return value
+
+
+def _run_graph(cfg: Any, since: str | None) -> Any:
+    """One graph cycle on a new thread, its logs read from ``since`` (``agent.loop`` plumbing)."""
+    from agent.loop import _result, _runnable_config, _stream, compiled_graph, new_thread_id
+    from graph.state import RunMeta
+
+    tid = new_thread_id(cfg.service)
+    config = _runnable_config(tid, cfg)
+    payload: dict[str, Any] = {"meta": RunMeta(thread_id=tid, config=cfg.persisted()).model_dump(mode="json")}
+    if since:
+        payload["since"] = since
+    with compiled_graph() as g:
+        _stream(g, payload, config, None)
+        return _result(g, tid, config)
+
+
+def _thread_status(thread_id: str) -> tuple[bool, str | None]:
+    """(still waiting for a decision, outcome status when finished) of a thread."""
+    from agent.loop import compiled_graph
+
+    with compiled_graph() as g:
+        snap = g.get_state({"configurable": {"thread_id": thread_id}})
+        if not snap.values:
+            return False, "unknown"
+        if snap.interrupts:
+            return True, None
+        outcome = (snap.values or {}).get("outcome") or {}
+        return False, str(outcome.get("status")) if outcome else None
+
+
+def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFinding]:
+    """The cycle's findings for the tracker (the analyzers', else the diagnosis itself)."""
+    found = [TrackedFinding.from_finding(f, service) for f in values.get("findings") or []]
+    if not found:
+        diag = values.get("diagnosis") or {}
+        if diag.get("category") not in (None, "healthy", "unknown"):
+            found = [TrackedFinding.from_finding(diag, service)]
+    return found
+
+
+class Watcher:
+    """The watch loop for one service: ``cycle()`` once, or ``run()`` until stopped."""
+
+    def __init__(
+        self,
+        cfg: Any,
+        *,
+        store: TrackerStore | None = None,
+        webhook: str | None = None,
+        quiet_cycles: int = 2,
+        on_event: Callable[[IncidentEvent], None] | None = None,
+        sender: Callable[..., Any] | None = None,
+    ) -> None:
+        if not cfg.service:
+            from mcp_tools.errors import UserError
+
+            raise UserError("watch needs a service: pass --service NAME or set GEMMA_SRE_SERVICE")
+        self.cfg = cfg
+        self.store = store or TrackerStore.for_service(cfg.state_path, cfg.service)
+        self.tracker = IncidentTracker(self.store.load(), quiet_cycles=quiet_cycles)
+        self.webhook = webhook
+        self.on_event = on_event
+        if sender is None:
+            from agent.notify import send_webhook
+
+            sender = send_webhook
+        self.sender = sender
+
+    @property
+    def state(self) -> Any:
+        return self.tracker.state
+
+    def cycle(self) -> CycleSummary:
+        """Observe and diagnose (read-only); on a new or escalated incident, and with no plan already
+        waiting, run the loop again under the configured policy to plan (and, by policy, apply)."""
+        started = time.monotonic()
+        st = self.tracker.state
+        finished: tuple[str, str | None] | None = None
+        if st.pending_thread:
+            waiting, status = _thread_status(st.pending_thread)
+            if not waiting:
+                finished = (st.pending_thread, status)
+                self.tracker.set_outcome(st.pending_thread, status or "unknown")
+                st.pending_thread = None
+        since = st.since
+        res = _run_graph(self.cfg.model_copy(update={"policy": Policy.READ_ONLY}), since)
+        values = res.values
+        obs = values.get("observation_summary") or {}
+        health = obs.get("health")
+        serving_newest = bool(health) and obs.get("latest_ready_revision") == obs.get(
+            "latest_created_revision"
+        )
+        found = tracked_findings(values, self.cfg.service)
+        specific = [f for f in found if f.specific]
+        generic = [f for f in found if not f.specific]
+        open_now = [i.fingerprint for i in st.open_incidents(self.cfg.service)]
+        touch: list[str] = []
+        if generic and not serving_newest:
+            if open_now:
+                touch = open_now  # a generic symptom (a failed revision's condition) of what is open
+            else:
+                specific += generic  # nothing open: the symptom is all there is to go on
+        # Serving its newest revision and healthy: generic symptoms are of superseded revisions.
+        events = self.tracker.update(
+            specific,
+            service=self.cfg.service,
+            healthy=bool(health) if health is not None else None,
+            touch=touch,
+        )
+        thread_id, status, summary = res.thread_id, res.status, res.summary
+        planned = [e for e in events if e.kind in ("new", "escalated")]
+        if planned and st.pending_thread is None and self.cfg.policy is not Policy.READ_ONLY:
+            full = _run_graph(self.cfg, since)
+            thread_id, status, summary = full.thread_id, full.status, full.summary
+            fps = [e.incident.fingerprint for e in planned]
+            if full.status == "awaiting_approval":
+                st.pending_thread = full.thread_id
+                self.tracker.attach_thread(fps, full.thread_id)
+            else:
+                self.tracker.attach_thread(fps, full.thread_id, outcome=full.status)
+        for e in events:  # events carry the thread attached above and the outcome known so far
+            current = st.incidents.get(e.incident.fingerprint)
+            if current is not None:
+                e.incident.thread_id = current.thread_id
+                e.incident.outcome = current.outcome
+        st.since = values.get("since") or st.since
+        self.store.save(st)
+        notified = self._notify(events)
+        return CycleSummary(
+            cycle=st.cycle,
+            thread_id=thread_id,
+            status=status,
+            summary=summary,
+            category=(values.get("diagnosis") or {}).get("category"),
+            healthy=health,
+            findings=len(found),
+            events=events,
+            pending_thread=st.pending_thread,
+            finished_thread=finished[0] if finished else None,
+            finished_status=finished[1] if finished else None,
+            notified=notified,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _notify(self, events: list[IncidentEvent]) -> int:
+        delivered = 0
+        for e in events:
+            if self.on_event is not None:
+                self.on_event(e)
+            if self.webhook:
+                from agent.notify import slack_payload
+
+                hint = None
+                if (
+                    e.kind == "new"
+                    and e.incident.thread_id
+                    and e.incident.thread_id == self.state.pending_thread
+                ):
+                    hint = f"approve: gemma-sre approve {e.incident.thread_id}"
+                res = self.sender(self.webhook, slack_payload(e, approve_hint=hint))
+                delivered += 1 if getattr(res, "ok", False) else 0
+        return delivered
+
+    def run(
+        self,
+        *,
+        interval_s: float,
+        max_cycles: int | None = None,
+        on_cycle: Callable[[CycleSummary], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> int:
+        """Cycle every ``interval_s`` (measured start to start) until ``max_cycles`` or Ctrl-C.
+
+        A cycle that fails (an unexpected error) is logged and the loop goes on. KeyboardInterrupt
+        propagates to the caller after the last finished cycle's state is on disk.
+        """
+        n = 0
+        while max_cycles is None or n < max_cycles:
+            t0 = time.monotonic()
+            try:
+                summary = self.cycle()
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:
+                from mcp_tools.errors import UserError
+
+                if isinstance(e, UserError):
+                    raise
+                log.warning(
+                    "watch cycle failed (%s: %s); next cycle in %.0fs", type(e).__name__, e, interval_s
+                )
+                summary = None
+            n += 1
+            if summary is not None and on_cycle is not None:
+                on_cycle(summary)
+            if max_cycles is not None and n >= max_cycles:
+                break
+            sleep(max(0.0, interval_s - (time.monotonic() - t0)))
+        return n

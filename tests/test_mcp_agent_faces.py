@@ -1,0 +1,180 @@
+"""The agent as MCP tools, through the official MCP client over stdio and streamable HTTP, against
+the sandbox: investigate -> approve (applied once, with the approval header) or reject, reports,
+progress notifications, and the read-only policy hiding approval."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
+from tests.openai_server import free_port
+
+FACES = {"investigate", "approve_remediation", "reject_remediation", "get_incident_report"}
+SERVICE = "gemma-4-12b"
+
+
+def _stdio(env: dict[str, str]) -> SessionThread:
+    return SessionThread(lambda: stdio_client(stdio_params(env)))
+
+
+def _call_with_progress(st: SessionThread, name: str, args: dict[str, Any]) -> tuple[Any, list[Any]]:
+    seen: list[Any] = []
+
+    async def cb(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    res = st.run(lambda s: s.call_tool(name, args, progress_callback=cb), timeout=180)
+    return res, seen
+
+
+def test_investigate_then_approve_over_stdio(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    st = _stdio(server_env(sandbox_env(sb), tmp_path / "state"))
+    try:
+        assert st.tool_names() >= FACES
+        res, progress = _call_with_progress(st, "investigate", {"service": SERVICE})
+        assert not res.isError, text_of(res)
+        out = res.structuredContent
+        assert out["status"] == "awaiting_approval" and out["service"] == SERVICE
+        assert out["diagnosis"]["category"] == "weights_oom"
+        assert any("OutOfMemoryError" in e["text"] for e in out["diagnosis"]["evidence"])
+        assert out["plan"]["steps"] and out["diff"] and out["prediction"]
+        assert out["question"] is None
+        tid = out["thread_id"]
+        assert f"approve_remediation(thread_id={tid!r}" in out["next"]
+        # One progress notification per step, in order, with what the step did.
+        messages = [m for _, _, m in progress]
+        assert [m.split(":")[0] for m in messages[:4]] == ["observe", "diagnose", "propose", "preflight"]
+        assert [p for p, _, _ in progress] == sorted(p for p, _, _ in progress)
+        assert sb.journal.entries() == []  # investigating changes nothing
+
+        rep = st.call("get_incident_report", {"thread_id": tid})
+        assert rep.structuredContent["status"] == "awaiting_approval"
+        assert rep.structuredContent["pending"]["diff"] == out["diff"]
+
+        res, progress = _call_with_progress(
+            st, "approve_remediation", {"thread_id": tid, "approver": "oncall"}
+        )
+        assert not res.isError, text_of(res)
+        done = res.structuredContent
+        assert done["status"] == "fixed" and done["approver"] == "oncall" and done["applied_revision"]
+        assert [m.split(":")[0] for _, _, m in progress] == ["approve", "apply", "verify", "report"]
+        writes = sb.journal.entries()
+        assert len(writes) == 1 and writes[0].approval
+
+        rep = st.call("get_incident_report", {"thread_id": tid}).structuredContent
+        assert rep["status"] == "fixed" and "oncall" in rep["markdown"] and rep["report"]
+
+        again = st.call("approve_remediation", {"thread_id": tid, "approver": "oncall"})
+        assert again.isError and "not waiting for a decision" in text_of(again)
+        assert len(sb.journal.entries()) == 1  # never applied twice
+        nobody = st.call("approve_remediation", {"thread_id": tid, "approver": "  "})
+        assert nobody.isError and "approver" in text_of(nobody)
+        missing = st.call("get_incident_report", {"thread_id": "no-such-thread"})
+        assert missing.isError and "no such thread" in text_of(missing)
+    finally:
+        st.close()
+
+
+def test_read_only_policy_hides_approval_and_only_diagnoses(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    env = server_env({**sandbox_env(sb), "GEMMA_SRE_POLICY": "read-only"}, tmp_path / "state")
+    st = _stdio(env)
+    try:
+        names = st.tool_names()
+        assert "approve_remediation" not in names and {"investigate", "get_incident_report"} <= names
+        res = st.call("investigate", {"service": SERVICE, "question": "why does it not start?"})
+        out = res.structuredContent
+        assert out["status"] == "diagnosed" and out["diagnosis"]["category"] == "weights_oom"
+        # The plan may be shown, but preflight refuses it under read-only: nothing can be approved.
+        assert out["preflight_ok"] is False and any("read-only" in n for n in out["preflight_notes"])
+        assert out["answer"].startswith("not answered") and "GEMMA_SRE_MODEL_URL" in out["answer"]
+        assert sb.journal.entries() == []
+        bad = st.call("investigate", {"service": "Not A Service!"})
+        assert bad.isError and "service" in text_of(bad).lower()
+    finally:
+        st.close()
+
+
+@pytest.fixture
+def http_server(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> Iterator[tuple[str, Any]]:
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    port = free_port()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)],
+        env=server_env(sandbox_env(sb), tmp_path / "state"),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise RuntimeError(f"server exited: {p.stderr.read().decode() if p.stderr else ''}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", sb
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        if p.stderr:
+            p.stderr.close()
+
+
+def test_investigate_then_reject_over_http(http_server: tuple[str, Any]) -> None:
+    url, sb = http_server
+
+    @asynccontextmanager
+    async def opener() -> AsyncIterator[Any]:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(30, read=180)) as http,
+            streamable_http_client(url, http_client=http) as streams,
+        ):
+            yield streams
+
+    st = SessionThread(opener)
+    try:
+        assert st.tool_names() >= FACES
+        res, progress = _call_with_progress(st, "investigate", {"service": SERVICE})
+        out = res.structuredContent
+        assert out["status"] == "awaiting_approval" and out["diagnosis"]["category"] == "weights_oom"
+        assert len(progress) >= 4
+        tid = out["thread_id"]
+        no_reason = st.call("reject_remediation", {"thread_id": tid, "reason": ""})
+        assert no_reason.isError and "reason" in text_of(no_reason)
+        rej = st.call("reject_remediation", {"thread_id": tid, "reason": "change freeze", "approver": "lead"})
+        assert rej.structuredContent["status"] == "rejected" and rej.structuredContent["decision"] == "reject"
+        rep = st.call("get_incident_report", {"thread_id": tid}).structuredContent
+        assert rep["status"] == "rejected" and "change freeze" in rep["markdown"]
+        assert sb.journal.entries() == []
+    finally:
+        st.close()

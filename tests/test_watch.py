@@ -1,0 +1,162 @@
+"""Watch mode against the sandbox: an incident starts, is reported once (webhook included), waits for
+approval without blocking observation, survives a restart, is fixed after approval, and resolves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from agent.commands.repl import sandbox_configuration
+from agent.incidents_tracker import TrackerStore
+from agent.loop import resume_cycle
+from agent.watch import Watcher, parse_interval
+from mcp_tools.errors import UserError
+from sandbox.serve import start_in_thread
+from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[list[dict[str, Any]], str]]:
+    got: list[dict[str, Any]] = []
+
+    async def hook(request: Request) -> JSONResponse:
+        got.append(json.loads(await request.body()))
+        return JSONResponse({"ok": True})
+
+    base, stop = start_in_thread(Starlette(routes=[Route("/hook/secret", hook, methods=["POST"])]))
+    try:
+        yield got, f"{base}/hook/secret"
+    finally:
+        stop()
+
+
+def test_parse_interval() -> None:
+    assert parse_interval("60s") == 60 and parse_interval("5m") == 300 and parse_interval("2") == 2
+    for bad in ("soon", "0.5s", ""):
+        with pytest.raises(UserError):
+            parse_interval(bad)
+
+
+def test_incident_start_approval_fix_resolution_with_restart_and_webhook(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    receiver: tuple[list[dict[str, Any]], str],
+) -> None:
+    got, url = receiver
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    cfg = sandbox_configuration(sb, service=None)
+    store = TrackerStore.for_service(cfg.state_path, cfg.service)
+    w = Watcher(cfg, webhook=url)
+
+    c1 = w.cycle()  # the incident starts: reported once, a plan waits for a decision
+    assert [(e.kind, e.incident.category) for e in c1.events] == [("new", "weights_oom")]
+    assert c1.status == "awaiting_approval" and c1.pending_thread == c1.thread_id
+    assert c1.events[0].incident.thread_id == c1.thread_id
+    assert len(got) == 1 and got[0]["text"].startswith("New incident: weights_oom on gemma-4-12b")
+    assert f"gemma-sre approve {c1.thread_id}" in json.dumps(got[0]["blocks"])
+    assert sb.journal.entries() == []
+
+    c2 = w.cycle()  # still broken, still waiting: observed, not reported again, no second plan
+    assert c2.events == [] and c2.pending_thread == c1.thread_id and c2.status == "diagnosed"
+    assert len(got) == 1 and sb.journal.entries() == []
+
+    # Restart: a new watcher reads the tracker from disk and the threads from the checkpointer.
+    w2 = Watcher(cfg, webhook=url)
+    assert w2.state.pending_thread == c1.thread_id and w2.state.cycle == 2
+    c3 = w2.cycle()
+    assert c3.events == [] and len(got) == 1
+
+    # A person approves (another process would do the same through the checkpointer).
+    done = resume_cycle(c1.thread_id, decision="approve", approver="oncall", live=cfg)
+    assert done.status == "fixed", done.summary
+    writes = sb.journal.entries()
+    assert len(writes) == 1 and writes[0].approval
+
+    c4 = w2.cycle()  # healthy now: the incident resolves, with the remediation's outcome
+    assert c4.finished_thread == c1.thread_id and c4.finished_status == "fixed"
+    assert c4.healthy is True and c4.pending_thread is None
+    assert [(e.kind, e.incident.category) for e in c4.events] == [("resolved", "weights_oom")]
+    assert "fixed" in c4.events[0].reason
+    assert len(got) == 2 and got[1]["text"].startswith("Incident resolved: weights_oom")
+
+    c5 = w2.cycle()  # nothing new: silence, and nothing else applied
+    assert c5.events == [] and len(got) == 2 and len(sb.journal.entries()) == 1
+    saved = store.load()
+    assert saved.cycle == 5 and saved.open_incidents() == []
+    [inc] = saved.incidents.values()
+    assert inc.status == "resolved" and inc.outcome == "fixed" and inc.thread_id == c1.thread_id
+    assert saved.since is not None
+
+
+def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sb = sandbox_factory(scenario="healthy")
+    cfg = sandbox_configuration(sb, service=None).model_copy(update={"retries": 1})
+    w = Watcher(cfg)
+    seen: list[Any] = []
+    sleeps: list[float] = []
+    n = w.run(interval_s=0.5, max_cycles=2, on_cycle=seen.append, sleep=sleeps.append)
+    assert n == 2 and [s.cycle for s in seen] == [1, 2] and len(sleeps) == 1
+    assert all(s.events == [] and s.healthy for s in seen)
+    sb.stop()  # nothing answers now: a degraded observation (health unknown), not a crash or an incident
+    seen.clear()
+    assert w.run(interval_s=0.01, max_cycles=1, on_cycle=seen.append, sleep=lambda s: None) == 1
+    assert [(s.healthy, s.events) for s in seen] == [(None, [])]
+    # A cycle that raises (its state file cannot be written) is logged, and the loop goes on.
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    broken = Watcher(cfg, store=TrackerStore(blocker / "w.json"))
+    seen.clear()
+    with caplog.at_level("WARNING"):
+        assert broken.run(interval_s=0.01, max_cycles=2, on_cycle=seen.append, sleep=lambda s: None) == 2
+    assert seen == [] and caplog.text.count("watch cycle failed") == 2
+
+
+def test_cli_watch_in_the_sandbox_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "gemma-sre"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+    env["GEMMA_SRE_STATE_DIR"] = str(tmp_path / "state")
+    p = subprocess.Popen(
+        [str(exe), "watch", "--sandbox", "--interval", "1s"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert p.stdout is not None
+    lines: list[str] = []
+    deadline = time.time() + 90
+    try:
+        while time.time() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("cycle 2:"):
+                break
+        p.send_signal(signal.SIGINT)
+        rest, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines) + rest
+    assert p.returncode == 0, out
+    assert out.count("NEW weights_oom") == 1, out
+    assert "waiting for a decision: gemma-sre approve gemma-4-12b-" in out
+    assert "stopped (cycle" in out and "Traceback" not in out
+    assert (tmp_path / "state" / "watch" / "gemma-4-12b.json").exists()
