@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -35,12 +36,14 @@ class CycleResult(BaseModel):
 
 
 @contextmanager
-def compiled_graph() -> Iterator[Any]:
+def compiled_graph(state_dir: str | Path | None = None) -> Iterator[Any]:
+    """The graph on the checkpoint store: ``GEMMA_SRE_CHECKPOINT_URL``, else SQLite under ``state_dir``
+    (default: the settings' state directory)."""
     from graph.checkpoint import open_checkpointer
     from graph.graph import builder
 
     s = get_settings()
-    with open_checkpointer(s.checkpoint_url, s.state_dir) as saver:
+    with open_checkpointer(s.checkpoint_url, Path(state_dir) if state_dir else s.state_dir) as saver:
         yield builder.compile(checkpointer=saver, name="gemma-sre")
 
 
@@ -102,7 +105,7 @@ def run_cycle(
     tid = thread_id or new_thread_id(cfg.service)
     config = _runnable_config(tid, cfg)
     meta = RunMeta(thread_id=tid, config=cfg.persisted())
-    with compiled_graph() as g:
+    with compiled_graph(cfg.state_dir) as g:
         _stream(g, {"meta": meta.model_dump(mode="json")}, config, on_update)
         return _result(g, tid, config)
 
@@ -144,7 +147,7 @@ def resume_cycle(
         raise UserError(f"decision must be approve or reject, not {decision!r}")
     if not approver.strip():
         raise UserError("--approver: a decision must name who made it")
-    with compiled_graph() as g:
+    with compiled_graph(live.state_dir if live is not None else None) as g:
         cfg = thread_configuration(thread_id, g)
         if live is not None:
             cfg.model, cfg.tools = live.model, live.tools

@@ -19,6 +19,7 @@ the reason, rather than scored against a world that contradicts its logs.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from typing import Any
 
@@ -141,6 +142,8 @@ def run_sandbox_case(
     assert exp is not None and incident.service is not None
     service = incident.service.name
     sb = start_sandbox(incident=incident, time_scale=time_scale, zero_latency=True)
+    # The harness's threads, audit log and reports are its own: never the user's state directory.
+    scratch = tempfile.TemporaryDirectory(prefix="gemma-sre-eval-")
     try:
         state, physics = _first_revision_state(sb, service)
         why_not = reproducible(incident, state, physics)
@@ -154,6 +157,7 @@ def run_sandbox_case(
             run_api_endpoint=sb.url,
             logging_api_endpoint=sb.url,
             anonymous_credentials=True,
+            state_dir=scratch.name,
             service=service,
             policy=Policy.APPROVE,
             use_model=model is not None,
@@ -203,3 +207,4 @@ def run_sandbox_case(
         )
     finally:
         sb.stop()
+        scratch.cleanup()

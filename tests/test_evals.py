@@ -488,3 +488,16 @@ def test_model_url_and_repeat_report_pass_at_k_and_prompt_tokens(
     assert {"pass_at_1", "pass_at_2", "pass_all_2"} <= set(s) and s["prompt_tokens_per_incident"] > 0
     assert s["pass_at_2"] >= s["pass_all_2"]
     assert code == (0 if case["pass"] else 1), err
+
+
+def test_sandbox_mode_keeps_its_state_out_of_the_users_state_dir(tmp_path: Path) -> None:
+    """A sandbox-mode case checkpoints, audits and reports in a scratch folder that it removes."""
+    from evals.sandbox_mode import run_sandbox_case
+    from mcp_tools.incident import load_incident
+    from mcp_tools.settings import get_settings
+
+    incident = load_incident(LIBRARY_DIR / "l4-gemma4-12b-bf16-weights-oom.yaml")
+    case = run_sandbox_case(incident)
+    assert case.pass_ and case.outcome == "fixed", case
+    state_dir = get_settings().state_dir
+    assert not state_dir.exists() or not any(state_dir.iterdir())
