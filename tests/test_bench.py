@@ -126,8 +126,7 @@ def test_usage_prompt_tokens_match_the_asked_context(instant: tuple[str, FaultIn
         assert s.ok and s.prompt_tokens == s.context_tokens and s.output_tokens == 8
 
 
-@pytest.mark.parametrize("http_client", ["fast", "httpx"])
-def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_client: str) -> None:
+def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector]) -> None:
     url, faults = instant
     path = "/v1/chat/completions"
     faults.inject(path, "status", 503, count=3)
@@ -142,7 +141,6 @@ def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_cli
                     requests_per_point=10,
                     request_timeout_s=0.5,
                     error_budget=1.0,
-                    http_client=http_client,
                 )
             )
         )
@@ -267,16 +265,17 @@ def test_cli_sandbox_run(tmp_path: Path) -> None:
     assert isinstance(bad.exception, UserError)
 
 
-def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
-    """The lean HTTP/1.1 client speaks TLS (Cloud Run is https) and survives the server closing idle
-    keep-alive connections between load points."""
+def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
+    """The timed client speaks TLS (Cloud Run is https) and survives the server closing idle
+    keep-alive connections between requests."""
     import shutil
     import ssl
     import subprocess
     import time
 
-    from mcp_tools.bench.client import send_streaming
-    from mcp_tools.bench.http1 import Http1Pool
+    from yarl import URL
+
+    from mcp_tools.bench.client import make_session, send_streaming
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
@@ -291,7 +290,7 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
         VllmSim(cfg).app,
         uvicorn_options={"ssl_certfile": str(cert), "ssl_keyfile": str(key), "timeout_keep_alive": 1},
     )
-    https = url.replace("http://127.0.0.1", "https://localhost")
+    https = URL(url.replace("http://127.0.0.1", "https://localhost") + "/v1/completions")
     ctx = ssl.create_default_context(cafile=str(cert))
     body = json.dumps(
         {
@@ -304,15 +303,14 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
     ).encode()
 
     async def main() -> list[Sample]:
-        pool = Http1Pool(https, ssl_context=ctx)
         out = []
-        try:
+        async with make_session(4, 5.0, ssl_context=ctx) as session:
             for pause in (0.0, 0.0, 1.6):  # the last request follows the server's 1 s keep-alive timeout
                 await asyncio.sleep(pause)
                 out.append(
                     await send_streaming(
-                        pool,
-                        "/v1/completions",
+                        session,
+                        https,
                         body,
                         {"content-type": "application/json"},
                         chat=False,
@@ -320,11 +318,8 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
                         context_tokens=2,
                         level=1,
                         t_point=time.perf_counter(),
-                        timeout_s=5,
                     )  # fmt: skip
                 )
-        finally:
-            await pool.aclose()
         return out
 
     try:
@@ -332,7 +327,7 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
     finally:
         stop()
     assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
-    assert all(s.output_tokens == 3 for s in samples)
+    assert all(s.output_tokens == 3 and s.chunks == 3 for s in samples)
 
 
 def test_sweep_stops_at_saturation() -> None:
