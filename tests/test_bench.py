@@ -290,7 +290,7 @@ def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
         VllmSim(cfg).app,
         uvicorn_options={"ssl_certfile": str(cert), "ssl_keyfile": str(key), "timeout_keep_alive": 1},
     )
-    https = URL(url.replace("http://127.0.0.1", "https://localhost") + "/v1/completions")
+    https = url.replace("http://127.0.0.1", "https://localhost") + "/v1/completions"
     ctx = ssl.create_default_context(cafile=str(cert))
     body = json.dumps(
         {
@@ -304,13 +304,13 @@ def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
 
     async def main() -> list[Sample]:
         out = []
-        async with make_session(4, 5.0, ssl_context=ctx) as session:
+        async with make_session(https, 4, 5.0, ssl_context=ctx) as session:
             for pause in (0.0, 0.0, 1.6):  # the last request follows the server's 1 s keep-alive timeout
                 await asyncio.sleep(pause)
                 out.append(
                     await send_streaming(
                         session,
-                        https,
+                        URL(https),
                         body,
                         {"content-type": "application/json"},
                         chat=False,

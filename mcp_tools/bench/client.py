@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from yarl import URL
 
 _DETAIL_MAX = 300
+_raw_decode = json.JSONDecoder().raw_decode
 
 #: Idle keep-alive connections are closed after this long: below the 5 s keep-alive of uvicorn (and
 #: so vLLM), so a request is never sent on a connection the server is about to close.
@@ -42,12 +43,24 @@ def raise_open_files_limit(needed: int) -> int:
     return int(soft)
 
 
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) names for ``url``, as httpx would use."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    u = urlsplit(url)
+    proxy = getproxies().get(u.scheme)
+    if not proxy or proxy_bypass(u.hostname or ""):
+        return None
+    return str(proxy)
+
+
 def make_session(
-    max_connections: int, timeout_s: float, ssl_context: ssl.SSLContext | None = None
+    url: str, max_connections: int, timeout_s: float, ssl_context: ssl.SSLContext | None = None
 ) -> aiohttp.ClientSession:
-    """An aiohttp session with one keep-alive connection per concurrent request (and open files to
-    match). ``timeout_s`` bounds each request from send to the end of the stream. Call inside a
-    running event loop."""
+    """An aiohttp session for requests to ``url`` with one keep-alive connection per concurrent
+    request (and open files to match). ``timeout_s`` bounds each request from send to the end of the
+    stream. Call inside a running event loop."""
     import aiohttp
 
     raise_open_files_limit(max_connections * 2 + 256)
@@ -58,8 +71,9 @@ def make_session(
         ssl=ssl_context if ssl_context is not None else True,
     )
     timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(30.0, timeout_s))
-    # trust_env: honour HTTP(S)_PROXY like the httpx client used for discovery does
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True)
+    # The environment's proxy is looked up once here: trust_env=True would do it (and a .netrc
+    # look-up) in a worker thread for every request, which halves the client's ceiling.
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, proxy=env_proxy(url))
 
 
 def _server_message(body: bytes) -> str:
@@ -141,32 +155,30 @@ class _SSE:
         self.detail: str | None = None
 
     def feed(self, raw: bytes, now: float) -> None:
-        buf = self.buf + raw if self.buf else raw
-        loads = json.loads
+        lines = (self.buf + raw if self.buf else raw).split(b"\n")
+        self.buf = lines.pop()  # the unfinished last line (empty when the piece ends a line)
+        decode = _raw_decode
         chat = self.chat
-        start = 0
-        while True:
-            end = buf.find(b"\n", start)
-            if end < 0:
-                break
-            line = buf[start:end]
-            start = end + 1
-            if not line.startswith(b"data:"):
+        for line in lines:
+            if line[:5] != b"data:":
                 continue  # blank separators, comments / keep-alives, other SSE fields
             data = line[5:].strip()
             if data == b"[DONE]":
                 self.done = True
                 continue
-            obj = loads(data)
+            text = data.decode()
+            obj, end = decode(text)  # json.loads without its per-call detour (about half the cost)
+            if end != len(text):
+                raise json.JSONDecodeError("extra data after the event's JSON", text, end)
             choices = obj.get("choices")
             if choices:
                 c = choices[0]
                 if chat:
                     delta = c.get("delta")
-                    text = delta and (delta.get("content") or delta.get("reasoning_content"))
+                    piece = delta and (delta.get("content") or delta.get("reasoning_content"))
                 else:
-                    text = c.get("text")
-                if text:
+                    piece = c.get("text")
+                if piece:
                     if self.first is None:
                         self.first = now
                     else:
@@ -178,10 +190,8 @@ class _SSE:
                 self.error = "server_error"
                 self.detail = str(err.get("message") if isinstance(err, dict) else err)[:_DETAIL_MAX]
                 continue
-            u = obj.get("usage")
-            if u:
-                self.usage = u
-        self.buf = buf[start:] if start < len(buf) else b""
+            if "usage" in obj and obj["usage"]:
+                self.usage = obj["usage"]
 
 
 async def send_streaming(

@@ -320,7 +320,7 @@ class _Run:
         timeout = httpx.Timeout(min(60.0, cfg.request_timeout_s), connect=min(30.0, cfg.request_timeout_s))
         async with (
             httpx.AsyncClient(base_url=cfg.url, timeout=timeout, follow_redirects=False) as client,
-            make_session(cfg.peak_in_flight(), cfg.request_timeout_s) as session,
+            make_session(cfg.url, cfg.peak_in_flight(), cfg.request_timeout_s) as session,
         ):
             model, mml, revision = await _discover(client, cfg, self.auth)
             version = await _server_version(client, self.auth)
