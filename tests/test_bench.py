@@ -348,3 +348,74 @@ def test_sweep_stops_at_saturation() -> None:
     assert (
         four.ttft.p50 is not None and two.ttft.p50 is not None and four.ttft.p50 > 2 * two.ttft.p50
     )  # queueing
+
+
+def test_wire_faults_the_sim_cannot_make() -> None:
+    """Connection resets (before and mid-stream), an error event in the stream, a bad status line and
+    ``\\r\\n`` SSE framing split across pieces, from a raw socket server."""
+    import socket
+    import struct
+    import time
+
+    from yarl import URL
+
+    from mcp_tools.bench.client import make_session, send_streaming
+
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    tok = b'data: {"choices":[{"index":0,"text":"a"}]}\n\n'
+
+    def chunk(b: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(b), b)
+
+    crlf = (
+        b'data: {"choices":[{"index":0,"text":"a"}]}\r\n\r\n: keep-alive\r\n\r\n'
+        b'data: {"choices":[{"index":0,"text":"b"}]}\r\n\r\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\r\n\r\ndata: [DONE]\r\n\r\n'
+    )
+    replies = {
+        "reset_mid_stream": head + chunk(tok),
+        "reset_before": b"",
+        "error_event": head
+        + chunk(tok + b'data: {"error":{"message":"boom"}}\n\ndata: [DONE]\n\n')
+        + b"0\r\n\r\n",
+        "bad_status": b"SSH-2.0-OpenSSH\r\n\r\n",
+        "crlf": head + b"".join(chunk(crlf[i : i + 7]) for i in range(0, len(crlf), 7)) + b"0\r\n\r\n",
+    }
+
+    async def main() -> dict[str, Sample]:
+        out = {}
+        for mode in replies:
+
+            async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter, mode: str = mode) -> None:
+                await r.readuntil(b"\r\n\r\n")
+                w.write(replies[mode])
+                await w.drain()
+                if mode.startswith("reset"):
+                    await asyncio.sleep(0.05)
+                    w.get_extra_info("socket").setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    w.transport.abort()  # type: ignore[attr-defined]
+                else:
+                    w.close()
+
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/completions"
+            async with server, make_session(url, 1, 5.0) as session:
+                out[mode] = await send_streaming(
+                    session, URL(url), b"{}", {}, chat=False, point=0, context_tokens=3, level=1,
+                    t_point=time.perf_counter(),
+                )  # fmt: skip
+        return out
+
+    got = asyncio.run(main())
+    assert {m: s.error for m, s in got.items()} == {
+        "reset_mid_stream": "connection_reset",
+        "reset_before": "connection_reset",
+        "error_event": "server_error",
+        "bad_status": "protocol_error",
+        "crlf": None,
+    }
+    assert got["error_event"].error_detail == "boom" and got["reset_mid_stream"].chunks == 1
+    ok = got["crlf"]
+    assert ok.ok and ok.chunks == 2 and len(ok.itl_s) == 1 and ok.output_tokens == 2 and ok.prompt_tokens == 3

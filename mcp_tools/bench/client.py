@@ -118,8 +118,10 @@ def classify_exception(e: BaseException) -> str:
     if isinstance(e, aiohttp.ServerDisconnectedError):
         return "connection_dropped"  # closed before the response was complete
     if isinstance(e, aiohttp.ClientPayloadError):
-        # the body stopped short: a reset by the peer, or a clean close mid-stream
-        return "connection_reset" if _is_reset(e) else "connection_dropped"
+        # The body stopped short: a reset by the peer, or a clean close mid-stream. aiohttp chains the
+        # parser's error, and names the socket's error only in the message.
+        reset = _is_reset(e) or "ConnectionResetError" in str(e)
+        return "connection_reset" if reset else "connection_dropped"
     if _is_reset(e):
         return "connection_reset"
     if isinstance(e, aiohttp.ClientResponseError):
