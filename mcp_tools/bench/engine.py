@@ -200,6 +200,7 @@ class _Run:
         session: aiohttp.ClientSession,
         url: URL,
         bodies: list[bytes],
+        headers: dict[str, str],
         *,
         point: int,
         points: int,
@@ -207,7 +208,6 @@ class _Run:
         level: float,
     ) -> tuple[list[Sample], float]:
         cfg = self.config
-        headers = await self.auth.headers()
         chat = cfg.endpoint == "chat"
         n = len(bodies)
         samples: list[Sample] = []
@@ -414,9 +414,10 @@ class _Run:
                 del prompts
                 # (re)open the point's connections untimed: idle ones expired while prompts were made
                 in_flight = int(level) if cfg.mode == "concurrency" else cfg.peak_in_flight()
-                await self._open_connections(session, min(in_flight, len(bodies), 512))
+                headers = await self.auth.headers()
+                await self._open_connections(session, min(in_flight, len(bodies), 512), headers)
                 samples, duration = await self._point(
-                    session, url, bodies, point=point, points=points_total, context=ctx, level=level
+                    session, url, bodies, headers, point=point, points=points_total, context=ctx, level=level
                 )
                 summary = summarize(
                     samples,
@@ -462,11 +463,12 @@ class _Run:
         self._emit(kind="done", points=points_total, message=result.run_dir or "")
         return result
 
-    async def _open_connections(self, session: aiohttp.ClientSession, n: int) -> None:
+    async def _open_connections(
+        self, session: aiohttp.ClientSession, n: int, headers: dict[str, str]
+    ) -> None:
         """Open ``n`` keep-alive connections with concurrent ``GET /health`` (any answer will do)."""
         import aiohttp
 
-        headers = await self.auth.headers()
         health = self.config.url + "/health"
 
         async def ping() -> None:
