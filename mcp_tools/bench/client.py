@@ -1,9 +1,9 @@
 """One streaming request, timed at the client: TTFT, inter-token gaps, e2e, usage, and the error type.
 
 The timed requests go through an ``aiohttp.ClientSession`` (the client ``vllm bench serve`` uses);
-discovery, ``/tokenize`` and health checks stay on httpx. ``aiohttp`` is imported inside the
+discovery and ``/tokenize`` stay on httpx. ``aiohttp`` is imported inside the
 functions so that importing this module (CLI and MCP start-up) stays fast. The hot path is kept
-lean (pre-serialised bodies, pre-built URL and headers, raw SSE line splitting, one ``json.loads``
+lean (pre-serialised bodies, pre-built URL and headers, raw SSE line splitting, one JSON decode
 per event); ``benchmarks/bench_client_ceiling.py`` measures its ceiling.
 """
 
@@ -222,6 +222,9 @@ async def send_streaming(
                 error = f"http_{status}"
                 detail = _server_message(await resp.read())
             else:
+                # Each piece the socket delivered is timestamped on arrival and split into SSE lines
+                # here: ~35% more requests/s than ``async for line in resp.content`` at concurrency
+                # 256, and no line-length limit (aiohttp's readline raises LineTooLong past 512 KiB).
                 read = resp.content.readany
                 feed = sse.feed
                 while raw := await read():
