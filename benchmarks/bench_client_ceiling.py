@@ -3,16 +3,17 @@
 Starts the simulated vLLM endpoint in zero-latency mode in its own process, then measures, over
 several runs, and prints medians:
 
-- requests/s of our engine (``mcp_tools.bench``) at concurrency 256 (streaming chat, usage included);
+- requests/s of our engine (``mcp_tools.bench``, aiohttp) at concurrency 256 (streaming chat, usage
+  included);
 - requests/s of a plain aiohttp loop written the way ``vllm bench serve`` writes its client
   (``aiohttp.ClientSession`` + ``TCPConnector(limit=C)``, iterate ``response.content`` lines,
-  ``json.loads`` each ``data:`` line), run with ``--compare-python`` (a throwaway venv with aiohttp;
-  never a dependency of this project);
+  ``json.loads`` each ``data:`` line), in its own process (this interpreter unless
+  ``--compare-python`` names another);
 - optionally GuideLLM (``--guidellm PATH`` to its executable) against the same server;
 - the client's added TTFT: at concurrency 1, our TTFT minus that of a minimal raw-socket client
   (hand-written HTTP/1.1 on asyncio streams), medians over the requests.
 
-    python benchmarks/bench_client_ceiling.py --runs 3 --compare-python /tmp/venv/bin/python
+    python benchmarks/bench_client_ceiling.py --runs 5
 """
 
 from __future__ import annotations
@@ -119,9 +120,7 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
     )
 
 
-async def ours(
-    url: str, n: int, conc: int, out_tokens: int, http_client: str = "fast"
-) -> tuple[float, float | None]:
+async def ours(url: str, n: int, conc: int, out_tokens: int) -> tuple[float, float | None]:
     cfg = BenchConfig(
         url=url,
         model=MODEL,
@@ -135,7 +134,6 @@ async def ours(
         write_output=False,
         stop_on_saturation=False,
         error_budget=1.0,
-        http_client=http_client,  # type: ignore[arg-type]
     )
     result = await run_benchmark(cfg)
     (p,) = result.points
@@ -250,12 +248,9 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=16)
     ap.add_argument("--ttft-requests", type=int, default=300)
     ap.add_argument(
-        "--compare-python", help="a python with aiohttp (a throwaway venv), for the vLLM-style loop"
+        "--compare-python", default=sys.executable, help="the python that runs the vLLM-style aiohttp loop"
     )
     ap.add_argument("--guidellm", help="path to a guidellm executable (a throwaway venv), to compare with")
-    ap.add_argument(
-        "--also-httpx", action="store_true", help="also measure our engine with http_client=httpx"
-    )
     args = ap.parse_args()
 
     port = _free_port()
@@ -265,7 +260,6 @@ def main() -> None:
         ours_rps: list[float] = []
         ours_ttft_c: list[float] = []
         aio_rps: list[float] = []
-        httpx_rps: list[float] = []
         guide_rps: list[float] = []
         for run in range(args.runs):
             rps, ttft = asyncio.run(ours(url, args.requests, args.concurrency, args.output_tokens))
@@ -273,22 +267,15 @@ def main() -> None:
             if ttft is not None:
                 ours_ttft_c.append(ttft)
             line = f"run {run + 1}: ours {rps:,.0f} req/s"
-            if args.compare_python:
-                res = aiohttp_run(
-                    args.compare_python, url, args.requests, args.concurrency, args.output_tokens
-                )
-                if res:
-                    aio_rps.append(res["req_per_s"])
-                    line += f", aiohttp loop {res['req_per_s']:,.0f} req/s"
+            res = aiohttp_run(args.compare_python, url, args.requests, args.concurrency, args.output_tokens)
+            if res:
+                aio_rps.append(res["req_per_s"])
+                line += f", aiohttp loop {res['req_per_s']:,.0f} req/s"
             if args.guidellm:
                 g = guidellm_run(args.guidellm, url, args.requests, args.concurrency, args.output_tokens)
                 if g:
                     guide_rps.append(g["req_per_s"])
                     line += f", guidellm {g['req_per_s']:,.0f} req/s"
-            if args.also_httpx:
-                h, _ = asyncio.run(ours(url, args.requests, args.concurrency, args.output_tokens, "httpx"))
-                httpx_rps.append(h)
-                line += f", ours with httpx {h:,.0f} req/s"
             print(line, flush=True)
         # added TTFT at concurrency 1
         _, ours_ttft1 = asyncio.run(ours(url, args.ttft_requests, 1, args.output_tokens))
@@ -298,14 +285,13 @@ def main() -> None:
         server.wait(timeout=10)
 
     print()
+    print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         "server: sandbox.vllm_sim --zero-latency in its own process; "
         f"{args.output_tokens} output tokens/request"
     )
     print(f"concurrency {args.concurrency}, {args.requests} requests per run, {args.runs} runs (medians):")
-    print(f"  ours (mcp_tools.bench, lean HTTP/1.1): {statistics.median(ours_rps):8,.0f} req/s")
-    if httpx_rps:
-        print(f"  ours with http_client=httpx:          {statistics.median(httpx_rps):8,.0f} req/s")
+    print(f"  ours (mcp_tools.bench, aiohttp):      {statistics.median(ours_rps):8,.0f} req/s")
     if aio_rps:
         print(f"  aiohttp loop (vllm bench style):      {statistics.median(aio_rps):8,.0f} req/s")
     if guide_rps:

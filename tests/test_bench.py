@@ -126,8 +126,7 @@ def test_usage_prompt_tokens_match_the_asked_context(instant: tuple[str, FaultIn
         assert s.ok and s.prompt_tokens == s.context_tokens and s.output_tokens == 8
 
 
-@pytest.mark.parametrize("http_client", ["fast", "httpx"])
-def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_client: str) -> None:
+def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector]) -> None:
     url, faults = instant
     path = "/v1/chat/completions"
     faults.inject(path, "status", 503, count=3)
@@ -142,7 +141,6 @@ def test_errors_are_counted_by_type(instant: tuple[str, FaultInjector], http_cli
                     requests_per_point=10,
                     request_timeout_s=0.5,
                     error_budget=1.0,
-                    http_client=http_client,
                 )
             )
         )
@@ -267,16 +265,17 @@ def test_cli_sandbox_run(tmp_path: Path) -> None:
     assert isinstance(bad.exception, UserError)
 
 
-def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
-    """The lean HTTP/1.1 client speaks TLS (Cloud Run is https) and survives the server closing idle
-    keep-alive connections between load points."""
+def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
+    """The timed client speaks TLS (Cloud Run is https) and survives the server closing idle
+    keep-alive connections between requests."""
     import shutil
     import ssl
     import subprocess
     import time
 
-    from mcp_tools.bench.client import send_streaming
-    from mcp_tools.bench.http1 import Http1Pool
+    from yarl import URL
+
+    from mcp_tools.bench.client import make_session, send_streaming
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
@@ -291,7 +290,7 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
         VllmSim(cfg).app,
         uvicorn_options={"ssl_certfile": str(cert), "ssl_keyfile": str(key), "timeout_keep_alive": 1},
     )
-    https = url.replace("http://127.0.0.1", "https://localhost")
+    https = url.replace("http://127.0.0.1", "https://localhost") + "/v1/completions"
     ctx = ssl.create_default_context(cafile=str(cert))
     body = json.dumps(
         {
@@ -304,15 +303,14 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
     ).encode()
 
     async def main() -> list[Sample]:
-        pool = Http1Pool(https, ssl_context=ctx)
         out = []
-        try:
+        async with make_session(https, 4, 5.0, ssl_context=ctx) as session:
             for pause in (0.0, 0.0, 1.6):  # the last request follows the server's 1 s keep-alive timeout
                 await asyncio.sleep(pause)
                 out.append(
                     await send_streaming(
-                        pool,
-                        "/v1/completions",
+                        session,
+                        URL(https),
                         body,
                         {"content-type": "application/json"},
                         chat=False,
@@ -320,11 +318,8 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
                         context_tokens=2,
                         level=1,
                         t_point=time.perf_counter(),
-                        timeout_s=5,
                     )  # fmt: skip
                 )
-        finally:
-            await pool.aclose()
         return out
 
     try:
@@ -332,7 +327,7 @@ def test_fast_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> Non
     finally:
         stop()
     assert [s.ok for s in samples] == [True, True, True], [s.error_detail for s in samples]
-    assert all(s.output_tokens == 3 for s in samples)
+    assert all(s.output_tokens == 3 and s.chunks == 3 for s in samples)
 
 
 def test_sweep_stops_at_saturation() -> None:
@@ -353,3 +348,74 @@ def test_sweep_stops_at_saturation() -> None:
     assert (
         four.ttft.p50 is not None and two.ttft.p50 is not None and four.ttft.p50 > 2 * two.ttft.p50
     )  # queueing
+
+
+def test_wire_faults_the_sim_cannot_make() -> None:
+    """Connection resets (before and mid-stream), an error event in the stream, a bad status line and
+    ``\\r\\n`` SSE framing split across pieces, from a raw socket server."""
+    import socket
+    import struct
+    import time
+
+    from yarl import URL
+
+    from mcp_tools.bench.client import make_session, send_streaming
+
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    tok = b'data: {"choices":[{"index":0,"text":"a"}]}\n\n'
+
+    def chunk(b: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(b), b)
+
+    crlf = (
+        b'data: {"choices":[{"index":0,"text":"a"}]}\r\n\r\n: keep-alive\r\n\r\n'
+        b'data: {"choices":[{"index":0,"text":"b"}]}\r\n\r\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\r\n\r\ndata: [DONE]\r\n\r\n'
+    )
+    replies = {
+        "reset_mid_stream": head + chunk(tok),
+        "reset_before": b"",
+        "error_event": head
+        + chunk(tok + b'data: {"error":{"message":"boom"}}\n\ndata: [DONE]\n\n')
+        + b"0\r\n\r\n",
+        "bad_status": b"SSH-2.0-OpenSSH\r\n\r\n",
+        "crlf": head + b"".join(chunk(crlf[i : i + 7]) for i in range(0, len(crlf), 7)) + b"0\r\n\r\n",
+    }
+
+    async def main() -> dict[str, Sample]:
+        out = {}
+        for mode in replies:
+
+            async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter, mode: str = mode) -> None:
+                await r.readuntil(b"\r\n\r\n")
+                w.write(replies[mode])
+                await w.drain()
+                if mode.startswith("reset"):
+                    await asyncio.sleep(0.05)
+                    w.get_extra_info("socket").setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    w.transport.abort()  # type: ignore[attr-defined]
+                else:
+                    w.close()
+
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/completions"
+            async with server, make_session(url, 1, 5.0) as session:
+                out[mode] = await send_streaming(
+                    session, URL(url), b"{}", {}, chat=False, point=0, context_tokens=3, level=1,
+                    t_point=time.perf_counter(),
+                )  # fmt: skip
+        return out
+
+    got = asyncio.run(main())
+    assert {m: s.error for m, s in got.items()} == {
+        "reset_mid_stream": "connection_reset",
+        "reset_before": "connection_reset",
+        "error_event": "server_error",
+        "bad_status": "protocol_error",
+        "crlf": None,
+    }
+    assert got["error_event"].error_detail == "boom" and got["reset_mid_stream"].chunks == 1
+    ok = got["crlf"]
+    assert ok.ok and ok.chunks == 2 and len(ok.itl_s) == 1 and ok.output_tokens == 2 and ok.prompt_tokens == 3

@@ -151,8 +151,6 @@ class BenchConfig(BaseModel):
     revision: str | None = None  # the serving revision, when the caller knows it
     seed: int | None = None
     write_output: bool = True
-    # "fast": the lean HTTP/1.1 keep-alive client for the timed requests; "httpx": httpx for everything
-    http_client: Literal["fast", "httpx"] = "fast"
 
     @field_validator("url")
     @classmethod

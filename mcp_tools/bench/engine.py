@@ -17,17 +17,20 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from pydantic import BaseModel, Field
 
-from mcp_tools.bench.client import Transport, make_client, send_streaming
+from mcp_tools.bench.client import make_session, send_streaming
 from mcp_tools.bench.config import BenchConfig
-from mcp_tools.bench.http1 import Http1Pool
 from mcp_tools.bench.prompts import Prompt, PromptFactory
 from mcp_tools.bench.stats import PointSummary, Sample, summarize
 from mcp_tools.errors import ExternalError, UserError
+
+if TYPE_CHECKING:
+    import aiohttp
+    from yarl import URL
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ def _client_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("gemma-sre", "httpx"):
+    for pkg in ("gemma-sre", "aiohttp", "httpx"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -184,7 +187,6 @@ class _Run:
         self.auth = auth
         self.rng = random.Random(config.seed)
         self.path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
-        self.pool: Http1Pool | None = None
 
     def _emit(self, **kw: Any) -> None:
         if self.progress is not None:
@@ -195,8 +197,10 @@ class _Run:
 
     async def _point(
         self,
-        client: Transport,
+        session: aiohttp.ClientSession,
+        url: URL,
         bodies: list[bytes],
+        headers: dict[str, str],
         *,
         point: int,
         points: int,
@@ -204,7 +208,6 @@ class _Run:
         level: float,
     ) -> tuple[list[Sample], float]:
         cfg = self.config
-        headers = await self.auth.headers()
         chat = cfg.endpoint == "chat"
         n = len(bodies)
         samples: list[Sample] = []
@@ -228,8 +231,8 @@ class _Run:
 
         async def one(i: int) -> None:
             s = await send_streaming(
-                client,
-                self.path,
+                session,
+                url,
                 bodies[i],
                 headers,
                 chat=chat,
@@ -237,7 +240,6 @@ class _Run:
                 context_tokens=context,
                 level=level,
                 t_point=t_point,
-                timeout_s=cfg.request_timeout_s,
             )
             record(s)
 
@@ -313,10 +315,13 @@ class _Run:
     async def run(self) -> BenchResult:
         cfg = self.config
         started = datetime.now(UTC)
-        async with make_client(cfg.url, cfg.peak_in_flight(), cfg.request_timeout_s) as client:
-            transport: Transport = client
-            if cfg.http_client == "fast":
-                transport = self.pool = Http1Pool(cfg.url, connect_timeout_s=min(30.0, cfg.request_timeout_s))
+        from yarl import URL
+
+        timeout = httpx.Timeout(min(60.0, cfg.request_timeout_s), connect=min(30.0, cfg.request_timeout_s))
+        async with (
+            httpx.AsyncClient(base_url=cfg.url, timeout=timeout, follow_redirects=False) as client,
+            make_session(cfg.url, cfg.peak_in_flight(), cfg.request_timeout_s) as session,
+        ):
             model, mml, revision = await _discover(client, cfg, self.auth)
             version = await _server_version(client, self.auth)
             meta = RunMetadata(
@@ -353,16 +358,14 @@ class _Run:
                     "--context: every context length plus --output-tokens exceeds the server's "
                     f"max_model_len {mml}"
                 )
-            try:
-                return await self._sweep(client, transport, factory, meta, contexts, skipped)
-            finally:
-                if self.pool is not None:
-                    await self.pool.aclose()
+            url = URL(cfg.url + self.path)
+            return await self._sweep(client, session, url, factory, meta, contexts, skipped)
 
     async def _sweep(
         self,
         client: httpx.AsyncClient,
-        transport: Transport,
+        session: aiohttp.ClientSession,
+        url: URL,
         factory: PromptFactory,
         meta: RunMetadata,
         contexts: list[int],
@@ -372,7 +375,7 @@ class _Run:
         model = meta.model
         levels = cfg.levels()
         points_total = len(contexts) * len(levels)
-        await self._warmup(client, transport, factory, model, contexts[0])
+        await self._warmup(session, url, factory, model, contexts[0])
         all_samples: list[Sample] = []
         summaries: list[PointSummary] = []
         stopped: list[str] = []
@@ -409,8 +412,12 @@ class _Run:
                     )
                 bodies = [_body(cfg, model, p, cfg.output_tokens) for p in prompts]
                 del prompts
+                # (re)open the point's connections untimed: idle ones expired while prompts were made
+                in_flight = int(level) if cfg.mode == "concurrency" else cfg.peak_in_flight()
+                headers = await self.auth.headers()
+                await self._open_connections(session, min(in_flight, len(bodies), 512), headers)
                 samples, duration = await self._point(
-                    transport, bodies, point=point, points=points_total, context=ctx, level=level
+                    session, url, bodies, headers, point=point, points=points_total, context=ctx, level=level
                 )
                 summary = summarize(
                     samples,
@@ -456,22 +463,27 @@ class _Run:
         self._emit(kind="done", points=points_total, message=result.run_dir or "")
         return result
 
-    async def _warmup(
-        self, client: httpx.AsyncClient, transport: Transport, factory: PromptFactory, model: str, ctx: int
+    async def _open_connections(
+        self, session: aiohttp.ClientSession, n: int, headers: dict[str, str]
     ) -> None:
-        """Open the connections the run needs and send a few unrecorded requests."""
-        cfg = self.config
-        headers = await self.auth.headers()
-        conns = min(cfg.peak_in_flight(), 512)
+        """Open ``n`` keep-alive connections with concurrent ``GET /health`` (any answer will do)."""
+        import aiohttp
+
+        health = self.config.url + "/health"
 
         async def ping() -> None:
-            with contextlib.suppress(httpx.HTTPError):
-                await client.get("/health", headers=headers, timeout=10)
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(health, headers=headers) as r:
+                    await r.read()
 
-        if isinstance(transport, Http1Pool):
-            await transport.prewarm(conns)
-        else:
-            await asyncio.gather(*[ping() for _ in range(conns)])
+        await asyncio.gather(*[ping() for _ in range(n)])
+
+    async def _warmup(
+        self, session: aiohttp.ClientSession, url: URL, factory: PromptFactory, model: str, ctx: int
+    ) -> None:
+        """Send a few unrecorded requests (each point opens its connections before it is timed)."""
+        cfg = self.config
+        headers = await self.auth.headers()
         if cfg.warmup_requests <= 0:
             return
         prompts = await factory.make_many(min(ctx, 64), cfg.warmup_requests)
@@ -479,8 +491,8 @@ class _Run:
         await asyncio.gather(
             *[
                 send_streaming(
-                    transport,
-                    self.path,
+                    session,
+                    url,
                     _body(cfg, model, p, min(8, cfg.output_tokens)),
                     headers,
                     chat=cfg.endpoint == "chat",
@@ -488,7 +500,6 @@ class _Run:
                     context_tokens=ctx,
                     level=0,
                     t_point=t,
-                    timeout_s=cfg.request_timeout_s,
                 )
                 for p in prompts
             ]
