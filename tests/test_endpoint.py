@@ -51,7 +51,8 @@ async def test_streamed_chat_uses_real_usage_not_chunks(server: tuple[str, Scrip
     assert s.itl_mean_s is not None and s.decode_tokens_per_s is not None
     # the server sleeps gap_s between chunks of 3 tokens: the per-token mean is about a third of that
     assert s.itl_mean_s < script.gap_s
-    assert s.chunk_gap_p50_s is not None and s.chunk_gap_p50_s >= script.gap_s * 0.8
+    # (a chunk delayed by a busy machine arrives just before the next one: allow for that, not more)
+    assert s.chunk_gap_p50_s is not None and s.chunk_gap_p50_s >= script.gap_s * 0.5
     body = script.requests[-1]["body"]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["model"] == MODEL  # the served name, from /v1/models

@@ -303,8 +303,8 @@ def test_injected_latency_measured_within_5_percent() -> None:
             nodelay = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             async with httpx.AsyncClient(base_url=url, timeout=10, transport=nodelay) as c:
                 # warm the connections up first, as any benchmark does
-                await asyncio.gather(*[c.get("/health") for _ in range(4)])
-                return list(await asyncio.gather(*[_stream_tokens(c, f"latency {i}", 16) for i in range(4)]))
+                await asyncio.gather(*[c.get("/health") for _ in range(8)])
+                return list(await asyncio.gather(*[_stream_tokens(c, f"latency {i}", 24) for i in range(8)]))
 
         results = asyncio.run(main())
     finally:
