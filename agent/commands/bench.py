@@ -49,34 +49,33 @@ def _sandbox_endpoint(time_scale: float, zero_latency: bool) -> Iterator[str]:
 
 
 def _token_provider(bearer_env: str | None, id_token: bool, url: str) -> Callable[[], str] | None:
+    """The bearer token each load point sends: from an environment variable, or a Google ID token for
+    the URL (Cloud Run IAM; minted and cached by the endpoint layer, as every other call does)."""
     if bearer_env:
         value = os.environ.get(bearer_env)
         if not value:
             raise UserError(f"--bearer-token-env: the environment variable {bearer_env} is not set or empty")
         return lambda: value
-    if not id_token:
-        return None
-    import time
+    from mcp_tools.endpoint import VllmEndpoint
 
-    state: dict[str, Any] = {"token": None, "at": 0.0}
+    endpoint = VllmEndpoint(url, auth="id_token" if id_token else "auto")
+    if not endpoint.wants_id_token():
+        return None  # loopback or plain http: nothing to authenticate
 
     def fetch() -> str:
-        if state["token"] is None or time.monotonic() - state["at"] > 45 * 60:
-            import google.auth.transport.requests
-            import google.oauth2.id_token
-
-            try:
-                state["token"] = google.oauth2.id_token.fetch_id_token(
-                    google.auth.transport.requests.Request(), url
-                )
-            except Exception as e:  # google-auth raises several unrelated types
-                from mcp_tools.errors import ExternalError
-
-                raise ExternalError(f"--id-token: could not get a Google ID token for {url}: {e}") from e
-            state["at"] = time.monotonic()
-        return str(state["token"])
+        return endpoint.headers()["Authorization"].removeprefix("Bearer ")
 
     return fetch
+
+
+def _service_url(name: str) -> str:
+    """A Cloud Run service's URL, from the Cloud Run Admin API."""
+    from mcp_tools.cloudrun import CloudRun
+
+    svc = CloudRun().get_service(name, with_revisions=False)
+    if not svc.uri:
+        raise UserError(f"--service: {name!r} has no URL yet (it has never become Ready)")
+    return svc.uri
 
 
 @bench_app.callback()
@@ -86,7 +85,7 @@ def bench(
         None, "--url", help="Base URL of the vLLM server (default: $VLLM_BASE_URL)."
     ),
     service: str | None = typer.Option(
-        None, "--service", help="A Cloud Run service name (needs the MCP layer)."
+        None, "--service", help="A Cloud Run service: its URL from the Cloud Run API, with an ID token."
     ),
     sandbox: bool = typer.Option(False, "--sandbox", help="Start the simulated vLLM endpoint in-process."),
     sandbox_time_scale: float = typer.Option(1.0, "--sandbox-time-scale", help="Speed up the sandbox clock."),
@@ -138,10 +137,7 @@ def bench(
     if chosen > 1:
         raise UserError("give only one of --url, --service and --sandbox")
     if service is not None:
-        raise UserError(
-            "--service: resolving a Cloud Run service needs the endpoint layer of the MCP tools, which this "
-            "build does not have; pass --url with --id-token instead"
-        )
+        url = _service_url(service)
     if endpoint not in ("chat", "completions"):
         raise UserError(f"--endpoint: {endpoint!r} must be chat or completions")
     if not sandbox and url is None:
