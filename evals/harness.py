@@ -33,7 +33,7 @@ from evals.scoring import (
     summarize,
 )
 from mcp_tools.errors import UserError
-from mcp_tools.incident import Incident, parse_incident
+from mcp_tools.incident import Incident, load_incident_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,44 +73,9 @@ class EvalResult(BaseModel):
         }
 
 
-def _yaml_loader() -> Any:
-    import yaml
-
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader reads the long incidents ~10x faster
-
-
-def load_incident_file(path: Path) -> Incident:
-    """Read and validate one incident (SPEC.md section 3); a ``UserError`` names the file and the key."""
-    import yaml
-
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such incident file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read incident file ({e.__class__.__name__})") from None
-    try:
-        data = yaml.load(raw, Loader=_yaml_loader())  # noqa: S506 - a safe loader
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{where}") from None
-    return parse_incident(data, path)
-
-
 def load_library(directory: Path | str) -> tuple[list[Incident], list[tuple[Path, str]]]:
     """Every ``*.yaml`` / ``*.yml`` below ``directory``: the good incidents, and (path, error) for the bad."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise UserError(f"{d}: not a directory of incident files")
-    good: list[Incident] = []
-    bad: list[tuple[Path, str]] = []
-    for p in sorted({*d.rglob("*.yaml"), *d.rglob("*.yml")}):
-        try:
-            good.append(load_incident_file(p))
-        except UserError as e:
-            bad.append((p, str(e)))
-    return good, bad
+    return load_incident_dir(directory)
 
 
 def load_diagnose() -> DiagnoseFn:
