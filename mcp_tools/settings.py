@@ -25,6 +25,18 @@ class Policy(StrEnum):
     APPROVE = "approve"  # apply after a recorded human approval (default)
     AUTO = "auto"  # apply the kinds listed in GEMMA_SRE_AUTO_KINDS without asking
 
+    @classmethod
+    def parse(cls, value: str | None, what: str = "--policy") -> Policy | None:
+        """A policy from user input (None stays None: the settings' policy applies)."""
+        if value is None or value == "":
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            from mcp_tools.errors import UserError
+
+            raise UserError(f"{what}: {value!r} is not one of {', '.join(p.value for p in cls)}") from None
+
 
 def _default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

@@ -121,3 +121,18 @@ def test_a_command_exit_code_reaches_the_shell() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 3, r.stderr
+
+
+def test_policy_parse_names_the_flag_and_the_choices() -> None:
+    assert Policy.parse(None) is None
+    assert Policy.parse("suggest") is Policy.SUGGEST
+    with pytest.raises(UserError, match=r"--policy: 'yolo' is not one of read-only, suggest, approve, auto"):
+        Policy.parse("yolo")
+
+
+@pytest.mark.parametrize("command", ["run", "watch", "repl"])
+def test_every_command_refuses_an_unknown_policy_the_same_way(command: str) -> None:
+    args = [command, "--service", "svc", "--policy", "yolo"]
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert "--policy: 'yolo' is not one of" in r.stderr and "Traceback" not in r.stderr

@@ -63,14 +63,7 @@ def register(app: typer.Typer) -> None:
         from mcp_tools.errors import UserError
         from mcp_tools.settings import Policy, get_settings
 
-        pol: Policy | None = None
-        if policy is not None:
-            try:
-                pol = Policy(policy)
-            except ValueError:
-                raise UserError(
-                    f"--policy must be one of {', '.join(p.value for p in Policy)}, not {policy!r}"
-                ) from None
+        pol = Policy.parse(policy)
         console = Console(highlight=False)
         with contextlib.ExitStack() as stack:
             if sandbox:

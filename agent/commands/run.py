@@ -29,14 +29,7 @@ def register(app: typer.Typer) -> None:
 
         if scenario and not sandbox:
             raise UserError("--scenario needs --sandbox")
-        pol = None
-        if policy:
-            try:
-                pol = Policy(policy)
-            except ValueError:
-                raise UserError(
-                    f"--policy: {policy!r} is not one of {', '.join(p.value for p in Policy)}"
-                ) from None
+        pol = Policy.parse(policy)
         code = run_interactive(
             CycleOptions(
                 service=service,

@@ -49,14 +49,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--quiet-cycles must be at least 1, not {quiet_cycles}")
         if webhook and not webhook.startswith(("http://", "https://")):
             raise UserError("--webhook must be an http:// or https:// URL")
-        pol: Policy | None = None
-        if policy is not None:
-            try:
-                pol = Policy(policy)
-            except ValueError:
-                raise UserError(
-                    f"--policy must be one of {', '.join(p.value for p in Policy)}, not {policy!r}"
-                ) from None
+        pol = Policy.parse(policy)
         console = Console(highlight=False)
         style = {"new": "bold red", "escalated": "bold yellow", "resolved": "bold green"}
 
