@@ -46,13 +46,14 @@ def test_kv_cache_tokens_within_10_percent_in_at_least_80_percent(results: list[
     assert len(good) >= 0.8 * len(rows), "KV tokens:\n" + _table(rows, "kv_tokens_error")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="only 5 public logs found state GPU, flags and the KV-token figure together; "
-    "the issue asks for 10",
-)
-def test_at_least_ten_end_to_end_kv_token_cases(results: list[CaseResult]) -> None:
-    assert summary(results)["kv_cases"] >= 10
+def test_end_to_end_target_on_at_least_ten_real_logs(results: list[CaseResult]) -> None:
+    """The issue's target on the real table: at least 10 start-ups that state GPU, flags and vLLM's
+    KV-token figure; predicted kv_cache_tokens within 10% in at least 8 of 10 (80%) of them, and
+    every reported weight figure within 5%."""
+    s = summary(results)
+    assert s["kv_cases"] >= 10, s
+    assert s["kv_within"] >= 0.8 * s["kv_cases"], s
+    assert s["weight_cases"] >= 5 and s["weights_within"] == s["weight_cases"], s
 
 
 def test_kv_budget_within_10_percent(results: list[CaseResult]) -> None:
