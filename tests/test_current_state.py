@@ -135,3 +135,34 @@ def test_superseded_revisions_are_history_unknown_ones_are_not() -> None:
     plain = Observation(logs=obs.logs, conditions=obs.conditions)
     assert plain.history_lines() == set()
     assert any(1 in f.cited_lines for f in run_analyzers(plain))
+
+
+def test_a_model_citing_only_superseded_lines_does_not_overrule_the_current_state() -> None:
+    import json
+
+    from graph_helpers import ScriptedOpenAI
+
+    obs = Observation(
+        logs=[
+            LogLine(
+                text="torch.OutOfMemoryError: CUDA out of memory.", severity="ERROR", revision="s-00001-a"
+            ),
+            LogLine(text="Application startup complete.", revision="s-00002-b"),
+        ],
+        latest_ready_revision="s-00002-b",
+        latest_created_revision="s-00002-b",
+        serving_revision="s-00002-b",
+        revisions=["s-00002-b", "s-00001-a"],
+        health=True,
+    )
+    answer = {"category": "runtime_oom", "confidence": 0.9, "summary": "CUDA OOM at line 1", "evidence": [1]}
+    server = ScriptedOpenAI([{"content": json.dumps(answer)}])
+    try:
+        d = diagnose(obs, model=server.url)
+    finally:
+        server.stop()
+    assert server.requests, "the model was asked"
+    sent = json.dumps(server.requests[0])
+    assert "superseded revisions" in sent and "s-00001-a" in sent  # told what is history
+    assert d.category == "healthy" and not d.plan.steps
+    assert any("superseded" in n for n in d.notes)
