@@ -1,4 +1,14 @@
-"""Running the loop from a face (CLI, demo): one cycle, and resuming a thread waiting for a decision.
+"""Running the loop from a face: one way to run a cycle, for the CLI, the demo, watch mode, the REPL
+and the MCP agent tools.
+
+Public API:
+
+- ``run_cycle(cfg, *, thread_id=None, since=None, on_update=None) -> CycleResult``: one cycle, to the
+  report or to the approval interrupt (``since``: read logs from there, as watch mode does).
+- ``stream_cycle(cfg, *, thread_id=None, since=None) -> CycleStream``: the same cycle as an iterator
+  of ``StepUpdate`` (one per finished node); ``.result`` holds the ``CycleResult`` afterwards.
+- ``resume_cycle`` / ``continue_cycle``: answer a waiting thread's approval request / carry on a
+  thread a crash interrupted; ``thread_result(thread_id)``: where a thread stands now.
 
 The graph is compiled with the configured checkpointer for each call and streamed with
 ``durability="sync"``: each step's checkpoint is on disk before the next step starts, so a process
@@ -28,11 +38,27 @@ OnUpdate = Callable[[str, dict[str, Any]], None]
 
 class CycleResult(BaseModel):
     thread_id: str
-    status: str  # "awaiting_approval", or the outcome's status
+    status: str  # "awaiting_approval", or the outcome's status ("running": not finished)
     summary: str = ""
     pending: dict[str, Any] | None = None  # the approval request, when awaiting a decision
-    report: dict[str, str] = Field(default_factory=dict)
+    report: dict[str, str] = Field(default_factory=dict)  # empty when the cycle found nothing
     values: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def waiting(self) -> bool:
+        """True while the thread waits for a person's decision."""
+        return self.status == "awaiting_approval"
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ("awaiting_approval", "running")
+
+
+class StepUpdate(BaseModel):
+    """One finished node of a cycle and its state update."""
+
+    node: str
+    update: dict[str, Any] = Field(default_factory=dict)
 
 
 @contextmanager
@@ -60,15 +86,20 @@ def _runnable_config(thread_id: str, cfg: Configuration) -> dict[str, Any]:
     return {"configurable": configurable, "recursion_limit": 50}
 
 
-def _stream(g: Any, payload: Any, config: dict[str, Any], on_update: OnUpdate | None) -> None:
+def _updates(g: Any, payload: Any, config: dict[str, Any]) -> Iterator[StepUpdate]:
     for chunk in g.stream(payload, config, stream_mode="updates", durability="sync"):
         if not isinstance(chunk, dict):
             continue
         for node, update in chunk.items():
             if node == "__interrupt__" or not isinstance(update, dict):
                 continue
-            if on_update is not None:
-                on_update(node, update)
+            yield StepUpdate(node=node, update=update)
+
+
+def _stream(g: Any, payload: Any, config: dict[str, Any], on_update: OnUpdate | None) -> None:
+    for step in _updates(g, payload, config):
+        if on_update is not None:
+            on_update(step.node, step.update)
 
 
 def _result(g: Any, thread_id: str, config: dict[str, Any]) -> CycleResult:
@@ -93,21 +124,65 @@ def _result(g: Any, thread_id: str, config: dict[str, Any]) -> CycleResult:
     )
 
 
-def run_cycle(
-    cfg: Configuration, *, thread_id: str | None = None, on_update: OnUpdate | None = None
-) -> CycleResult:
-    """One cycle for ``cfg.service``: to the report, or to the approval interrupt."""
+def _start(cfg: Configuration, thread_id: str | None, since: str | None) -> tuple[str, dict[str, Any], Any]:
     if not cfg.service:
         raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
     from mcp_tools.cloudrun import validate_service_name
 
     validate_service_name(cfg.service)
     tid = thread_id or new_thread_id(cfg.service)
-    config = _runnable_config(tid, cfg)
-    meta = RunMeta(thread_id=tid, config=cfg.persisted())
-    with compiled_graph(cfg.state_dir) as g:
-        _stream(g, {"meta": meta.model_dump(mode="json")}, config, on_update)
-        return _result(g, tid, config)
+    payload: dict[str, Any] = {"meta": RunMeta(thread_id=tid, config=cfg.persisted()).model_dump(mode="json")}
+    if since:
+        payload["since"] = since
+    return tid, _runnable_config(tid, cfg), payload
+
+
+class CycleStream:
+    """One cycle as an iterator of ``StepUpdate``; ``result`` is set once the iteration ends."""
+
+    def __init__(self, cfg: Configuration, *, thread_id: str | None = None, since: str | None = None) -> None:
+        self.thread_id, self._config, self._payload = _start(cfg, thread_id, since)
+        self._state_dir = cfg.state_dir
+        self.result: CycleResult | None = None
+
+    def __iter__(self) -> Iterator[StepUpdate]:
+        with compiled_graph(self._state_dir) as g:
+            yield from _updates(g, self._payload, self._config)
+            self.result = _result(g, self.thread_id, self._config)
+
+
+def stream_cycle(
+    cfg: Configuration, *, thread_id: str | None = None, since: str | None = None
+) -> CycleStream:
+    """One cycle for ``cfg.service``, step by step (see ``CycleStream``)."""
+    return CycleStream(cfg, thread_id=thread_id, since=since)
+
+
+def run_cycle(
+    cfg: Configuration,
+    *,
+    thread_id: str | None = None,
+    since: str | None = None,
+    on_update: OnUpdate | None = None,
+) -> CycleResult:
+    """One cycle for ``cfg.service``: to the report, or to the approval interrupt.
+
+    ``since`` (an RFC 3339 time): observe the logs from there (watch mode passes the end of the
+    previous cycle's window); default: the configured log window.
+    """
+    run = stream_cycle(cfg, thread_id=thread_id, since=since)
+    for step in run:
+        if on_update is not None:
+            on_update(step.node, step.update)
+    assert run.result is not None
+    return run.result
+
+
+def thread_result(thread_id: str) -> CycleResult:
+    """Where a thread stands now: waiting for a decision, running, or its outcome (UserError: unknown)."""
+    with compiled_graph() as g:
+        thread_configuration(thread_id, g)
+        return _result(g, thread_id, {"configurable": {"thread_id": thread_id}})
 
 
 def thread_configuration(thread_id: str, g: Any) -> Configuration:

@@ -212,7 +212,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
     """Register investigate / approve_remediation / reject_remediation / get_incident_report."""
     import anyio.to_thread
 
-    from agent.loop import compiled_graph, resume_cycle, run_cycle, thread_configuration
+    from agent.loop import resume_cycle, run_cycle, thread_result
 
     policy = state.policy
 
@@ -283,26 +283,21 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         def read() -> ReportOut:
             import json
 
-            with compiled_graph() as g:
-                thread_configuration(thread_id, g)
-                snap = g.get_state({"configurable": {"thread_id": thread_id}})
-            values = dict(snap.values or {})
-            outcome = values.get("outcome") or {}
-            if snap.interrupts:
-                pending = snap.interrupts[0].value
+            res = thread_result(thread_id)
+            if res.waiting:
                 return ReportOut(
                     thread_id=thread_id,
                     status="awaiting_approval",
                     summary="no report yet: the plan waits for approve_remediation or reject_remediation",
-                    pending=pending if isinstance(pending, dict) else {"request": pending},
+                    pending=res.pending,
                 )
-            paths = values.get("report") or {}
+            paths = res.report
             md = Path(paths["markdown"]).read_text(encoding="utf-8") if paths.get("markdown") else ""
             js = json.loads(Path(paths["json"]).read_text(encoding="utf-8")) if paths.get("json") else {}
             return ReportOut(
                 thread_id=thread_id,
-                status=str(outcome.get("status") or "running"),
-                summary=str(outcome.get("summary") or ""),
+                status=res.status,
+                summary=res.summary,
                 markdown=md,
                 report=js,
             )

@@ -1,7 +1,8 @@
 """Watch mode: the loop, once per interval, reporting incidents once rather than every cycle.
 
-Each cycle runs the graph on a new thread seeded with the end of the previous cycle's observation
-window (``since``), so it observes only what is new. The findings go through
+Each cycle is ``agent.loop.run_cycle`` on a new thread, seeded with the end of the previous cycle's
+observation window (``since``), so it observes only what is new. A quiet healthy cycle writes no
+report (``graph.nodes.report``). The findings go through
 ``agent.incidents_tracker``: an ongoing incident is reported once, then as escalated or resolved.
 
 One plan at a time per service: while a thread waits for a person's decision (``gemma-sre approve
@@ -24,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.incidents_tracker import IncidentEvent, IncidentTracker, TrackedFinding, TrackerStore
+from agent.loop import run_cycle
 from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
@@ -60,33 +62,18 @@ def parse_interval(text: str) -> float:
     return value
 
 
-def _run_graph(cfg: Any, since: str | None) -> Any:
-    """One graph cycle on a new thread, its logs read from ``since`` (``agent.loop`` plumbing)."""
-    from agent.loop import _result, _runnable_config, _stream, compiled_graph, new_thread_id
-    from graph.state import RunMeta
-
-    tid = new_thread_id(cfg.service)
-    config = _runnable_config(tid, cfg)
-    payload: dict[str, Any] = {"meta": RunMeta(thread_id=tid, config=cfg.persisted()).model_dump(mode="json")}
-    if since:
-        payload["since"] = since
-    with compiled_graph() as g:
-        _stream(g, payload, config, None)
-        return _result(g, tid, config)
-
-
 def _thread_status(thread_id: str) -> tuple[bool, str | None]:
     """(still waiting for a decision, outcome status when finished) of a thread."""
-    from agent.loop import compiled_graph
+    from agent.loop import thread_result
+    from mcp_tools.errors import UserError
 
-    with compiled_graph() as g:
-        snap = g.get_state({"configurable": {"thread_id": thread_id}})
-        if not snap.values:
-            return False, "unknown"
-        if snap.interrupts:
-            return True, None
-        outcome = (snap.values or {}).get("outcome") or {}
-        return False, str(outcome.get("status")) if outcome else None
+    try:
+        res = thread_result(thread_id)
+    except UserError:  # no such thread in the checkpoint store
+        return False, "unknown"
+    if res.waiting:
+        return True, None
+    return False, res.status if res.finished else None
 
 
 def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFinding]:
@@ -144,24 +131,22 @@ class Watcher:
                 self.tracker.set_outcome(st.pending_thread, status or "unknown")
                 st.pending_thread = None
         since = st.since
-        res = _run_graph(self.cfg.model_copy(update={"policy": Policy.READ_ONLY}), since)
+        res = run_cycle(self.cfg.model_copy(update={"policy": Policy.READ_ONLY}), since=since)
         values = res.values
         obs = values.get("observation_summary") or {}
         health = obs.get("health")
-        serving_newest = bool(health) and obs.get("latest_ready_revision") == obs.get(
-            "latest_created_revision"
-        )
+        # The analyzers judge the current state only (a superseded revision's lines and conditions
+        # are history), so every finding here is about now.
         found = tracked_findings(values, self.cfg.service)
         specific = [f for f in found if f.specific]
         generic = [f for f in found if not f.specific]
         open_now = [i.fingerprint for i in st.open_incidents(self.cfg.service)]
         touch: list[str] = []
-        if generic and not serving_newest:
+        if generic:
             if open_now:
-                touch = open_now  # a generic symptom (a failed revision's condition) of what is open
+                touch = open_now  # a generic symptom (a probe gave up) of what is open
             else:
                 specific += generic  # nothing open: the symptom is all there is to go on
-        # Serving its newest revision and healthy: generic symptoms are of superseded revisions.
         events = self.tracker.update(
             specific,
             service=self.cfg.service,
@@ -171,7 +156,7 @@ class Watcher:
         thread_id, status, summary = res.thread_id, res.status, res.summary
         planned = [e for e in events if e.kind in ("new", "escalated")]
         if planned and st.pending_thread is None and self.cfg.policy is not Policy.READ_ONLY:
-            full = _run_graph(self.cfg, since)
+            full = run_cycle(self.cfg, since=since)
             thread_id, status, summary = full.thread_id, full.status, full.summary
             fps = [e.incident.fingerprint for e in planned]
             if full.status == "awaiting_approval":

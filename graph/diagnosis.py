@@ -152,7 +152,9 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     unresolved = [ln for ln in fatal if started_between(v, after=ln.n) is None]
     bad_conditions = [
         t
-        for c, t in zip(obs.conditions, condition_texts(obs), strict=False)
+        for c, t in zip(
+            [c for c in obs.current_conditions() if c.get("message")], condition_texts(obs), strict=False
+        )
         if str(c.get("state") or c.get("status") or "").upper() in ("CONDITION_FAILED", "FALSE", "FAILED")
     ]
     if unresolved or obs.health is False or bad_conditions:
@@ -186,12 +188,19 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             summary="Nothing was observed (no logs, metrics or health check): no diagnosis is possible.",
             notes=notes,
         )
-    warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR"))
+    warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
+    old_revs = obs.history_revisions()
     return RootCause(
         category="healthy",
         confidence=0.85 if (obs.health or started_between(v, after=0)) else 0.7,
-        summary=f"No failure found in {v.total} log lines"
+        summary=f"No failure found in {v.total - len(v.history)} log lines"
         + (f" ({warnings} warning/error lines match no failure family)" if warnings else "")
+        + (
+            f"; {len(v.history)} lines and the conditions of superseded revision(s) "
+            f"{', '.join(old_revs)} are history"
+            if old_revs
+            else ""
+        )
         + ("; /health answers 200" if obs.health else "")
         + ". No action is needed.",
         notes=notes,
@@ -269,6 +278,28 @@ def _metrics_block(obs: Observation) -> list[str]:
     return [redact(ln)[:200] for ln in keep[:30]]
 
 
+def _history_block(obs: Observation) -> list[str]:
+    """Which revisions are superseded and which log lines they wrote (as line ranges)."""
+    revisions = obs.history_revisions()
+    if not revisions:
+        return []
+    lines = sorted(obs.history_lines())
+    ranges: list[str] = []
+    start = prev = None
+    for n in [*lines, None]:
+        if n is not None and prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            ranges.append(f"L{start}" if start == prev else f"L{start}-L{prev}")
+        start = prev = n
+    out = [f"revisions {', '.join(revisions)} no longer serve and are not the latest created"]
+    if lines:
+        shown = ", ".join(ranges[:8]) + (", ..." if len(ranges) > 8 else "")
+        out.append(f"their log lines ({len(lines)} of {len(obs.logs)}): {shown}")
+    return out
+
+
 def build_context(
     obs: Observation, *, budget_tokens: int = CONTEXT_LOG_BUDGET, findings: list[Finding] | None = None
 ) -> str:
@@ -297,6 +328,9 @@ def build_context(
         parts += [redact(c)[:300].replace("<<<", "\u00ab").replace(">>>", "\u00bb") for c in conds]
         parts += [m.replace("<<<", "\u00ab").replace(">>>", "\u00bb") for m in metrics]
         parts.append(FENCE_CLOSE)
+    history = _history_block(obs)
+    if history:
+        parts += ["", "## History (superseded revisions: context, not evidence of a current fault)", *history]
     parts += ["", "## Logs (compressed)"]
     parts.append(compress_logs(obs.logs, budget_tokens=budget_tokens).text)
     return "\n".join(parts)
@@ -580,7 +614,18 @@ def diagnose(
             allowed = {f.category for f in findings} | {root.category, "unknown"}
             if not findings:
                 allowed = set(CATEGORIES)
-            if answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
+            history = obs.history_lines()
+            if (
+                answer.category not in ("healthy", "unknown")
+                and answer.category != category
+                and answer.evidence
+                and all(n in history for n in answer.evidence)
+            ):
+                notes.append(
+                    f"the model said {answer.category} citing only lines of superseded revisions "
+                    f"(history, not the current state); kept {category}"
+                )
+            elif answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
                 notes.append(
                     f"the model said {answer.category}; the analyzers' {category} (confidence "
                     f"{root.confidence:.2f}) is kept"

@@ -32,6 +32,7 @@ class Observation(BaseModel):
     latest_created_revision: str | None = None
     serving_revision: str | None = None  # the revision that receives the traffic
     ready_revisions: list[str] = Field(default_factory=list)  # ready revisions, newest first
+    revisions: list[str] = Field(default_factory=list)  # every known revision, newest first
 
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -57,8 +58,81 @@ class Observation(BaseModel):
             and self.latest_created_revision != self.latest_ready_revision
         )
 
+    # -- history: what superseded revisions left behind ------------------------------------------
+
+    def _current_anchor(self) -> str | None:
+        """The revision that stands for the service now: the serving one, else the latest ready."""
+        return self.serving_revision or self.latest_ready_revision
+
+    def _age(self, revision: str) -> int | None:
+        """The revision's place, 0 = newest (from ``revisions``, else its ``-NNNNN-`` sequence)."""
+        if revision in self.revisions:
+            return self.revisions.index(revision)
+        return None
+
+    def _older(self, a: str, b: str) -> bool:
+        """True when revision ``a`` was created before revision ``b``."""
+        ia, ib = self._age(a), self._age(b)
+        if ia is not None and ib is not None:
+            return ia > ib
+        na, nb = _sequence(a), _sequence(b)
+        return na is not None and nb is not None and na < nb
+
+    def superseded_revision(self, revision: str | None) -> bool:
+        """True for a revision that no longer serves and is not the latest created: its log lines are
+        history, not evidence of a current fault. Unknown revisions (a recorded incident) never are."""
+        if not revision:
+            return False
+        current = {r for r in (self._current_anchor(), self.latest_created_revision) if r}
+        if not current or revision in current:
+            return False
+        anchor = self._current_anchor()
+        if anchor is None:
+            return False
+        return self._older(revision, anchor)
+
+    def condition_is_history(self, condition: dict[str, Any]) -> bool:
+        """A revision condition of a revision older than the serving (or latest ready) one."""
+        scope = str(condition.get("scope") or "")
+        if not scope.startswith("revision/"):
+            return False
+        revision = scope.split("/", 1)[1]
+        anchor = self._current_anchor()
+        return bool(anchor) and revision != anchor and self._older(revision, str(anchor))
+
+    def history_lines(self) -> set[int]:
+        """1-based numbers of the log lines written by superseded revisions (cached)."""
+        hit = self._cache.get("history")
+        if hit is None:
+            hit = {i for i, ln in enumerate(self.logs, start=1) if self.superseded_revision(ln.revision)}
+            self._cache["history"] = hit
+        return set(hit)
+
+    def current_conditions(self) -> list[dict[str, Any]]:
+        """The conditions that describe the current state (history conditions left out)."""
+        return [c for c in self.conditions if not self.condition_is_history(c)]
+
+    def history_revisions(self) -> list[str]:
+        """The superseded revisions the observation holds lines or conditions of, oldest first."""
+        seen: dict[str, None] = {}
+        for ln in self.logs:
+            if ln.revision and self.superseded_revision(ln.revision):
+                seen.setdefault(ln.revision, None)
+        for c in self.conditions:
+            if self.condition_is_history(c):
+                seen.setdefault(str(c.get("scope")).split("/", 1)[1], None)
+        return sorted(seen, key=lambda r: (_sequence(r) or 0, r))
+
     def line_text(self, n: int) -> str | None:
         """The text of 1-based log line ``n`` (None when there is no such line)."""
         if 1 <= n <= len(self.logs):
             return self.logs[n - 1].message
         return None
+
+
+def _sequence(revision: str) -> int | None:
+    """The sequence number Cloud Run puts in a generated revision name (``svc-00002-abc`` -> 2)."""
+    import re
+
+    m = re.search(r"-(\d{5})-[a-z0-9]+$", revision) or re.search(r"-(\d+)(?:-[a-z0-9]+)?$", revision)
+    return int(m.group(1)) if m else None

@@ -274,6 +274,19 @@ def _larger_gpu(cap: _Capacity, min_cc: float | None = None) -> str | None:
     return None
 
 
+def _gpu_cc(cap: _Capacity) -> float | None:
+    """The compute capability of the service's GPU (None: unknown)."""
+    gpu = cap.spec.gpu_type if cap.spec else None
+    if not gpu:
+        return None
+    try:
+        from mcp_tools.capacity import resolve_gpu
+
+        return float(resolve_gpu(gpu).cc)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _gpu_option(cap: _Capacity, gpu: str, why: str) -> RemediationPlan:
     pred = None
     if cap.model is not None and cap.flags is not None:
@@ -283,6 +296,12 @@ def _gpu_option(cap: _Capacity, gpu: str, why: str) -> RemediationPlan:
             pred = _predicted(plan_capacity(cap.model, gpu=gpu, gpu_count=1, flags=cap.flags, suggest=False))
         except Exception as e:  # noqa: BLE001
             log.debug("no prediction on %s: %s", gpu, e)
+    cur = cap.spec.gpu_type if cap.spec else None
+    if cur and cur not in CLOUD_RUN_GPUS and gpu in CLOUD_RUN_GPUS:
+        why += (
+            f". Cloud Run offers only {' and '.join(CLOUD_RUN_GPUS)} GPUs, not {cur}: a service on "
+            f"{cur} runs on GKE, so this means a GKE node pool with {gpu} GPUs (or moving it to Cloud Run)"
+        )
     return _plan(PlanStep(kind=K.SET_RESOURCES, change={"gpu_type": gpu}, why=why, predicted=pred))
 
 
@@ -765,11 +784,19 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
                     _gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it")
                 )
     elif re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
-        out.append(
-            _flags_option(
-                cap, {"--quantization": None}, f"{cap.flags.quantization} is not supported on this GPU"
-            )
-        )
+        # Drop the online quantization and serve the checkpoint in 16 bits; a GPU without bf16
+        # (cc < 8.0, e.g. a T4) needs --dtype half for that.
+        change: dict[str, Any] = {"--quantization": None}
+        why = f"--quantization {cap.flags.quantization} is not supported on this GPU: drop it"
+        if (
+            _gpu_cc(cap) is not None
+            and (_gpu_cc(cap) or 0) < 8.0
+            and cap.flags.dtype in (None, "auto", "bfloat16")
+        ):
+            change["--dtype"] = "half"
+            why += " and serve 16-bit weights as float16 (--dtype half: this GPU has no bfloat16)"
+        out.append(_flags_option(cap, change, why))
+    gpu_options: list[RemediationPlan] = []
     if not prequantized:  # the same checkpoint and flags on a GPU that supports them
         min_cc = int(need.group(1) or need.group(2)) / 10 if need else None
         if min_cc is None and re.search(r"Bfloat16|bfloat16|bf16", text):
@@ -777,7 +804,9 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
         if min_cc is not None:
             gpu = _larger_gpu(cap, min_cc=min_cc)
             if gpu:
-                out.append(_gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it"))
+                gpu_options.append(
+                    _gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it")
+                )
     if (
         re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
         and cap.flags
@@ -790,6 +819,9 @@ def _unsupported(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Reme
     for sib in _sibling_checkpoints(ref) if not prequantized else []:
         if not any(s.kind is K.SET_MODEL and s.change.get("model") == sib for o in out for s in o.steps):
             out.append(_model_option(cap, sib, "a checkpoint of the same model this GPU can run"))
+    # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
+    # preflight takes the first option the planner says fits and the GPU supports.
+    out += gpu_options
     if not out:
         out.append(
             _escalate(

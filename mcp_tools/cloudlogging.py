@@ -114,6 +114,9 @@ def entry_to_logline(entry: Any) -> LogLine:
     severity = entry.severity or "DEFAULT"
     payload = entry.payload
     data: dict[str, Any] = {"timestamp": timestamp, "severity": severity}
+    labels = getattr(getattr(entry, "resource", None), "labels", None) or {}
+    if isinstance(labels, dict) and labels.get("revision_name"):
+        data["revision"] = str(labels["revision_name"])
     if isinstance(payload, str):
         data["text"] = payload
     elif isinstance(payload, dict):

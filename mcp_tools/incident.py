@@ -54,6 +54,7 @@ class LogLine(_Lenient):
     severity: str = "DEFAULT"
     text: str | None = None
     json_payload: dict[str, Any] | None = Field(default=None, alias="json")
+    revision: str | None = None  # the Cloud Run revision that wrote the line, when the source says
 
     @field_validator("severity", mode="before")
     @classmethod

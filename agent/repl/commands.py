@@ -346,13 +346,13 @@ class ReplCommands:
         tid = args[0] if args else self.last_thread
         if not tid:
             return _err("no thread yet: run /diagnose or /plan first, or give a thread id")
-        from agent.loop import compiled_graph, thread_configuration
+        from agent.loop import thread_result
 
-        with compiled_graph() as g:
-            thread_configuration(tid, g)
-            values = dict(g.get_state({"configurable": {"thread_id": tid}}).values or {})
-        path = (values.get("report") or {}).get("markdown")
+        res = thread_result(tid)
+        path = res.report.get("markdown")
         if not path:
+            if res.finished:
+                return _err(f"thread {tid} wrote no report: it found nothing ({res.status}: {res.summary})")
             return _err(f"thread {tid} has no report yet (it is waiting for a decision or still running)")
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -63,8 +63,12 @@ class LogView:
             Line(n=i, text=ln.message, severity=ln.severity) for i, ln in enumerate(obs.logs, start=1)
         ]
         self.total = len(self.lines)
+        # Lines of superseded revisions are history: kept (numbered, in windows) but never matched.
+        self.history = obs.history_lines()
         groups: dict[str, list[Line]] = {}
         for ln in self.lines:
+            if ln.n in self.history:
+                continue
             groups.setdefault(_SHAPE.sub("0", ln.text[:4000]), []).append(ln)
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
@@ -270,9 +274,10 @@ START_MARK = re.compile(
 
 
 def condition_texts(obs: Observation) -> list[str]:
-    """Cloud Run condition messages as 'type (reason): message' lines."""
+    """Cloud Run condition messages as 'type (reason): message' lines (current conditions only: a
+    superseded revision's condition is history, see ``Observation.condition_is_history``)."""
     out = []
-    for c in obs.conditions:
+    for c in obs.current_conditions():
         msg = str(c.get("message") or "")
         if not msg:
             continue

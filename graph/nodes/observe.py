@@ -144,6 +144,7 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         latest_created_revision=info.latest_created_revision if info is not None else None,
         serving_revision=info.serving_revision if info is not None else None,
         ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
+        revisions=[r.name for r in info.revisions] if info is not None else [],
     )
     summary = ObservationSummary(
         service=name,

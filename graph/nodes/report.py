@@ -1,4 +1,9 @@
-"""report: the outcome, and the Markdown and JSON reports under ``<state_dir>/reports/``."""
+"""report: the outcome, and the Markdown and JSON reports under ``<state_dir>/reports/``.
+
+A report is written only when the cycle found something: a fault (any diagnosis but ``healthy``), a
+plan, a decision or an outcome of a change. A quiet healthy cycle (watch mode runs one per interval)
+writes none: its outcome is still in the state and the checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +18,20 @@ from graph.report import outcome_of, render_json, render_markdown, report_basena
 from graph.state import SREState, event
 
 
+def found_something(state: SREState, status: str) -> bool:
+    """True when a cycle has something to report (an incident, a plan, a decision, an outcome)."""
+    if status != "healthy":
+        return True
+    plan = state.get("plan") or {}
+    return bool(plan.get("steps") or state.get("approval") or state.get("applied"))
+
+
 def report(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
     outcome = outcome_of(state, cfg.policy)
     final = event("report", f"{outcome.status}: {outcome.summary}")
+    if not found_something(state, outcome.status):
+        return {"outcome": outcome.model_dump(mode="json"), "report": {}, "timeline": final}
     full: SREState = {**state, "timeline": [*(state.get("timeline") or []), *final]}  # type: ignore[typeddict-item]
     directory = cfg.state_path / "reports"
     directory.mkdir(parents=True, exist_ok=True)

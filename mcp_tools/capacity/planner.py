@@ -418,6 +418,13 @@ def _check_support(
             unsupported.append(
                 f"{q.format} weights need compute capability 7.5+; {name} is cc {gpu.compute_capability}"
             )
+        elif q.method == "compressed-tensors" and q.format.endswith("a16") and cc < 8.0:
+            # vLLM's CompressedTensorsWNA16 scheme declares min capability 80 (its Marlin kernels);
+            # AWQ (cc 7.5) and GPTQ (cc 6.0) checkpoints have pre-Ampere kernels, compressed-tensors not.
+            unsupported.append(
+                f"compressed-tensors {q.format} weights run on vLLM's Marlin kernels, which need compute "
+                f"capability 8.0+; {name} is cc {gpu.compute_capability} (an AWQ or GPTQ checkpoint can run)"
+            )
     if kv_dtype.startswith("fp8"):
         if cc < 8.0:
             unsupported.append(
