@@ -169,6 +169,8 @@ def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
                 f"{new.memory} of memory needs at least {need} vCPU on Cloud Run (spec has {new.cpu})"
             )
     if new.gpu_count > 1:
+        # The apply path is the Cloud Run Admin API, which serves one GPU per instance.
+        ok = False
         notes.append(
             f"{new.gpu_count} GPUs per instance: Cloud Run gives one; this needs a multi-GPU GKE node"
         )
@@ -230,7 +232,8 @@ def choose_plan(
     if _policy(policy) is Policy.READ_ONLY:
         first, diff = checked[0]
         return first, [c for c, _ in checked[1:]], diff
-    reasons = "; ".join(n for c, _ in checked for n in c.preflight.notes[-1:])
+    # Why each option failed: its notes, less the planner's "fits" verdicts (those are not the reason).
+    reasons = "; ".join(n for c, _ in checked for n in c.preflight.notes if not n.startswith("planner: fits"))
     esc = RemediationPlan(
         steps=[
             PlanStep(

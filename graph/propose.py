@@ -393,6 +393,11 @@ def _round_len(n: int) -> int:
 def _weights_oom(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
     opts = _planner_options(cap)
     if opts:
+        # Ranked last: a larger Cloud Run GPU, for when no checkpoint or flag change passes preflight.
+        bigger = _larger_gpu(cap)
+        if bigger:
+            gpu = cap.spec.gpu_type if cap.spec else "this GPU"
+            opts.append(_gpu_option(cap, bigger, f"the weights do not fit {gpu}: move to {bigger}"))
         return opts
     if cap.plan is not None:  # the planner ran and nothing on this GPU fits
         return [

@@ -225,6 +225,15 @@ def test_preflight_checks_fit_of_new_spec() -> None:
     probe = RemediationPlan(steps=[PlanStep(kind=RemediationKind.SET_PROBE, change={"period_seconds": 600})])
     checked, _, _ = preflight(probe, L4_BF16, policy="approve")
     assert not checked.preflight.ok
+    # the planner says two GPUs fit, but the apply path (Cloud Run) serves one GPU per instance
+    two = RemediationPlan(
+        steps=[
+            PlanStep(kind=RemediationKind.SET_RESOURCES, change={"gpu_count": 2}),
+            PlanStep(kind=RemediationKind.SET_VLLM_ARGS, change={"--tensor-parallel-size": 2}),
+        ]
+    )
+    checked, _, _ = preflight(two, L4_BF16, policy="approve")
+    assert not checked.preflight.ok and any("Cloud Run gives one" in n for n in checked.preflight.notes)
 
 
 # ------------------------------------------------------------------------------------------------
