@@ -1,0 +1,69 @@
+"""Serving over streamable HTTP: loopback by default, bearer-token auth for anything else."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from mcp.server.fastmcp import FastMCP
+
+from mcp_tools.errors import UserError
+
+
+def is_loopback_host(host: str) -> bool:
+    h = host.strip("[]").lower()
+    return h in ("localhost", "::1") or h.startswith("127.")
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>`` (else 401)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = b""
+            for k, v in scope.get("headers", []):
+                if k.lower() == b"authorization":
+                    got = v
+                    break
+            if not hmac.compare_digest(got, self._expected):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <GEMMA_SRE_MCP_TOKEN>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="gemma-sre"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: FastMCP, token: str | None) -> Any:
+    """The streamable-HTTP ASGI app, behind bearer-token auth when a token is given."""
+    app = server.streamable_http_app()
+    return BearerAuth(app, token) if token else app
+
+
+def check_http_binding(host: str, token: str | None) -> None:
+    if not is_loopback_host(host) and not token:
+        raise UserError(
+            f"binding the MCP HTTP server to {host} (not loopback) requires GEMMA_SRE_MCP_TOKEN; "
+            "clients then send 'Authorization: Bearer <token>'"
+        )
+
+
+async def serve_http(server: FastMCP, host: str, port: int, token: str | None) -> None:
+    import uvicorn
+
+    check_http_binding(host, token)
+    config = uvicorn.Config(http_app(server, token), host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,107 @@
+"""The state the tools share: settings, lazily built Cloud Run and Cloud Logging clients, confirmation
+tokens, and where the vLLM endpoint (and a model to analyse with) is."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel
+
+from mcp_tools.cloudrun import ServiceInfo
+from mcp_tools.errors import UserError
+from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore
+from mcp_tools.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp_tools.cloudlogging import CloudLogging
+    from mcp_tools.cloudrun import CloudRun
+    from mcp_tools.endpoint import VllmEndpoint
+
+
+class EndpointResult(BaseModel):
+    service: str | None = None
+    url: str
+    source: Literal["VLLM_BASE_URL", "cloud_run"]
+
+
+class ServerState:
+    """What the tools share: settings, lazily built clients, confirmation tokens."""
+
+    def __init__(self, settings: Settings, *, confirm_ttl_s: float = DEFAULT_CONFIRM_TTL_S) -> None:
+        self.settings = settings
+        self.policy = settings.policy
+        self.confirmations = ConfirmationStore(confirm_ttl_s)
+        self._cloudrun: CloudRun | None = None
+        self._logging: CloudLogging | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def cloudrun(self) -> CloudRun:
+        with self._lock:
+            if self._cloudrun is None:
+                from mcp_tools.cloudrun import CloudRun
+
+                self._cloudrun = CloudRun(self.settings)
+            return self._cloudrun
+
+    @property
+    def cloudlogging(self) -> CloudLogging:
+        with self._lock:
+            if self._logging is None:
+                from mcp_tools.cloudlogging import CloudLogging
+
+                self._logging = CloudLogging(self.settings)
+            return self._logging
+
+    def service_name(self, given: str | None) -> str:
+        from mcp_tools.cloudrun import validate_service_name
+
+        name = (given or "").strip() or self.settings.service
+        if not name:
+            raise UserError("no service named: pass service_name, or set GEMMA_SRE_SERVICE")
+        return validate_service_name(name)
+
+    async def get_service(self, name: str, *, with_revisions: bool = False) -> ServiceInfo:
+        return await asyncio.to_thread(self.cloudrun.get_service, name, with_revisions=with_revisions)
+
+    async def endpoint_for(self, service_name: str | None) -> tuple[VllmEndpoint, EndpointResult]:
+        """The vLLM endpoint: the named service's URL, else VLLM_BASE_URL, else GEMMA_SRE_SERVICE's."""
+        from mcp_tools.endpoint import VllmEndpoint
+
+        if not (service_name or "").strip() and self.settings.vllm_base_url:
+            url = self.settings.vllm_base_url
+            info = EndpointResult(service=None, url=url, source="VLLM_BASE_URL")
+        else:
+            name = self.service_name(service_name)
+            svc = await self.get_service(name)
+            if not svc.uri:
+                raise UserError(f"service {name!r} has no URL yet (it has never become Ready)")
+            info = EndpointResult(service=name, url=svc.uri, source="cloud_run")
+        return VllmEndpoint(info.url, timeout_s=self.settings.http_timeout_s), info
+
+    async def model_endpoints(self, service_name: str | None) -> list[VllmEndpoint]:
+        """Endpoints that can answer an analysis prompt, in the order to try them."""
+        from mcp_tools.endpoint import VllmEndpoint
+
+        out: list[VllmEndpoint] = []
+        key = self.settings.model_api_key
+        if self.settings.model_url:
+            out.append(
+                VllmEndpoint(self.settings.model_url, api_key=key, timeout_s=self.settings.model_timeout_s)
+            )
+        else:
+            try:
+                ep, _ = await self.endpoint_for(service_name)
+                ep.timeout_s = self.settings.model_timeout_s
+                out.append(ep)
+            except UserError:
+                pass
+        if self.settings.fallback_model_url:
+            out.append(
+                VllmEndpoint(
+                    self.settings.fallback_model_url, api_key=key, timeout_s=self.settings.model_timeout_s
+                )
+            )
+        return out

@@ -1,0 +1,140 @@
+"""The GCP extras (plain functions in mcp_tools.extras), registered as tools, and the server's own
+save_hf_token (it can also ask for the token through elicitation)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from mcp_tools.errors import UserError
+from mcp_tools.extras.secrets import SavedSecret
+from mcp_tools.server.core import result, tool_errors
+from mcp_tools.server.state import ServerState
+from mcp_tools.settings import Policy
+
+
+def _extra_text(model: BaseModel) -> str:
+    """A readable rendering of an extras result: its own text when it has one, else YAML."""
+    for attr in ("text", "command"):
+        v = getattr(model, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    summary = getattr(model, "summary", None)
+    if isinstance(summary, list) and summary:
+        notes = getattr(model, "notes", None) or []
+        return "\n".join([*map(str, summary), *map(str, notes)])
+    import yaml
+
+    return yaml.safe_dump(model.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str] = _extra_text) -> Callable[..., Any]:
+    """An async MCP tool around a blocking extras function (run in a thread), same parameters."""
+    sig = inspect.signature(fn, eval_str=True)
+    out_type = sig.return_annotation
+
+    async def tool(**kwargs: Any) -> Any:
+        res = await asyncio.to_thread(fn, **kwargs)
+        return result(res, text(res))
+
+    tool.__name__ = fn.__name__
+    tool.__doc__ = fn.__doc__
+    tool.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()],
+        return_annotation=Annotated[CallToolResult, out_type],
+    )
+    return tool_errors(tool)
+
+
+def register(mcp: FastMCP, state: ServerState) -> None:
+    """The extras with their own readable renderings and hints (mcp_tools.extras.mcp_register); the
+    server's own save_hf_token (it can also ask through elicitation) and error handling."""
+    from mcp_tools import extras
+    from mcp_tools.extras.mcp_register import EXTRAS_TOOLS
+
+    for fn, _model, render, hints in EXTRAS_TOOLS:
+        if fn.__name__ == "save_hf_token":
+            continue
+        mcp.add_tool(_as_tool(fn, text=render), name=fn.__name__, annotations=hints)
+
+    @mcp.resource(extras.TEMPLATE_URI, name="vllm-deployment-template", mime_type="application/yaml")
+    def vllm_deployment_template() -> str:
+        """Cloud Run service YAML for vLLM on an L4, with documented ${PARAMETERS}."""
+        return str(extras.vllm_deployment_template().text)
+
+    if state.policy is not Policy.READ_ONLY:  # it writes a secret
+        _register_save_hf_token(mcp)
+
+
+class _TokenForm(BaseModel):
+    token: str = Field(description="Hugging Face access token (hf_...); stored in Secret Manager only")
+
+
+def _register_save_hf_token(mcp: FastMCP) -> None:
+    from mcp_tools import extras
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+    @tool_errors
+    async def save_hf_token(
+        ctx: Context,
+        secret_id: str = "hf-token",
+        from_env: str | None = "HF_TOKEN",
+        from_file: str | None = None,
+        project: str | None = None,
+    ) -> Annotated[CallToolResult, SavedSecret]:
+        """Store the Hugging Face token in Secret Manager (a new version of secret_id). The token is read
+        from the environment variable from_env or the file from_file, never passed as an argument; when
+        neither has it and the client supports elicitation, the user is asked for it directly. The token
+        is never returned or logged."""
+        try:
+            res = await asyncio.to_thread(
+                extras.save_hf_token, secret_id, from_env=from_env, from_file=from_file, project=project
+            )
+        except UserError as e:
+            if from_file is not None or "is not set" not in str(e) or not _can_elicit(ctx):
+                raise
+            res = await _save_elicited_token(ctx, secret_id, project)
+        return result(res, f"saved {res.version} (token read from {res.source}; not shown)")
+
+
+def _can_elicit(ctx: Context) -> bool:
+    from mcp.types import ClientCapabilities, ElicitationCapability
+
+    try:
+        return bool(
+            ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+        )
+    except Exception:  # no session details: do not ask
+        return False
+
+
+async def _save_elicited_token(ctx: Context, secret_id: str, project: str | None) -> Any:
+    """Ask the user (MCP elicitation), hand the answer to save_hf_token through a private temp file."""
+    import shutil
+    import tempfile
+
+    from mcp_tools import extras
+
+    answer = await ctx.elicit(
+        "Paste your Hugging Face access token. It goes to Secret Manager only; the model never sees it.",
+        _TokenForm,
+    )
+    if answer.action != "accept" or answer.data is None:
+        raise UserError("no token given: export it in an environment variable or name a file (from_file)")
+    tmp = tempfile.mkdtemp(prefix="gemma-sre-")
+    try:
+        path = os.path.join(tmp, "token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(answer.data.token)
+        res = await asyncio.to_thread(extras.save_hf_token, secret_id, from_file=path, project=project)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res.model_copy(update={"source": "the MCP client (elicitation)"})
