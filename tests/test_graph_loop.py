@@ -373,3 +373,29 @@ def test_user_mcp_servers_add_only_their_read_only_tools(
     )
     assert r.values["diagnosis"]["model_used"]
     assert mutations(sb) == []
+
+
+def test_a_plan_is_not_applied_over_a_service_that_changed_since(sandbox_factory: Any) -> None:  # noqa: F811
+    """Someone deploys while the plan waits for approval: approving it then applies nothing (the
+    approved diff is no longer what would happen) and their change stays."""
+    from google.protobuf import field_mask_pb2
+
+    from sandbox.testing import run_clients
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    first = run_cycle(config_for(sb))
+    assert first.status == "awaiting_approval"
+
+    services, _ = run_clients(sb)
+    name = f"projects/{sb.project}/locations/{sb.location}/services/{service_of(sb)}"
+    svc = services.get_service(name=name)
+    svc.template.scaling.max_instance_count = 3
+    mask = field_mask_pb2.FieldMask(paths=["template.scaling.max_instance_count"])
+    services.update_service(service=svc, update_mask=mask)  # someone else's change, not awaited
+    theirs = len(mutations(sb))
+
+    r = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert r.status != "fixed"
+    assert "changed after this plan was made" in r.values["applied"]["error"]
+    assert len(mutations(sb)) == theirs  # we sent nothing
+    assert services.get_service(name=name).template.scaling.max_instance_count == 3

@@ -6,7 +6,9 @@ the node reads the service: if the template already carries the key, the change 
 process before a retry, or by one that was killed during apply) and nothing is sent again. So a
 process killed between approval and apply, or during apply, resumes and applies exactly once.
 
-The mutation path is closed unless the state holds an approval whose id is in the audit log.
+The mutation path is closed unless the state holds an approval whose id is in the audit log, and a
+plan is never applied over a service that changed after the plan was made (the approved diff would no
+longer be what happens).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import RemediationKind, RemediationPlan
 from mcp_tools.settings import Policy
+from mcp_tools.spec_ops import render
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,8 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         return _done(state, cfg, thread_id, approval, plan, result)
     new_spec = ServiceSpec.model_validate(pf["new_spec"])
     new_spec.env = {**new_spec.env, APPLY_KEY_ENV: key}
+    observed = (state.get("observation") or {}).get("service")
+    planned_from = ServiceSpec.model_validate(observed) if observed else None
 
     first = True
     for attempt in range(1, max(1, cfg.retries) + 1):
@@ -103,6 +108,14 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.already_applied = first
             result.revision = info.latest_created_revision
             result.error = None  # whether it came up is verify's question
+            break
+        if first and planned_from is not None and render(info.spec) != render(planned_from):
+            # Someone changed the service after the plan was made: the approved diff is no longer what
+            # would happen, and sending the rendered spec would silently undo their change.
+            result.error = (
+                "the service changed after this plan was made (another deploy?): nothing applied; "
+                "run a new cycle to plan against the current spec"
+            )
             break
         if first and result.previous_ready_revision is None:
             result.previous_ready_revision = info.latest_ready_revision
