@@ -116,6 +116,37 @@ def redact(text: str) -> str:
     return text
 
 
+#: A mapping key that names a secret (``HF_TOKEN``, ``db_password``, ``api_key``, ``credentials``).
+_SECRET_KEY = re.compile(r"(?i)^" + _KEY_NAMES + r"s?$")
+
+
+def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:
+    """A JSON-like value with secrets hidden: string values under secret-looking keys (and the ``value``
+    of ``{"name": "HF_TOKEN", "value": ...}`` pairs, as Cloud Run lists env vars) become
+    ``[REDACTED]``; every other string goes through ``redact``. Keys in ``keep`` are left as they are."""
+    if isinstance(obj, dict):
+        name = obj.get("name")
+        secret_pair = isinstance(name, str) and bool(_SECRET_KEY.match(name)) and "value" in obj
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if k in keep:
+                out[k] = v
+            elif (
+                isinstance(v, str)
+                and v
+                and ((isinstance(k, str) and _SECRET_KEY.match(k)) or (secret_pair and k == "value"))
+            ):
+                out[k] = "[REDACTED]"
+            else:
+                out[k] = redact_data(v, keep)
+        return out
+    if isinstance(obj, list | tuple):
+        return [redact_data(v, keep) for v in obj]
+    if isinstance(obj, str):
+        return redact(obj)
+    return obj
+
+
 _SECRET_FLAG = re.compile(
     r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)s?$", re.I
 )

@@ -194,3 +194,25 @@ def test_redacted_json_still_parses() -> None:
     assert "hunter2" not in out and "k-1234567890" not in out and "abc.def.ghi" not in out
     assert back["nested"][0]["password"] == "[REDACTED]"
     assert redact("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456") == "HF_TOKEN=[REDACTED:hf_token]"
+
+
+def test_redact_data_hides_secret_keys_and_env_pairs_but_keeps_what_it_is_told() -> None:
+    from mcp_tools.logs import redact_data
+
+    doc = {
+        "env": {"HF_TOKEN": "plain-value-without-a-known-shape", "LOG_LEVEL": "debug"},
+        "containers": [
+            {"env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "PORT", "value": "8080"}]}
+        ],
+        "note": "Authorization: Bearer abcdefghijklmnop",
+        "max_tokens": 512,
+        "confirmation_token": "cf-123",
+    }
+    out = redact_data(doc, frozenset({"confirmation_token"}))
+    assert out["env"] == {"HF_TOKEN": "[REDACTED]", "LOG_LEVEL": "debug"}
+    assert out["containers"][0]["env"] == [
+        {"name": "DB_PASSWORD", "value": "[REDACTED]"},
+        {"name": "PORT", "value": "8080"},
+    ]
+    assert "abcdefghijklmnop" not in out["note"]
+    assert out["max_tokens"] == 512 and out["confirmation_token"] == "cf-123"

@@ -33,6 +33,8 @@ HEALTHY = "gemma-ok"
 SECRET_LINE = "loading with Authorization: Bearer ya29.a0AfB_verysecrettokenvalue1234567890"
 FAKE_HF = "hf_" + "ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"
 CONFIRM_TTL_S = 3.0
+# secrets set as plain env vars on a service (a bad practice the tools must not amplify)
+ENV_SECRETS = {"HF_TOKEN": "hf_" + "PlainEnvTokenValue0123456789ab", "DB_PASSWORD": "correct-horse-battery"}
 
 
 @dataclass
@@ -63,6 +65,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 memory="32Gi",
                 image="vllm/vllm-openai:v0.11.0",
                 args=[qat, "--max-model-len=8192", "--port=8080"],
+                env=ENV_SECRETS,
                 max_instances=1,
                 concurrency=4,
             ),
@@ -118,6 +121,17 @@ def test_status_and_revisions(world: World) -> None:
     assert sorted(r["ready"] for r in revs) == [False, True]
     one = ok(world.client.call("list_revisions", {"service_name": SERVICE, "limit": 1}))
     assert len(one["revisions"]) == 1 and "limit" in one["more"]
+
+
+def test_secrets_in_a_service_env_never_leave_through_a_tool(world: World) -> None:
+    for tool in ("status_vllm", "list_revisions", "get_model_details", "get_system_status"):
+        r = world.client.call(tool, {"service_name": HEALTHY})
+        assert not r.isError, text_of(r)
+        seen = text_of(r) + repr(r.structuredContent)
+        for secret in ENV_SECRETS.values():
+            assert secret not in seen, f"{tool} leaked a secret from the service env"
+    st = ok(world.client.call("status_vllm", {"service_name": HEALTHY}))["service"]
+    assert st["spec"]["env"] == {"HF_TOKEN": "[REDACTED]", "DB_PASSWORD": "[REDACTED]"}
 
 
 def test_unknown_service(world: World) -> None:

@@ -31,11 +31,26 @@ def bounded(text: str, limit: int = MAX_TEXT_CHARS, more: str = "") -> str:
     return text[:limit] + f"\n... [{len(text) - limit} more characters not shown.{hint}]"
 
 
+#: Result fields that are meant for the caller and must pass redaction untouched (the short-lived,
+#: single-use confirmation token of a two-step mutation is not a credential).
+KEEP_FIELDS = frozenset({"confirmation_token"})
+
+
 def result(model: BaseModel, text: str) -> CallToolResult:
-    """Structured content plus readable text (bounded)."""
+    """Structured content plus readable text (bounded), with secrets redacted from both: a service's
+    env, a log line or a model's answer may carry one, and no secret leaves through a tool."""
+    from mcp_tools.logs import redact, redact_data
+
+    data = model.model_dump(mode="json")
+    kept = [str(data[k]) for k in KEEP_FIELDS if isinstance(data.get(k), str) and data[k]]
+    for i, value in enumerate(kept):  # shield what must survive from the text's redaction
+        text = text.replace(value, f"\x00keep{i}\x00")
+    text = redact(text)
+    for i, value in enumerate(kept):
+        text = text.replace(f"\x00keep{i}\x00", value)
     return CallToolResult(
         content=[TextContent(type="text", text=bounded(text))],
-        structuredContent=model.model_dump(mode="json"),
+        structuredContent=redact_data(data, KEEP_FIELDS),
     )
 
 
