@@ -204,7 +204,9 @@ class ReplCommands:
         t.add_row("serving", str(info.serving_revision or "-"))
         spec = info.spec
         t.add_row("GPU", f"{spec.gpu_count} x {spec.gpu_type or '-'}")
-        t.add_row("vLLM args", " ".join(spec.args) or "-")
+        from mcp_tools.logs import redact_args
+
+        t.add_row("vLLM args", " ".join(redact_args(spec.args)) or "-")  # e.g. --api-key VALUE
         health = "not read"
         if info.uri:
             try:
