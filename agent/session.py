@@ -155,7 +155,12 @@ def run_interactive(
             )
         print_outcome(console, result.status, result.summary, result.report)
         _emit_json(opts, result)
-        return 1 if result.status == "failed" else 0
+        # A cycle that could not read the service checked nothing: that is not a success.
+        unread = (result.values.get("observation_summary") or {}).get("unread") or []
+        blind = [u for u in unread if str(u).startswith("service spec")]
+        if blind:
+            print(f"error: could not read the service: {blind[0]}", file=sys.stderr)
+        return 1 if result.status == "failed" or blind else 0
 
 
 def _emit_json(opts: CycleOptions, result: Any) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 CLI = [sys.executable, "-m", "agent.cli"]
 
@@ -62,6 +65,25 @@ def test_unknown_or_invalid_service_is_a_clear_error() -> None:
     assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = cli("run", "--service", "Bad_Name!", timeout=60)
     assert r.returncode == 2 and "invalid Cloud Run service name" in r.stderr, r.stderr
+
+
+def test_a_cycle_that_cannot_read_the_service_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Cloud Run API is unreachable: a degraded cycle (no crash, no change), but not a success."""
+    with socket.socket() as s:  # a loopback port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name, value in {
+        "GEMMA_SRE_RUN_API_ENDPOINT": dead,
+        "GEMMA_SRE_LOGGING_API_ENDPOINT": dead,
+        "GEMMA_SRE_ANONYMOUS_CREDENTIALS": "1",
+        "GOOGLE_CLOUD_PROJECT": "p",
+        "GOOGLE_CLOUD_LOCATION": "us-east4",
+    }.items():
+        monkeypatch.setenv(name, value)
+    r = cli("run", "--service", "svc", "--yes", timeout=120)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert "error: could not read the service" in r.stderr
 
 
 def test_demo_with_a_model_url_uses_the_model() -> None:
