@@ -57,32 +57,34 @@ def _cfg(url: str, **kw: object) -> BenchConfig:
 
 
 def test_measured_ttft_and_itl_within_5_percent_of_injected() -> None:
-    """TTFT 200 ms and 20 ms per token in the sim; the benchmark must measure them within 5%."""
-    cfg = SimConfig(
+    """TTFT 200 ms and 20 ms per token in the sim; the benchmark must measure them within 5%.
+
+    One request at a time against a sim in its own process: only a request that finds the engine idle
+    has exactly the injected TTFT as its truth (one arriving mid-step waits for the next step)."""
+    from sim_process import sim_process
+
+    flags = dict(
         served_model_name=MODEL, max_model_len=1024, kv_cache_tokens=100_000, ttft_base_s=0.2, itl_s=0.02
     )
-    url, stop = start_in_thread(VllmSim(cfg).app)
-    try:
+    with sim_process(**flags) as url:  # its own process: no GIL hand-offs with the client
         result = asyncio.run(
             run_benchmark(
                 _cfg(
                     url,
-                    concurrencies=[4],
-                    requests_per_point=8,
-                    output_tokens=16,
-                    warmup_requests=2,
+                    concurrencies=[1],
+                    requests_per_point=6,
+                    output_tokens=8,
+                    warmup_requests=1,
                     endpoint="chat",
                 )
             )
         )
-    finally:
-        stop()
     (p,) = result.points
-    assert p.ok == 8 and p.mean_output_tokens == 16
+    assert p.ok == 6 and p.mean_output_tokens == 8
     assert p.ttft.p50 is not None and abs(p.ttft.p50 - 0.2) / 0.2 < 0.05, p.ttft
     assert p.itl.mean is not None and abs(p.itl.mean - 0.02) / 0.02 < 0.05, p.itl
     assert p.tpot.mean is not None and abs(p.tpot.mean - 0.02) / 0.02 < 0.05, p.tpot
-    assert p.e2e.mean is not None and abs(p.e2e.mean - (0.2 + 15 * 0.02)) / 0.5 < 0.05
+    assert p.e2e.mean is not None and abs(p.e2e.mean - (0.2 + 7 * 0.02)) / 0.34 < 0.05
 
 
 def test_prompts_are_unique_and_exact(instant: tuple[str, FaultInjector]) -> None:
