@@ -124,19 +124,20 @@ def _predicted(p: CapacityPlan | Suggestion) -> dict[str, Any]:
     return d
 
 
+def _drop_conflicting_quantization(cap: _Capacity, model: str) -> list[PlanStep]:
+    """The step removing a --quantization flag that would contradict a pre-quantized checkpoint."""
+    if cap.flags is None or not cap.flags.quantization or not _QUANT_SUFFIX.search(model):
+        return []
+    why = f"{model} carries its own quantization; --quantization {cap.flags.quantization} would conflict"
+    return [PlanStep(kind=K.SET_VLLM_ARGS, change={"--quantization": None}, why=why)]
+
+
 def _model_option(cap: _Capacity, model: str, why: str) -> RemediationPlan:
     """set_model (and drop a --quantization flag that would contradict a pre-quantized checkpoint)."""
-    steps = [PlanStep(kind=K.SET_MODEL, change={"model": model}, why=why)]
-    if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
-        steps.append(
-            PlanStep(
-                kind=K.SET_VLLM_ARGS,
-                change={"--quantization": None},
-                why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
-                "would conflict",
-            )
-        )
-    return _plan(*steps)
+    return _plan(
+        PlanStep(kind=K.SET_MODEL, change={"model": model}, why=why),
+        *_drop_conflicting_quantization(cap, model),
+    )
 
 
 def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
@@ -162,15 +163,7 @@ def _from_suggestion(s: Suggestion, cap: _Capacity) -> RemediationPlan | None:
                     why="needed together with the new checkpoint for the KV cache to fit",
                 )
             )
-        if cap.flags is not None and cap.flags.quantization and _QUANT_SUFFIX.search(model):
-            steps.append(
-                PlanStep(
-                    kind=K.SET_VLLM_ARGS,
-                    change={"--quantization": None},
-                    why=f"{model} carries its own quantization; --quantization {cap.flags.quantization} "
-                    "would conflict",
-                )
-            )
+        steps += _drop_conflicting_quantization(cap, model)
     elif s.kind == "set_vllm_args":
         steps.append(PlanStep(kind=K.SET_VLLM_ARGS, change=dict(s.change), why=s.summary, predicted=pred))
         if s.also:
