@@ -840,21 +840,27 @@ class CloudRunBackend:
                     "ABORTED",
                     f"The etag '{etag}' does not match the current etag of service '{svc['name']}'.",
                 )
-            snapshot = self._public(svc)
-            snapshot["deleteTime"] = rfc3339(self._now())
-            name = f"projects/{project}/locations/{location}/operations/{uuid.uuid4()}"
-            op = {
-                "name": name,
-                "metadata": {"@type": SERVICE_TYPE, **snapshot},
-                "done": True,
-                "response": {"@type": SERVICE_TYPE, **snapshot},
-            }
+            name, op = self._deleted_operation(project, location, SERVICE_TYPE, self._public(svc))
             if validate_only:
                 return op
             del self.services[key]
             self.revisions.pop(key, None)
             self.operations[name] = Operation(name=name, data=op, service_key=key)
             return copy.deepcopy(op)
+
+    def _deleted_operation(
+        self, project: str, location: str, type_url: str, snapshot: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """A finished long-running operation for a deletion: the resource as it was, with deleteTime."""
+        snapshot["deleteTime"] = rfc3339(self._now())
+        name = f"projects/{project}/locations/{location}/operations/{uuid.uuid4()}"
+        op = {
+            "name": name,
+            "metadata": {"@type": type_url, **snapshot},
+            "done": True,
+            "response": {"@type": type_url, **snapshot},
+        }
+        return name, op
 
     # ------------------------------------------------------------------------------ revisions
     def _rev_public(self, rev: Revision) -> dict[str, Any]:
@@ -935,15 +941,7 @@ class CloudRunBackend:
                     f"Revision '{revision}' is receiving traffic and cannot be deleted. "
                     "Migrate its traffic to another revision first.",
                 )
-            snapshot = self._rev_public(rev)
-            snapshot["deleteTime"] = rfc3339(self._now())
-            name = f"projects/{project}/locations/{location}/operations/{uuid.uuid4()}"
-            op = {
-                "name": name,
-                "metadata": {"@type": REVISION_TYPE, **snapshot},
-                "done": True,
-                "response": {"@type": REVISION_TYPE, **snapshot},
-            }
+            name, op = self._deleted_operation(project, location, REVISION_TYPE, self._rev_public(rev))
             if validate_only:
                 return op
             del self.revisions[key][revision]
