@@ -576,6 +576,32 @@ class CloudRun:
 
     # -- mutations --
 
+    def _mutate(
+        self, what: str, fn: Any, approval_id: str, deadline_s: float, **kwargs: Any
+    ) -> tuple[Any, str]:
+        """One mutating call, carrying its approval id, and its operation awaited: every change to a
+        service goes through here."""
+        op = self._call(what, fn, metadata=[(APPROVAL_HEADER, approval_id)], mutation=True, **kwargs)
+        return self._wait(what, op, deadline_s)
+
+    def _rollout(
+        self, operation: str, name: str, result: Any, message: str, approval_id: str
+    ) -> MutationResult:
+        """Whether the revision a create or update made came up Ready."""
+        after = self.get_raw(name)
+        revision = _short(after.latest_created_revision) or None
+        ready = result is not None and bool(revision) and _short(after.latest_ready_revision) == revision
+        if not ready and not message:
+            message = _failed_message(after) or "the new revision is not ready"
+        return MutationResult(
+            service=_short(after.name),
+            operation=operation,
+            revision=revision,
+            ready=ready,
+            message=message or "ready",
+            approval_id=approval_id,
+        )
+
     def _wait(self, what: str, op: Any, deadline_s: float) -> tuple[Any, str]:
         """Wait for a long-running operation: (its result or None, a message)."""
         import concurrent.futures
@@ -616,27 +642,10 @@ class CloudRun:
                 )
             ]
         what = f"update {_short(current.name)!r}"
-        op = self._call(
-            what,
-            self.services.update_service,
-            service=svc,
-            metadata=[(APPROVAL_HEADER, approval_id)],
-            mutation=True,
+        result, message = self._mutate(
+            what, self.services.update_service, approval_id, deadline_s, service=svc
         )
-        result, message = self._wait(what, op, deadline_s)
-        after = self.get_raw(name)
-        revision = _short(after.latest_created_revision) or None
-        ready = bool(revision) and _short(after.latest_ready_revision) == revision and result is not None
-        if not ready and not message:
-            message = _failed_message(after) or "the new revision is not ready"
-        return MutationResult(
-            service=_short(after.name),
-            operation="update",
-            revision=revision,
-            ready=ready,
-            message=message or "ready",
-            approval_id=approval_id,
-        )
+        return self._rollout("update", name, result, message, approval_id)
 
     def rollback(
         self, name: str, revision: str, *, approval_id: str, deadline_s: float = 300.0
@@ -664,14 +673,9 @@ class CloudRun:
             )
         ]
         what = f"rollback {_short(current.name)!r} to {revision!r}"
-        op = self._call(
-            what,
-            self.services.update_service,
-            service=svc,
-            metadata=[(APPROVAL_HEADER, approval_id)],
-            mutation=True,
+        result, message = self._mutate(
+            what, self.services.update_service, approval_id, deadline_s, service=svc
         )
-        result, message = self._wait(what, op, deadline_s)
         after = _service_info(self.get_raw(name))
         ready = result is not None and after.serving_revision == revision
         return MutationResult(
@@ -701,43 +705,23 @@ class CloudRun:
         if gcs_bucket:
             add_gcs_volume(svc, gcs_bucket, mount_path)
         what = f"create {name!r}"
-        op = self._call(
+        result, message = self._mutate(
             what,
             self.services.create_service,
+            approval_id,
+            deadline_s,
             parent=self.parent,
             service=svc,
             service_id=name,
-            metadata=[(APPROVAL_HEADER, approval_id)],
-            mutation=True,
         )
-        result, message = self._wait(what, op, deadline_s)
-        after = self.get_raw(name)
-        revision = _short(after.latest_created_revision) or None
-        ready = result is not None and bool(revision) and _short(after.latest_ready_revision) == revision
-        if not ready and not message:
-            message = _failed_message(after) or "the service is not ready"
-        return MutationResult(
-            service=name,
-            operation="create",
-            revision=revision,
-            ready=ready,
-            message=message or "ready",
-            approval_id=approval_id,
-        )
+        return self._rollout("create", name, result, message, approval_id)
 
     def delete_service(self, name: str, *, approval_id: str, deadline_s: float = 300.0) -> MutationResult:
         """Delete a service (only ``destroy_vllm`` does this; it is never a remediation)."""
         _check_approval(approval_id)
         path = self.service_path(name)
         what = f"delete {_short(path)!r}"
-        op = self._call(
-            what,
-            self.services.delete_service,
-            name=path,
-            metadata=[(APPROVAL_HEADER, approval_id)],
-            mutation=True,
-        )
-        result, message = self._wait(what, op, deadline_s)
+        result, message = self._mutate(what, self.services.delete_service, approval_id, deadline_s, name=path)
         return MutationResult(
             service=_short(path),
             operation="delete",

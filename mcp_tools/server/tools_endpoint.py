@@ -191,13 +191,16 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             text += "\nargs: " + " ".join(out.vllm_args)
         return result(out, text)
 
-    async def _query(
-        service_name: str | None, prompt: str, max_tokens: int, temperature: float
-    ) -> QueryResult:
+    def _check_prompt(prompt: str, max_tokens: int) -> None:
         if not prompt or not prompt.strip():
             raise UserError("prompt is empty")
         if not 1 <= max_tokens <= 8192:
             raise UserError(f"max_tokens must be from 1 to 8192, not {max_tokens}")
+
+    async def _query(
+        service_name: str | None, prompt: str, max_tokens: int, temperature: float
+    ) -> QueryResult:
+        _check_prompt(prompt, max_tokens)
         if not 0.0 <= temperature <= 2.0:
             raise UserError(f"temperature must be from 0 to 2, not {temperature}")
         ep, _ = await s.endpoint_for(service_name)
@@ -215,7 +218,6 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             completion_tokens=r.stats.completion_tokens,
         )
 
-    @mcp.tool(annotations=READ_ONLY)
     @tool_errors
     async def query_vllm(
         prompt: str, max_tokens: int = 512, temperature: float = 0.2, service_name: str | None = None
@@ -224,14 +226,14 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
         r = await _query(service_name, prompt, max_tokens, temperature)
         return result(r, r.text)
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
-    async def query_gemma4(
-        prompt: str, max_tokens: int = 512, temperature: float = 0.2, service_name: str | None = None
-    ) -> Annotated[CallToolResult, QueryResult]:
-        """Send a prompt to the self-hosted Gemma 4 model and return its answer."""
-        r = await _query(service_name, prompt, max_tokens, temperature)
-        return result(r, r.text)
+    # One tool under both names the existing tooling uses.
+    mcp.add_tool(query_vllm, annotations=READ_ONLY)
+    mcp.add_tool(
+        query_vllm,
+        name="query_gemma4",
+        description="Send a prompt to the self-hosted Gemma 4 model and return its answer.",
+        annotations=READ_ONLY,
+    )
 
     @mcp.tool(annotations=READ_ONLY)
     @tool_errors
@@ -240,10 +242,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
     ) -> Annotated[CallToolResult, StatsResult]:
         """Query the model with streaming and report real statistics: time to first token, inter-token
         latency and token counts from the server's usage figures (never chunk counts)."""
-        if not prompt or not prompt.strip():
-            raise UserError("prompt is empty")
-        if not 1 <= max_tokens <= 8192:
-            raise UserError(f"max_tokens must be from 1 to 8192, not {max_tokens}")
+        _check_prompt(prompt, max_tokens)
         ep, _ = await s.endpoint_for(service_name)
         r = await ep.chat([{"role": "user", "content": prompt}], stream=True, max_tokens=max_tokens)
         st = r.stats
