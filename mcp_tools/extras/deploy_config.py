@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from mcp_tools.cloudrun import validate_service_name
 from mcp_tools.errors import UserError
 from mcp_tools.extras._common import (
     _describe,
@@ -337,7 +338,7 @@ def get_vllm_deployment_config(
     """
     settings = get_settings()
     model_id = _resolve_model(model)
-    service_name = validate_rfc1035(service or settings.service or "vllm", "service name", 49)
+    service_name = validate_service_name(service or settings.service or "vllm")
     region_name = resolve_region(region, settings)
     project_value = project or settings.project
     project_id = validate_project(project_value) if project_value else None
