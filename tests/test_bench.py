@@ -61,7 +61,7 @@ def test_measured_ttft_and_itl_within_5_percent_of_injected() -> None:
 
     One request at a time against a sim in its own process: only a request that finds the engine idle
     has exactly the injected TTFT as its truth (one arriving mid-step waits for the next step)."""
-    from sim_process import sim_process
+    from tests.processes import sim_process
 
     flags = dict(
         served_model_name=MODEL, max_model_len=1024, kv_cache_tokens=100_000, ttft_base_s=0.2, itl_s=0.02

@@ -4,10 +4,6 @@ progress notifications, and the read-only policy hiding approval."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,8 +15,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
-from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
-from tests.openai_server import free_port
+from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
+from tests.processes import mcp_http_server
 
 FACES = {"investigate", "approve_remediation", "reject_remediation", "get_incident_report"}
 SERVICE = "gemma-4-12b"
@@ -121,33 +117,8 @@ def http_server(
     sandbox_factory: Callable[..., Any],  # noqa: F811
 ) -> Iterator[tuple[str, Any]]:
     sb = sandbox_factory(scenario="reference-weights-oom")
-    port = free_port()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)],
-        env=server_env(sandbox_env(sb), tmp_path / "state"),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            raise RuntimeError(f"server exited: {p.stderr.read().decode() if p.stderr else ''}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", sb
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        if p.stderr:
-            p.stderr.close()
+    with mcp_http_server(server_env(sandbox_env(sb), tmp_path / "state")) as url:
+        yield url, sb
 
 
 def test_investigate_then_reject_over_http(http_server: tuple[str, Any]) -> None:

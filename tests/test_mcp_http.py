@@ -6,7 +6,6 @@ streamable HTTP.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, text_of
 from tests.openai_server import free_port
+from tests.processes import mcp_http_server
 
 TOKEN = "test-token-not-a-secret-123"
 MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}
@@ -28,7 +28,6 @@ MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_serv
 
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
     dead = free_port()  # nothing listens here: the "unreachable endpoint"
     env = server_env(
         {
@@ -39,33 +38,8 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         },
         tmp_path_factory.mktemp("state"),
     )
-    p = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            err = p.stderr.read().decode() if p.stderr else ""
-            raise RuntimeError(f"server exited: {err}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        if p.stderr:
-            p.stderr.close()
+    with mcp_http_server(env) as url:
+        yield url
 
 
 def _opener(url: str, token: str | None) -> Any:

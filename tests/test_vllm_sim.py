@@ -296,7 +296,7 @@ def test_injected_latency_measured_within_5_percent() -> None:
     one at a time: a request that arrives while the engine is mid-step waits for the next step, as in
     vLLM, so only a request that finds the engine idle has exactly the injected TTFT as its truth.
     """
-    from sim_process import sim_process
+    from tests.processes import sim_process
 
     flags = dict(
         served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=0.2, itl_s=0.02
