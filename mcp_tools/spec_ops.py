@@ -156,11 +156,25 @@ def render(spec: ServiceSpec) -> str:
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
+def _shown(spec: ServiceSpec) -> str:
+    """A spec rendered for people: secrets in args (``--api-key VALUE``) and env values redacted."""
+    from mcp_tools.logs import redact, redact_args, redact_data
+
+    safe = spec.model_copy(
+        update={
+            "args": redact_args(spec.args),
+            "env": {k: str(v) for k, v in redact_data({k: redact(v) for k, v in spec.env.items()}).items()},
+        }
+    )
+    return render(safe)
+
+
 def spec_diff(old: ServiceSpec, new: ServiceSpec, *, label: str = "service") -> str:
-    """A unified diff of two specs ('' when they are the same)."""
+    """A unified diff of two specs ('' when they are the same), for people to approve: secrets are
+    redacted (compare specs with ``render``, never with this)."""
     lines = difflib.unified_diff(
-        render(old).splitlines(keepends=True),
-        render(new).splitlines(keepends=True),
+        _shown(old).splitlines(keepends=True),
+        _shown(new).splitlines(keepends=True),
         fromfile=f"{label} (current)",
         tofile=f"{label} (proposed)",
     )

@@ -441,3 +441,18 @@ def test_patterns_with_literal_digits_are_known() -> None:
                 continue  # imported from base
             found.add((m.name, name))
     assert found <= allowed, found - allowed
+
+
+def test_spec_evidence_never_carries_a_secret_argument() -> None:
+    from graph.analyzers import run_analyzers
+    from graph.observation import Observation
+    from mcp_tools.incident import LogLine, ServiceSpec
+
+    svc = ServiceSpec(
+        gpu_type="nvidia-tesla-t4",
+        args=["--model=google/gemma-4-12B-it", "--kv-cache-dtype=nvfp4", "--api-key", "s3cr3tvalue123"],
+    )
+    obs = Observation(service=svc, logs=[LogLine(text="INFO starting vLLM")], source="test")
+    findings = run_analyzers(obs)
+    assert any(f.category == "unsupported_config" for f in findings)
+    assert all("s3cr3tvalue123" not in e.text for f in findings for e in f.evidence)

@@ -58,3 +58,12 @@ def test_bad_steps_are_user_errors(step: PlanStep, needle: str) -> None:
     spec = ServiceSpec(args=list(ARGS), max_instances=1)
     with pytest.raises(UserError, match=needle):
         apply_steps(spec, [step])
+
+
+def test_the_diff_people_approve_hides_secrets_but_the_specs_keep_them() -> None:
+    spec = ServiceSpec(args=[*ARGS, "--api-key", "s3cr3tvalue123"], env={"HF_TOKEN": "plain-token-value"})
+    new = apply_steps(spec, [PlanStep(kind=RemediationKind.SET_VLLM_ARGS, change={"--max-model-len": 8192})])
+    diff = spec_diff(spec, new)
+    assert "--max-model-len=8192" in diff
+    assert "s3cr3tvalue123" not in diff and "plain-token-value" not in diff
+    assert "s3cr3tvalue123" in new.args and new.env["HF_TOKEN"] == "plain-token-value"  # applied as is

@@ -16,6 +16,7 @@ import re
 
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
+from mcp_tools.logs import redact_args
 
 PATTERN = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
@@ -59,7 +60,6 @@ def _from_spec(obs: Observation, total: int) -> list[Finding]:
         return []
     try:
         from mcp_tools.capacity import parse_vllm_args, plan_capacity
-        from mcp_tools.errors import UserError
 
         flags = parse_vllm_args(svc.args)
         if not flags.model:
@@ -69,7 +69,6 @@ def _from_spec(obs: Observation, total: int) -> list[Finding]:
         )
     except Exception:  # noqa: BLE001 - an unknown model or GPU is not evidence of anything
         return []
-    _ = UserError
     if plan.binding_constraint != "unsupported":
         return []
     f = Finding(
@@ -77,7 +76,7 @@ def _from_spec(obs: Observation, total: int) -> list[Finding]:
         confidence=0.6,
         summary="The service spec asks for something this GPU does not support: "
         + "; ".join(plan.unsupported),
-        evidence=[Evidence(line=0, text="spec: " + " ".join(svc.args)[:300])],
+        evidence=[Evidence(line=0, text="spec: " + " ".join(redact_args(svc.args))[:300])],
         analyzer="unsupported_config",
         first_line=total + 1,
         last_line=total + 1,
