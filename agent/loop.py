@@ -234,12 +234,21 @@ def resume_cycle(
             _stream(g, None, config, on_update)
             snap = g.get_state(config)
             carried_on = True
+        if carried_on:
+            # The thread was killed before it asked: the person has not seen this plan yet, so the
+            # decision given now is not for it. Show the request (or the outcome); decide after.
+            return _result(g, thread_id, config)
         if not snap.interrupts:
             done = _result(g, thread_id, config)
-            if carried_on:
-                return done
             raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
-        answer = {"decision": decision, "approver": approver.strip(), "reason": reason, "at": now_iso()}
+        shown = snap.interrupts[0].value if isinstance(snap.interrupts[0].value, dict) else {}
+        answer = {
+            "decision": decision,
+            "approver": approver.strip(),
+            "reason": reason,
+            "at": now_iso(),
+            "plan_key": shown.get("plan_key"),  # the decision is for the plan that was shown
+        }
         _stream(g, Command(resume=answer), config, on_update)
         return _result(g, thread_id, config)
 

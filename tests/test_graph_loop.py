@@ -399,3 +399,54 @@ def test_a_plan_is_not_applied_over_a_service_that_changed_since(sandbox_factory
     assert "changed after this plan was made" in r.values["applied"]["error"]
     assert len(mutations(sb)) == theirs  # we sent nothing
     assert services.get_service(name=name).template.scaling.max_instance_count == 3
+
+
+def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -> None:  # noqa: F811
+    """The state is edited while the plan waits (LangGraph Studio can do that): approving what was
+    shown must not apply what is there now. The edited plan is shown again; a decision that names
+    another plan than the waiting one is recorded as a rejection."""
+    from langgraph.types import Command
+
+    from agent.loop import compiled_graph
+    from mcp_tools.remediation import PlanStep, RemediationKind, RemediationPlan
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    first = run_cycle(config_for(sb))
+    assert first.status == "awaiting_approval" and first.pending and first.pending["plan_key"]
+    other = RemediationPlan(
+        steps=[PlanStep(kind=RemediationKind.SET_SCALING, change={"max_instances": 7}, why="edited")]
+    )
+    thread = {"configurable": {"thread_id": first.thread_id}}
+    with compiled_graph() as g:
+        g.update_state(thread, {"plan": other.model_dump(mode="json")})
+    r = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert r.status == "awaiting_approval" and r.pending  # asked again, with the plan as it is now
+    assert r.pending["plan"]["steps"][0]["change"] == {"max_instances": 7}
+    assert r.pending["plan_key"] != first.pending["plan_key"]
+    assert mutations(sb) == []
+
+    stale = {"decision": "approve", "approver": "alice", "plan_key": first.pending["plan_key"]}
+    with compiled_graph() as g:
+        g.invoke(Command(resume=stale), {**thread, "recursion_limit": 50})
+    assert mutations(sb) == []
+    events = audit.read(get_settings().state_dir)
+    assert [e.event for e in events] == ["rejection"]
+    assert "changed after it was shown" in str(events[0].details)
+
+
+def test_approving_a_thread_that_never_asked_shows_the_request_first(sandbox_factory: Any) -> None:  # noqa: F811
+    """A cycle stopped before its approval request: `approve THREAD` carries it to the request and
+    returns it, since nobody has seen that plan yet; nothing is applied."""
+    from agent.loop import stream_cycle
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    stream = stream_cycle(config_for(sb))
+    for step in stream:
+        if step.node == "diagnose":
+            break  # the process "dies" here: checkpoints up to diagnose, no request yet
+    r = resume_cycle(stream.thread_id, decision="approve", approver="alice")
+    assert r.status == "awaiting_approval" and r.pending and r.pending["plan"]["steps"]
+    assert mutations(sb) == []
+    done = resume_cycle(stream.thread_id, decision="approve", approver="alice")  # now it was shown
+    assert done.status == "fixed", done.summary
+    assert_every_mutation_approved(sb)

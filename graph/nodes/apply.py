@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from graph import audit
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
-from graph.policy import APPLY_KEY_ENV, apply_key
+from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
 from graph.retry import short_error, with_retries
 from graph.state import ApplyResult, Approval, ObservationSummary, SREState, event
 from graph.world import World
@@ -38,7 +38,7 @@ class NotApproved(RuntimeError):
     """apply was reached without a recorded approval: a bug in the wiring, never a path to a change."""
 
 
-def _check_approval(state: SREState, cfg: Configuration) -> Approval:
+def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: RemediationPlan) -> Approval:
     if cfg.policy in (Policy.READ_ONLY, Policy.SUGGEST):
         raise NotApproved(f"policy {cfg.policy.value} never applies a change")
     raw = state.get("approval")
@@ -47,6 +47,10 @@ def _check_approval(state: SREState, cfg: Configuration) -> Approval:
     approval = Approval.model_validate(raw)
     if approval.decision != "approve":
         raise NotApproved(f"the plan was {approval.decision}ed, not approved")
+    if approval.approval_id != approval_id_for(thread_id, apply_key(thread_id, plan)):
+        # The approval names the plan it was given for: a plan changed since (state edited, e.g. in
+        # LangGraph Studio) is not the plan a person approved.
+        raise NotApproved(f"approval {approval.approval_id} was given for another plan than this one")
     if approval.approval_id not in audit.approved_ids(cfg.state_path):
         raise NotApproved(f"approval {approval.approval_id} is not in the audit log")
     return approval
@@ -54,9 +58,9 @@ def _check_approval(state: SREState, cfg: Configuration) -> Approval:
 
 def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
-    approval = _check_approval(state, cfg)
     plan = RemediationPlan.model_validate(state.get("plan") or {})
     thread_id = thread_id_of(config)
+    approval = _check_approval(state, cfg, thread_id, plan)
     key = apply_key(thread_id, plan)
     world = World(cfg)
     name = cfg.service

@@ -42,6 +42,7 @@ def approval_request(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         "category": diag.get("category"),
         "summary": diag.get("summary"),
         "plan": plan.model_dump(mode="json"),
+        "plan_key": apply_key(thread_id_of(config), plan),  # a decision echoes it: bound to this plan
         "diff": pf.get("diff", ""),
         "prediction": [s.predicted for s in plan.steps if s.predicted],
         "preflight_notes": pf.get("notes", []),
@@ -83,6 +84,11 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         # Everything above is pure; the interrupt is the first thing with an effect.
         answer = interrupt(approval_request(state, config))
         decision, approver, reason, at = parse_decision(answer)
+        shown = answer.get("plan_key") if isinstance(answer, dict) else None
+        if decision == "approve" and shown is not None and shown != key:
+            # The plan changed after the person saw it: their approval was for another plan.
+            decision = "reject"
+            reason = "the plan changed after it was shown for approval; nothing is applied"
 
     approval = Approval(
         decision=decision,  # type: ignore[arg-type]
