@@ -298,7 +298,7 @@ class VllmEndpoint:
             if stream:
                 return await self._chat_stream(body, headers, total_timeout)
             return await self._chat_once(body, headers, total_timeout)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):  # a stream's overall deadline is a TimeoutError
             raise ExternalError(
                 f"chat: {self.base_url} did not answer within {total_timeout:.0f} s"
             ) from None

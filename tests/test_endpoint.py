@@ -66,6 +66,16 @@ async def test_non_streamed_chat(server: tuple[str, Script]) -> None:
     assert r.stats.ttft_s is None
 
 
+async def test_a_stream_slower_than_its_deadline_is_one_clear_error(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.gap_s = 0.2  # each chunk takes longer than the whole deadline allows
+    try:
+        with pytest.raises(ExternalError, match="did not answer within"):
+            await VllmEndpoint(url).chat([{"role": "user", "content": "x"}], max_tokens=64, timeout=0.3)
+    finally:
+        script.gap_s = 0.01
+
+
 async def test_unreachable_endpoint_is_one_clear_error() -> None:
     e = VllmEndpoint(f"http://127.0.0.1:{free_port()}", timeout_s=2)
     with pytest.raises(ExternalError, match="cannot reach"):
