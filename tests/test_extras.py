@@ -687,15 +687,13 @@ def _text(result: object) -> str:
 
 
 async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp.server.fastmcp import FastMCP
     from mcp.shared.memory import create_connected_server_and_client_session
 
-    from mcp_tools.extras.mcp_register import register_extras
+    from mcp_tools.server import build_server
 
     seed_run_gpu_quotas(extras.state, PROJECT)
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
-    server = FastMCP("extras-test")
-    register_extras(server)
+    server = build_server()  # the server users run, not a side registration
     async with create_connected_server_and_client_session(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert {"get_help", "check_gpu_quotas", "save_hf_token", "get_vllm_deployment_config"} <= set(tools)
@@ -724,15 +722,13 @@ async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.
 
 
 async def test_read_only_policy_leaves_out_save_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp.server.fastmcp import FastMCP
     from mcp.shared.memory import create_connected_server_and_client_session
 
-    from mcp_tools.extras.mcp_register import register_extras
+    from mcp_tools.server import build_server
 
     monkeypatch.setenv("GEMMA_SRE_POLICY", "read-only")
     get_settings.cache_clear()
-    server = FastMCP("extras-test")
-    register_extras(server)
+    server = build_server()
     async with create_connected_server_and_client_session(server) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert "save_hf_token" not in names and "check_gpu_quotas" in names

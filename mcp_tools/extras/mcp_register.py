@@ -1,26 +1,16 @@
-"""Register the extras on a FastMCP server: ``register_extras(mcp, state=None)``.
-
-It fits ``build_server(settings, extra_registrars=[register_extras])`` (a ``Registrar`` takes the
-server and its state; the state is not needed here). Each tool runs the plain function in a worker
-thread (the Google clients are synchronous), answers with structured content plus readable text
-(bounded), and turns ``UserError`` / ``ExternalError`` into one-line MCP error results.
-"""
+"""The extras as MCP tools: ``EXTRAS_TOOLS`` lists each function with its result model, its readable
+rendering and its tool hints. ``mcp_tools.server.tools_extras`` registers them (in a worker thread, with
+the server's error handling and redaction)."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.extras import copy_instructions as ci
 from mcp_tools.extras import deploy_config as dc
 from mcp_tools.extras.help import HelpOverview, get_help
@@ -28,12 +18,10 @@ from mcp_tools.extras.quotas import GpuQuotaReport, check_gpu_quotas
 from mcp_tools.extras.secrets import SavedSecret, save_hf_token
 from mcp_tools.extras.storage import BucketModels, list_bucket_models
 from mcp_tools.extras.vertex import VertexModels, list_vertex_models
-from mcp_tools.settings import Policy, get_settings
+from mcp_tools.server.core import READ_ONLY
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 12_000
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True)
 LOCAL_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
 WRITES_SECRET = ToolAnnotations(
     readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True
@@ -119,48 +107,6 @@ def _text_saved(r: SavedSecret) -> str:
     return f"{made}stored version {r.version_id} of {r.secret} (token read from {r.source})"
 
 
-# ---------------------------------------------------------------- wrapping
-
-
-def _bounded(text: str) -> str:
-    if len(text) <= MAX_TEXT_CHARS:
-        return text
-    return (
-        text[:MAX_TEXT_CHARS]
-        + f"\n... [{len(text) - MAX_TEXT_CHARS} more characters: see the structured content]"
-    )
-
-
-def _as_tool(
-    fn: Callable[..., BaseModel], model: type[BaseModel], render: Callable[[Any], str]
-) -> Callable[..., Any]:
-    """An async tool with ``fn``'s parameters that returns structured content plus readable text."""
-    sig = inspect.signature(fn, eval_str=True)
-
-    @functools.wraps(fn)
-    async def tool(**kwargs: Any) -> CallToolResult:
-        try:
-            out = await asyncio.to_thread(fn, **kwargs)
-        except (UserError, ExternalError) as e:
-            raise ToolError(" ".join(str(e).split())[:600]) from None
-        except Exception as e:  # a bug of ours: logged to stderr, one line to the caller
-            log.exception("tool %s failed", fn.__name__)
-            raise ToolError(f"internal error ({e.__class__.__name__})") from None
-        return CallToolResult(
-            content=[TextContent(type="text", text=_bounded(render(out)))],
-            structuredContent=out.model_dump(mode="json"),
-        )
-
-    tool.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        return_annotation=Annotated[CallToolResult, model]
-    )
-    tool.__annotations__ = {
-        **{n: p.annotation for n, p in sig.parameters.items()},
-        "return": Annotated[CallToolResult, model],
-    }
-    return tool
-
-
 EXTRAS_TOOLS: list[
     tuple[Callable[..., BaseModel], type[BaseModel], Callable[[Any], str], ToolAnnotations]
 ] = [
@@ -175,24 +121,3 @@ EXTRAS_TOOLS: list[
     (ci.get_huggingfacehub_download_path, ci.HubDownloadPath, _text_hub, LOCAL_ONLY),
     (save_hf_token, SavedSecret, _text_saved, WRITES_SECRET),
 ]
-
-
-def register_extras(mcp: FastMCP, state: Any = None) -> None:
-    """Add the extras tools and the ``config://vllm-deployment-template`` resource to ``mcp``.
-
-    Under ``GEMMA_SRE_POLICY=read-only`` the one tool that writes (``save_hf_token``) is left out.
-    """
-    policy = getattr(state, "policy", None) or get_settings().policy
-    for fn, model, render, hints in EXTRAS_TOOLS:
-        if hints is WRITES_SECRET and policy is Policy.READ_ONLY:
-            continue
-        mcp.add_tool(_as_tool(fn, model, render), name=fn.__name__, annotations=hints)
-
-    @mcp.resource(
-        dc.TEMPLATE_URI,
-        name="vllm-deployment-template",
-        description="Cloud Run service YAML for vLLM on an L4 GPU, with documented ${PARAMETERS}.",
-        mime_type="application/yaml",
-    )
-    def vllm_deployment_template() -> str:
-        return dc.vllm_deployment_template().text

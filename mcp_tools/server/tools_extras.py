@@ -20,22 +20,7 @@ from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
 
-def _extra_text(model: BaseModel) -> str:
-    """A readable rendering of an extras result: its own text when it has one, else YAML."""
-    for attr in ("text", "command"):
-        v = getattr(model, attr, None)
-        if isinstance(v, str) and v:
-            return v
-    summary = getattr(model, "summary", None)
-    if isinstance(summary, list) and summary:
-        notes = getattr(model, "notes", None) or []
-        return "\n".join([*map(str, summary), *map(str, notes)])
-    import yaml
-
-    return yaml.safe_dump(model.model_dump(mode="json", exclude_none=True), sort_keys=False)
-
-
-def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str] = _extra_text) -> Callable[..., Any]:
+def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str]) -> Callable[..., Any]:
     """An async MCP tool around a blocking extras function (run in a thread), same parameters."""
     sig = inspect.signature(fn, eval_str=True)
     out_type = sig.return_annotation
