@@ -94,7 +94,8 @@ def _norm(s: str) -> str:
 
 
 def _grounded(text: str, line: Any, messages: Sequence[str]) -> bool:
-    """Is the cited text really in the incident's logs? At the cited index (0- or 1-based), else anywhere."""
+    """Is the cited text really at the cited line of the incident's logs (0- or 1-based)? A citation
+    with the wrong line number does not count: the number is what a person follows."""
     t = _norm(text)
     if not t:
         return False
@@ -102,7 +103,7 @@ def _grounded(text: str, line: Any, messages: Sequence[str]) -> bool:
         for i in (line, line - 1):
             if 0 <= i < len(messages) and t in _norm(messages[i]):
                 return True
-    return any(t in _norm(m) for m in messages)
+    return False
 
 
 def evidence_ok(

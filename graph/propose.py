@@ -352,13 +352,9 @@ def _sibling_checkpoints(ref: str | None) -> list[str]:
 
 
 def _known_good_revision(obs: Observation) -> str | None:
+    """The last Ready revision, when the failing one is the latest (from the Cloud Run API)."""
     if obs.failing_revision_is_latest and obs.latest_ready_revision:
         return obs.latest_ready_revision
-    v_re = re.compile(r"previous revision ([a-z0-9][a-z0-9-]*)\b[^\n]*?\bwas Ready", re.IGNORECASE)
-    for ln in obs.logs[:200]:
-        m = v_re.search(ln.message)
-        if m:
-            return m.group(1)
     return None
 
 

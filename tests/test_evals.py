@@ -122,8 +122,9 @@ def test_cited_evidence_must_really_be_in_the_logs() -> None:
     assert score_case(inc, _diag(evidence=made_up)).evidence_ok is False
     one_based = [{"line": 2, "text": OOM_LINE}]
     assert score_case(inc, _diag(evidence=one_based)).evidence_ok is True
+    # real text, wrong line number: a person following the citation finds another line, so it fails
     wrong_index_but_real = [{"line": 0, "text": "CUDA out of memory. Tried to allocate 240.00 MiB."}]
-    assert score_case(inc, _diag(evidence=wrong_index_but_real)).evidence_ok is True
+    assert score_case(inc, _diag(evidence=wrong_index_but_real)).evidence_ok is False
 
 
 def test_healthy_needs_an_empty_plan() -> None:
