@@ -7,7 +7,7 @@ Public API:
   report or to the approval interrupt (``since``: read logs from there, as watch mode does).
 - ``stream_cycle(cfg, *, thread_id=None, since=None) -> CycleStream``: the same cycle as an iterator
   of ``StepUpdate`` (one per finished node); ``.result`` holds the ``CycleResult`` afterwards.
-- ``resume_cycle`` / ``continue_cycle``: answer a waiting thread's approval request / carry on a
+- ``resume_cycle``: answer a waiting thread's approval request / carry on a
   thread a crash interrupted; ``thread_result(thread_id)``: where a thread stands now.
 
 The graph is compiled with the configured checkpointer for each call and streamed with
@@ -193,17 +193,6 @@ def thread_configuration(thread_id: str, g: Any) -> Configuration:
     return Configuration.model_validate(meta.get("config") or {})
 
 
-def pending_request(thread_id: str) -> dict[str, Any] | None:
-    """The approval request a thread waits on, or None."""
-    with compiled_graph() as g:
-        thread_configuration(thread_id, g)
-        snap = g.get_state({"configurable": {"thread_id": thread_id}})
-        if not snap.interrupts:
-            return None
-        value = snap.interrupts[0].value
-        return value if isinstance(value, dict) else {"request": value}
-
-
 def resume_cycle(
     thread_id: str,
     *,
@@ -250,17 +239,4 @@ def resume_cycle(
             "plan_key": shown.get("plan_key"),  # the decision is for the plan that was shown
         }
         _stream(g, Command(resume=answer), config, on_update)
-        return _result(g, thread_id, config)
-
-
-def continue_cycle(thread_id: str, *, on_update: OnUpdate | None = None) -> CycleResult:
-    """Carry on a thread that was interrupted by a crash (not by an approval request)."""
-    with compiled_graph() as g:
-        cfg = thread_configuration(thread_id, g)
-        config = _runnable_config(thread_id, cfg)
-        snap = g.get_state(config)
-        if snap.interrupts:
-            return _result(g, thread_id, config)
-        if snap.next:
-            _stream(g, None, config, on_update)
         return _result(g, thread_id, config)

@@ -10,7 +10,6 @@ when none passes, offers an escalation that says why.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from graph.observation import Observation
 from mcp_tools.errors import UserError
@@ -22,7 +21,6 @@ from mcp_tools.spec_ops import apply_steps, get_model, spec_diff
 log = logging.getLogger(__name__)
 
 K = RemediationKind
-_MAX_PROBE_PERIOD_S = 240  # Cloud Run's limit for period_seconds and timeout_seconds
 
 
 def _policy(policy: Policy | str | None) -> Policy:
@@ -139,11 +137,16 @@ def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
     ok = True
     p = new.startup_probe
     if p is not None:
-        from graph.propose import PROBE_MAX_DELAY_S, PROBE_MAX_WINDOW_GPU_S, PROBE_MAX_WINDOW_S
+        from graph.propose import (
+            PROBE_MAX_DELAY_S,
+            PROBE_MAX_PERIOD_S,
+            PROBE_MAX_WINDOW_GPU_S,
+            PROBE_MAX_WINDOW_S,
+        )
 
-        if p.period_seconds > _MAX_PROBE_PERIOD_S or p.timeout_seconds > _MAX_PROBE_PERIOD_S:
+        if p.period_seconds > PROBE_MAX_PERIOD_S or p.timeout_seconds > PROBE_MAX_PERIOD_S:
             ok = False
-            notes.append(f"startup probe: period and timeout must be at most {_MAX_PROBE_PERIOD_S} s")
+            notes.append(f"startup probe: period and timeout must be at most {PROBE_MAX_PERIOD_S} s")
         if p.timeout_seconds > p.period_seconds:
             ok = False
             notes.append("startup probe: timeout_seconds must not exceed period_seconds")
@@ -248,7 +251,3 @@ def choose_plan(
         preflight=Preflight(ok=True, notes=["escalation: no change is applied"]),
     )
     return esc, [c for c, _ in checked], ""
-
-
-def preflight_summary(plan: RemediationPlan) -> dict[str, Any]:
-    return {"ok": plan.preflight.ok, "notes": plan.preflight.notes}

@@ -965,8 +965,3 @@ def propose_plan(diagnosis: Diagnosis, obs: Observation) -> RemediationPlan:
     """The best-ranked plan (``propose_options``' first), or an empty plan for a healthy service."""
     opts = propose_options(diagnosis, obs)
     return opts[0] if opts else RemediationPlan()
-
-
-def get_flag_value(spec: ServiceSpec | None, flag: str) -> Any:
-    """A flag of a spec's args (None without a spec)."""
-    return get_flag(spec.args, flag) if spec else None

@@ -62,13 +62,6 @@ class ApiError(Exception):
             err["details"] = self.details
         return {"error": err}
 
-    def rpc_status(self) -> dict[str, Any]:
-        """As a google.rpc.Status (the ``error`` of a finished long-running operation)."""
-        out: dict[str, Any] = {"code": self.grpc_code, "message": self.message}
-        if self.details:
-            out["details"] = self.details
-        return out
-
 
 def bad_request(message: str, field: str | None = None) -> ApiError:
     details = []

@@ -9,9 +9,7 @@ injector shared by the APIs and the served endpoints, ``.clock`` the simulated c
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -285,8 +283,4 @@ def start_sandbox(
     return sb
 
 
-def copy_json(x: Any) -> Any:
-    return copy.deepcopy(x)
-
-
-__all__ = ["Sandbox", "start_sandbox", "asyncio", "threading"]
+__all__ = ["Sandbox", "start_sandbox"]

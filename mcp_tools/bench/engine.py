@@ -77,20 +77,6 @@ class BenchResult(BaseModel):
     errors: dict[str, int] = Field(default_factory=dict)
     samples: list[Sample] = Field(default_factory=list, exclude=True)
 
-    def tool_output(self, max_chars: int = 8000) -> dict[str, Any]:
-        """A bounded answer for a tool call: the run folder, the Markdown summary, errors, early stops."""
-        text = self.summary_markdown(max_rows=40)
-        if len(text) > max_chars:
-            text = text[: max_chars - 40] + "\n... (truncated; see summary.md)\n"
-        return {
-            "run_dir": self.run_dir,
-            "model": self.metadata.model,
-            "points": len(self.points),
-            "errors": self.errors,
-            "stopped": self.stopped,
-            "summary_markdown": text,
-        }
-
     def summary_markdown(self, max_rows: int = 40) -> str:
         from mcp_tools.bench.output import summary_markdown
 

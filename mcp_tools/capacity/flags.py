@@ -42,35 +42,6 @@ class VllmFlags(BaseModel):
     served_model_name: str | None = None
     extra: list[str] = Field(default_factory=list)  # flags we do not model, kept verbatim
 
-    def to_args(self) -> list[str]:
-        """Back to ``--flag=value`` form (only what differs from vLLM's defaults, plus extras)."""
-        out: list[str] = []
-        if self.model:
-            out.append(f"--model={self.model}")
-        for name in (
-            "max_model_len",
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "quantization",
-            "served_model_name",
-        ):
-            v = getattr(self, name)
-            if v is not None:
-                out.append(f"--{name.replace('_', '-')}={v}")
-        if self.gpu_memory_utilization != 0.9:
-            out.append(f"--gpu-memory-utilization={self.gpu_memory_utilization}")
-        if self.kv_cache_dtype != "auto":
-            out.append(f"--kv-cache-dtype={self.kv_cache_dtype}")
-        if self.dtype != "auto":
-            out.append(f"--dtype={self.dtype}")
-        if self.tensor_parallel_size != 1:
-            out.append(f"--tensor-parallel-size={self.tensor_parallel_size}")
-        if self.block_size != 16:
-            out.append(f"--block-size={self.block_size}")
-        if self.enforce_eager:
-            out.append("--enforce-eager")
-        return out + list(self.extra)
-
 
 _INT = {"max_model_len", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size", "block_size"}
 _FLOAT = {"gpu_memory_utilization"}

@@ -117,10 +117,6 @@ class ModelSpec(BaseModel):
 
     # --- derived architecture ------------------------------------------------------------------
 
-    @property
-    def context_limit(self) -> int:
-        return self.max_position_embeddings
-
     def layer_kinds(self) -> list[str]:
         if self.layer_types:
             return ["sliding" if t.startswith("sliding") else "full" for t in self.layer_types]
@@ -235,9 +231,6 @@ class ModelSpec(BaseModel):
             heads, dim = self._layer_attention("full")
             n -= self.layer_kinds().count("full") * self.hidden_size * heads * dim
         return n
-
-    def checkpoint_label(self) -> str:
-        return self.quantization.format if self.quantization else self.dtype
 
 
 # --- catalog ------------------------------------------------------------------------------------

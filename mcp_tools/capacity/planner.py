@@ -230,15 +230,6 @@ class _KVLayout:
                 total += int(spec.num_kv_heads * spec.head_dim * 2 * spec.dtype_bytes) * n
         return total
 
-    def bytes_per_reported_token(self) -> float:
-        """Memory vLLM spends per token of its reported 'GPU KV cache size'."""
-        if not self.groups:
-            return 0.0
-        min_block = min(spec.block_size for spec, _ in self.groups)
-        if self.uniform_type:
-            return self.page_bytes / min_block
-        return self.page_bytes * self.group_size * len(self.groups) / min_block
-
     def max_memory_usage_bytes(self, max_model_len: int, mnbt: int) -> int:
         """What one request of max_model_len tokens needs (vLLM's check_enough_kv_cache_memory)."""
         if not self.groups:

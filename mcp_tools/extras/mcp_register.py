@@ -4,7 +4,6 @@ the server's error handling and redaction)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +18,6 @@ from mcp_tools.extras.secrets import SavedSecret, save_hf_token
 from mcp_tools.extras.storage import BucketModels, list_bucket_models
 from mcp_tools.extras.vertex import VertexModels, list_vertex_models
 from mcp_tools.server.core import READ_ONLY
-
-log = logging.getLogger(__name__)
 
 LOCAL_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
 WRITES_SECRET = ToolAnnotations(

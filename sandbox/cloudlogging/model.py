@@ -200,10 +200,6 @@ class LogStore:
         parts.append(b"}")
         return b"".join(parts)
 
-    def first_time(self) -> float | None:
-        with self._lock:
-            return self._keys[0][0] if self._keys else None
-
 
 def wire(e: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in e.items() if not k.startswith("_")}

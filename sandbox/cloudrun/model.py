@@ -975,17 +975,6 @@ class CloudRunBackend:
             if self.operations.pop(name, None) is None:
                 raise not_found(f"Resource '{name}' was not found")
 
-    def operation_eta_real_s(self, project: str, location: str, op_id: str) -> float | None:
-        """Real seconds until this operation is expected to end (None: unknown or done)."""
-        with self.lock:
-            op = self.operations.get(f"projects/{project}/locations/{location}/operations/{op_id}")
-            if op is None or op.data.get("done") or op.service_key is None or op.revision is None:
-                return None
-            rev = self.revisions.get(op.service_key, {}).get(op.revision)
-            if rev is None:
-                return None
-            return max(0.0, self.clock.real_seconds(rev.settle_s - self._now()))
-
     # ------------------------------------------------------------------------------ serving
     def pick_revision(self, project: str, location: str, service: str) -> Revision | None:
         """The ready revision a request to the service URL goes to (weighted round robin)."""
