@@ -66,12 +66,17 @@ class ServerState:
     async def get_service(self, name: str, *, with_revisions: bool = False) -> ServiceInfo:
         return await asyncio.to_thread(self.cloudrun.get_service, name, with_revisions=with_revisions)
 
+    def uses_base_url(self, service_name: str | None) -> bool:
+        """The one rule for which endpoint a tool talks to: the named service's URL, else
+        VLLM_BASE_URL, else GEMMA_SRE_SERVICE's URL."""
+        return not (service_name or "").strip() and bool(self.settings.vllm_base_url)
+
     async def endpoint_for(self, service_name: str | None) -> tuple[VllmEndpoint, EndpointResult]:
-        """The vLLM endpoint: the named service's URL, else VLLM_BASE_URL, else GEMMA_SRE_SERVICE's."""
+        """The vLLM endpoint, by ``uses_base_url``'s rule."""
         from mcp_tools.endpoint import VllmEndpoint
 
-        if not (service_name or "").strip() and self.settings.vllm_base_url:
-            url = self.settings.vllm_base_url
+        if self.uses_base_url(service_name):
+            url = str(self.settings.vllm_base_url)  # set: uses_base_url says so
             info = EndpointResult(service=None, url=url, source="VLLM_BASE_URL")
         else:
             name = self.service_name(service_name)

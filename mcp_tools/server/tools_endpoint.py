@@ -120,7 +120,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
 
         out = SystemStatus()
         url: str | None = None
-        if (service_name or "").strip() or s.settings.service or not s.settings.vllm_base_url:
+        if not s.uses_base_url(service_name):  # the same endpoint every other tool talks to
             name = s.service_name(service_name)
             info = await s.get_service(name)
             out.service, out.url, out.ready = name, info.uri, info.ready

@@ -140,7 +140,6 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         """Summarise a service's logs with the self-hosted model: the lines that matter (errors, the lines
         around them, template counts) are selected within a token budget and redacted before the model
         sees them. When the model is down, the selected lines are returned without a summary."""
-        from mcp_tools.logs import redact
 
         if filter_query:
             raise UserError(
@@ -167,7 +166,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             except (ExternalError, UserError) as e:
                 errors.append(str(e))
                 continue
-            out.analysis = redact(r.text)
+            out.analysis = r.text  # redacted with the rest of the result (core.result)
             out.model_used = r.model
             break
         if out.analysis is None:

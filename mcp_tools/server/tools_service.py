@@ -58,7 +58,6 @@ def _service_text(info: ServiceInfo) -> str:
 def register(mcp: FastMCP, state: ServerState) -> None:
     s = state
 
-    @mcp.tool(annotations=READ_ONLY)
     @tool_errors
     async def get_vllm_endpoint(
         service_name: str | None = None,
@@ -70,12 +69,14 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             info, f"{info.url} ({info.source}{', service ' + info.service if info.service else ''})"
         )
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
-    async def get_endpoint(service_name: str | None = None) -> Annotated[CallToolResult, EndpointResult]:
-        """Same as get_vllm_endpoint (kept for existing prompts)."""
-        _, info = await s.endpoint_for(service_name)
-        return result(info, f"{info.url} ({info.source})")
+    # One tool under both names the existing tooling uses.
+    mcp.add_tool(get_vllm_endpoint, annotations=READ_ONLY)
+    mcp.add_tool(
+        get_vllm_endpoint,
+        name="get_endpoint",
+        description="Same as get_vllm_endpoint (kept for existing prompts).",
+        annotations=READ_ONLY,
+    )
 
     @mcp.tool(annotations=READ_ONLY)
     @tool_errors
