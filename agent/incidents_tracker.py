@@ -74,7 +74,7 @@ class TrackedFinding(BaseModel):
     confidence: float = 0.0
     summary: str = ""
     evidence: list[str] = Field(default_factory=list)
-    occurrences: int = 1  # how many evidence lines this cycle
+    occurrences: int = 1  # how many log lines showed it this cycle
     specific: bool = True  # False: a generic symptom (e.g. only a revision condition), not a root cause
 
     @property
@@ -82,16 +82,22 @@ class TrackedFinding(BaseModel):
         return fingerprint(self.category, self.service, self.evidence)
 
     @classmethod
-    def from_finding(cls, finding: Mapping[str, Any], service: str) -> TrackedFinding:
+    def from_finding(
+        cls, finding: Mapping[str, Any], service: str, messages: Iterable[str] = ()
+    ) -> TrackedFinding:
+        """``messages``: the cycle's log lines; occurrences counts those sharing the template of the
+        finding's lead evidence line (an analyzer cites only a few of them)."""
         raw = finding.get("evidence") or []
         ev = [str(e.get("text", "")) if isinstance(e, Mapping) else str(e) for e in raw]
+        lead = next((evidence_template(e) for e in ev if e.strip()), None)
+        same = sum(1 for m in messages if lead and evidence_template(m) == lead) if lead else 0
         return cls(
             category=str(finding.get("category") or "unknown"),
             service=service,
             confidence=float(finding.get("confidence") or 0.0),
             summary=str(finding.get("summary") or ""),
             evidence=ev,
-            occurrences=max(1, len(ev)),
+            occurrences=max(1, same, len(ev)),
             specific=bool(finding.get("specific", True)),
         )
 

@@ -77,12 +77,17 @@ def _thread_status(thread_id: str) -> tuple[bool, str | None]:
 
 
 def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFinding]:
-    """The cycle's findings for the tracker (the analyzers', else the diagnosis itself)."""
-    found = [TrackedFinding.from_finding(f, service) for f in values.get("findings") or []]
+    """The cycle's findings for the tracker (the analyzers', else the diagnosis itself), each counted
+    over the cycle's log lines."""
+    from mcp_tools.incident import LogLine
+
+    logs = (values.get("observation") or {}).get("logs") or []
+    messages = [LogLine.model_validate(ln).message for ln in logs]
+    found = [TrackedFinding.from_finding(f, service, messages) for f in values.get("findings") or []]
     if not found:
         diag = values.get("diagnosis") or {}
         if diag.get("category") not in (None, "healthy", "unknown"):
-            found = [TrackedFinding.from_finding(diag, service)]
+            found = [TrackedFinding.from_finding(diag, service, messages)]
     return found
 
 

@@ -153,3 +153,31 @@ def test_touched_incident_stays_open_without_an_event() -> None:
     assert (
         TrackedFinding.from_finding({"category": "startup_timeout", "specific": False}, "g").specific is False
     )
+
+
+def test_a_burst_of_the_same_error_escalates_from_real_analyzer_findings() -> None:
+    """Occurrences come from every matching log line the analyzer saw, not from the few it cites."""
+    from graph.analyzers import run_analyzers
+    from graph.observation import Observation
+    from mcp_tools.incident import LogLine
+
+    def cycle_findings(n_errors: int) -> list[TrackedFinding]:
+        lines = [LogLine(text="INFO: 10.0.0.1 - POST /v1/chat/completions 200 OK")] * 5
+        lines += [
+            LogLine(
+                severity="ERROR",
+                text="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            )
+        ] * n_errors
+        found = run_analyzers(Observation(logs=lines, source="test"))
+        return [
+            TrackedFinding.from_finding(f.model_dump(), "svc", [ln.message for ln in lines]) for f in found
+        ]
+
+    first = cycle_findings(3)
+    assert first and max(f.occurrences for f in first) == 3
+    tracker = IncidentTracker()
+    assert [e.kind for e in tracker.update(first, service="svc")] == ["new"]
+    burst = cycle_findings(40)
+    assert max(f.occurrences for f in burst) == 40  # more than any evidence list holds
+    assert "escalated" in [e.kind for e in tracker.update(burst, service="svc")]
