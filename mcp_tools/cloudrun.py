@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.errors import ExternalError, NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.settings import Settings, get_settings
 
@@ -518,7 +518,9 @@ class CloudRun:
                 f"{what}: Cloud Run API unavailable after {self.retry_attempts} attempts ({_describe(last)})"
             ) from None
         except gexc.NotFound:
-            raise UserError(f"{what}: not found in project {self.project}, region {self.location}") from None
+            raise NotFoundError(
+                f"{what}: not found in project {self.project}, region {self.location}"
+            ) from None
         except gexc.PermissionDenied as e:
             raise ExternalError(f"{what}: permission denied ({_describe(e)})") from None
         except gexc.Unauthenticated as e:

@@ -9,3 +9,7 @@ class UserError(Exception):
 
 class ExternalError(Exception):
     """Something outside us failed (an API, the endpoint) after retries: one clear line."""
+
+
+class NotFoundError(UserError):
+    """The named resource (a service, a revision) does not exist: told apart by type, not by wording."""

@@ -131,7 +131,7 @@ def apply_step(spec: ServiceSpec, step: PlanStep) -> ServiceSpec:
     elif kind is RemediationKind.SET_SCALING:
         _check_keys(step, _SCALING_KEYS)
         for key, value in step.change.items():
-            value = _positive_int(kind.value, key, value, 1 if key == "concurrency" else 0)
+            value = _positive_int(kind.value, key, value, 0 if key == "min_instances" else 1)
             setattr(new, key, value)
         if new.max_instances is not None and new.min_instances > new.max_instances:
             raise UserError(

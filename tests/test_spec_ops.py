@@ -47,7 +47,9 @@ def test_apply_steps_and_diff() -> None:
 @pytest.mark.parametrize(
     ("step", "needle"),
     [
-        (PlanStep(kind=RemediationKind.SET_SCALING, change={"max_instances": -1}), "whole number >= 0"),
+        (PlanStep(kind=RemediationKind.SET_SCALING, change={"min_instances": -1}), "whole number >= 0"),
+        # Cloud Run needs at least one instance to serve: 0 is never a valid maximum
+        (PlanStep(kind=RemediationKind.SET_SCALING, change={"max_instances": 0}), "whole number >= 1"),
         (PlanStep(kind=RemediationKind.SET_SCALING, change={"min_instances": 3}), "above max_instances"),
         (PlanStep(kind=RemediationKind.SET_RESOURCES, change={"disk": "1Ti"}), "unknown change key"),
         (PlanStep(kind=RemediationKind.SET_VLLM_ARGS, change={"--model": "x"}), "use a set_model step"),

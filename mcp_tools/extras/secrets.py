@@ -38,6 +38,10 @@ _MAX_TOKEN_FILE_BYTES = 4096
 _PAYLOAD_LOGGERS = ("google.cloud.secretmanager_v1", "google.auth.transport", "google.api_core")
 
 
+class TokenNotSetError(UserError):
+    """The named environment variable holds no token (a client may then be asked for it)."""
+
+
 @contextmanager
 def _no_payload_debug_logs() -> Iterator[None]:
     """Keep the Google client libraries from logging the request payload while the token is sent.
@@ -94,7 +98,7 @@ def _read_token(from_env: str | None, from_file: str | Path | None) -> tuple[str
             raise UserError("from_env must be an environment variable name (letters, digits, '_')")
         value = os.environ.get(from_env)
         if not value:
-            raise UserError(
+            raise TokenNotSetError(
                 f"environment variable {from_env} is not set (or empty): export the token there first"
             )
         token, source = value.strip(), f"environment variable {from_env}"

@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras.secrets import SavedSecret
+from mcp_tools.extras.secrets import SavedSecret, TokenNotSetError
 from mcp_tools.server.core import result, tool_errors
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
@@ -82,8 +82,8 @@ def _register_save_hf_token(mcp: FastMCP) -> None:
             res = await asyncio.to_thread(
                 extras.save_hf_token, secret_id, from_env=from_env, from_file=from_file, project=project
             )
-        except UserError as e:
-            if from_file is not None or "is not set" not in str(e) or not _can_elicit(ctx):
+        except TokenNotSetError:
+            if from_file is not None or not _can_elicit(ctx):
                 raise
             res = await _save_elicited_token(ctx, secret_id, project)
         return result(res, f"saved {res.version} (token read from {res.source}; not shown)")

@@ -14,8 +14,9 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.cloudrun import MutationResult, ServiceInfo
-from mcp_tools.errors import UserError
+from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
+from mcp_tools.remediation import PlanStep, RemediationKind
 from mcp_tools.server.confirm import digest, fingerprint
 from mcp_tools.server.core import MUTATING, result, tool_errors
 from mcp_tools.server.state import ServerState
@@ -87,10 +88,8 @@ def register(mcp: FastMCP, state: ServerState) -> None:
     async def current(name: str) -> tuple[ServiceInfo | None, str]:
         try:
             info = await s.get_service(name)
-        except UserError as e:
-            if "not found" in str(e):
-                return None, "absent"
-            raise
+        except NotFoundError:
+            return None, "absent"
         return info, info.etag or digest(info.model_dump_json())
 
     @mcp.tool(annotations=MUTATING)
@@ -104,15 +103,12 @@ def register(mcp: FastMCP, state: ServerState) -> None:
     ) -> Annotated[CallToolResult, MutationPlan]:
         """Change min / max instances (and optionally per-instance concurrency). First call: the plan, the
         diff and a confirmation token. Second call with confirmation_token: applies it."""
-        from mcp_tools.remediation import PlanStep, RemediationKind
         from mcp_tools.spec_ops import apply_step, spec_diff
 
         name = s.service_name(service_name)
         change: dict[str, Any] = {"min_instances": min_instances, "max_instances": max_instances}
         if concurrency is not None:
             change["concurrency"] = concurrency
-        if isinstance(max_instances, int) and max_instances < 1:
-            raise UserError(f"max_instances must be at least 1, not {max_instances}")
         step = PlanStep(kind=RemediationKind.SET_SCALING, change=change)
         apply_step(ServiceSpec(name=name), step)  # invalid numbers fail here, before any API call
         info, st = await current(name)
@@ -251,20 +247,15 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         model_path: a folder in bucket_name (mounted read-only at /mnt/models) or a Hugging Face repo id.
         First call: the spec, the diff, the capacity planner's fit and a confirmation token; second call
         with confirmation_token: deploys it."""
-        from mcp_tools.spec_ops import set_flag, spec_diff
+        from mcp_tools.spec_ops import apply_step, set_flag, spec_diff
 
         name = s.service_name(service_name)
         if not model_path or not model_path.strip():
             raise UserError("model_path is required (a folder in the bucket or a Hugging Face repo id)")
         if not 0.1 <= gpu_memory_utilization <= 0.99:
             raise UserError(f"gpu_memory_utilization must be from 0.1 to 0.99, not {gpu_memory_utilization}")
-        if min_instances < 0 or max_instances < 1 or min_instances > max_instances:
-            raise UserError(
-                f"invalid scaling: min_instances {min_instances}, max_instances {max_instances} "
-                "(need 0 <= min <= max, max >= 1)"
-            )
-        if concurrency < 1:
-            raise UserError(f"concurrency must be at least 1, not {concurrency}")
+        scaling = {"min_instances": min_instances, "max_instances": max_instances, "concurrency": concurrency}
+        apply_step(ServiceSpec(name=name), PlanStep(kind=RemediationKind.SET_SCALING, change=scaling))
         from_bucket = bool(bucket_name)
         if from_bucket:
             model_ref = f"/mnt/models/{model_path.strip('/')}"
