@@ -102,7 +102,10 @@ class _Auth:
     async def headers(self) -> dict[str, str]:
         h = {"content-type": "application/json"}
         if self.provider is not None:
-            token = self.provider()
+            if inspect.iscoroutinefunction(self.provider):
+                token = await self.provider()
+            else:  # may fetch a token over the network: never on the event loop
+                token = await asyncio.to_thread(self.provider)
             if inspect.isawaitable(token):
                 token = await token
             h["authorization"] = f"Bearer {token}"
@@ -125,7 +128,11 @@ async def _discover(
         raise ExternalError(
             f"{config.url}/v1/models answered {r.status_code}; pass the model name explicitly"
         )
-    data = r.json().get("data") or []
+    try:
+        body = r.json()
+    except ValueError:
+        raise ExternalError(f"{config.url}/v1/models did not answer JSON (a proxy or login page?)") from None
+    data = (body.get("data") if isinstance(body, dict) else None) or []
     cards: dict[str, dict[str, Any]] = {str(c["id"]): c for c in data if isinstance(c, dict) and c.get("id")}
     if config.model:
         if cards and config.model not in cards:
