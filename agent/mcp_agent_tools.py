@@ -77,9 +77,6 @@ async def _observe(state: ServerState, service_name: str | None, since: str, tex
     name = state.service_name(service_name)
     info = await state.get_service(name, with_revisions=True)
     logs = await asyncio.to_thread(state.cloudlogging.list_entries, name, since=since, limit=2000)
-    conditions = [c.model_dump() for c in info.conditions]
-    for r in info.revisions[:5]:
-        conditions += [{**c.model_dump(), "revision": r.name} for c in r.conditions]
     metrics: str | None = None
     health: bool | None = None
     if info.uri:
@@ -91,15 +88,8 @@ async def _observe(state: ServerState, service_name: str | None, since: str, tex
             metrics = await ep.metrics_text()
         except Exception:  # the endpoint being down is itself evidence; the analyzers read the logs
             health = False if health is None else health
-    return Observation(
-        service=info.spec,
-        logs=logs,
-        metrics=metrics,
-        conditions=conditions,
-        health=health,
-        model_config={},
-        source=f"cloud_run:{name}",
-    )
+    # the same observation the agent's observe node builds (history rules, rollback target, redaction)
+    return Observation.from_cloud_run(name, info, logs, metrics=metrics, health=health)
 
 
 def _diagnosis_out(diag: Any, source: str) -> DiagnosisOut:

@@ -49,6 +49,42 @@ class Observation(BaseModel):
             source=incident.source or (str(incident.path) if incident.path else "incident"),
         )
 
+    @classmethod
+    def from_cloud_run(
+        cls,
+        name: str,
+        info: Any,
+        logs: list[LogLine],
+        *,
+        metrics: str | None = None,
+        health: bool | None = None,
+    ) -> Observation:
+        """A live service's observation: ``info`` is ``mcp_tools.cloudrun.ServiceInfo`` (None when it
+        could not be read). Conditions are tagged with their scope (the service, or a revision, so
+        superseded revisions' failures read as history); log lines are redacted."""
+        conditions: list[dict[str, Any]] = []
+        if info is not None:
+            conditions += [{"scope": "service", **c.model_dump(mode="json")} for c in info.conditions]
+            for r in info.revisions[:3]:  # newest first: the failing revision is the latest created
+                conditions += [
+                    {"scope": f"revision/{r.name}", **c.model_dump(mode="json")} for c in r.conditions
+                ]
+        return cls(
+            id=name,
+            title=f"Cloud Run service {name}",
+            service=info.spec if info is not None else None,
+            logs=redacted(logs),
+            metrics=metrics,
+            conditions=conditions,
+            health=health,
+            source=f"cloud-run:{name}",
+            latest_ready_revision=info.latest_ready_revision if info is not None else None,
+            latest_created_revision=info.latest_created_revision if info is not None else None,
+            serving_revision=info.serving_revision if info is not None else None,
+            ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
+            revisions=[r.name for r in info.revisions] if info is not None else [],
+        )
+
     @property
     def failing_revision_is_latest(self) -> bool:
         """True when the latest created revision is not the latest ready one (it failed to start)."""
@@ -136,3 +172,30 @@ def _sequence(revision: str) -> int | None:
 
     m = re.search(r"-(\d{5})-[a-z0-9]+$", revision) or re.search(r"-(\d+)(?:-[a-z0-9]+)?$", revision)
     return int(m.group(1)) if m else None
+
+
+def redacted(lines: list[LogLine]) -> list[LogLine]:
+    """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
+    import json
+
+    from mcp_tools.logs import redact
+
+    out: list[LogLine] = []
+    for ln in lines:
+        if ln.text is not None:
+            clean = redact(ln.text)
+            out.append(ln if clean == ln.text else ln.model_copy(update={"text": clean}))
+        elif ln.json_payload is not None:
+            raw = json.dumps(ln.json_payload, sort_keys=True)
+            clean = redact(raw)
+            if clean == raw:
+                out.append(ln)
+                continue
+            try:
+                payload = json.loads(clean)
+            except ValueError:  # the mask broke the JSON: keep it as text
+                payload = {"message": clean}
+            out.append(ln.model_copy(update={"json_payload": payload}))
+        else:
+            out.append(ln)
+    return out

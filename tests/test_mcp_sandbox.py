@@ -475,7 +475,7 @@ def test_suggest_sre_remediation_on_the_live_service(world: World) -> None:
     r = ok(
         world.client.call("suggest_sre_remediation", {"service_name": SERVICE, "since": "6h"}, timeout=120)
     )
-    assert r["category"] == "weights_oom" and r["source"] == f"cloud_run:{SERVICE}"
+    assert r["category"] == "weights_oom" and r["source"] == f"cloud-run:{SERVICE}"
     assert r["evidence"] and any("out of memory" in e["text"].lower() for e in r["evidence"])
     kinds = [s["kind"] for s in r["plan"]["steps"]]
     assert kinds and set(kinds) <= {"set_model", "set_vllm_args", "set_resources", "rollback", "escalate"}

@@ -46,33 +46,6 @@ def cached_observation(thread_id: str, cycle: int) -> Any:
     return _LAST.get((thread_id, cycle))
 
 
-def redacted(lines: list[LogLine]) -> list[LogLine]:
-    """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
-    import json
-
-    from mcp_tools.logs import redact
-
-    out: list[LogLine] = []
-    for ln in lines:
-        if ln.text is not None:
-            clean = redact(ln.text)
-            out.append(ln if clean == ln.text else ln.model_copy(update={"text": clean}))
-        elif ln.json_payload is not None:
-            raw = json.dumps(ln.json_payload, sort_keys=True)
-            clean = redact(raw)
-            if clean == raw:
-                out.append(ln)
-                continue
-            try:
-                payload = json.loads(clean)
-            except ValueError:  # the mask broke the JSON: keep it as text
-                payload = {"message": clean}
-            out.append(ln.model_copy(update={"json_payload": payload}))
-        else:
-            out.append(ln)
-    return out
-
-
 def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.observation import Observation
 
@@ -94,21 +67,11 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     except Exception as e:
         unread.append(f"service spec and revisions: {short_error(e)}")
 
-    conditions: list[dict[str, Any]] = []
-    if info is not None:
-        for c in info.conditions:
-            conditions.append({"scope": "service", **c.model_dump(mode="json")})
-        for r in info.revisions[:3]:  # newest first: the failing revision is the latest created
-            for c in r.conditions:
-                conditions.append({"scope": f"revision/{r.name}", **c.model_dump(mode="json")})
-
     logs: list[LogLine] = []
     try:
-        logs = redacted(
-            retry(
-                lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
-                f"list log entries of {name}",
-            )
+        logs = retry(
+            lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
+            f"list log entries of {name}",
         )
     except Exception as e:
         unread.append(f"logs: {short_error(e)}")
@@ -131,27 +94,13 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     else:
         unread.append("/health and /metrics: the service has no URL")
 
-    obs = Observation(
-        id=name,
-        title=f"Cloud Run service {name}",
-        service=info.spec if info is not None else None,
-        logs=logs,
-        metrics=metrics,
-        conditions=conditions,
-        health=health,
-        source="cloud-run",
-        latest_ready_revision=info.latest_ready_revision if info is not None else None,
-        latest_created_revision=info.latest_created_revision if info is not None else None,
-        serving_revision=info.serving_revision if info is not None else None,
-        ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
-        revisions=[r.name for r in info.revisions] if info is not None else [],
-    )
+    obs = Observation.from_cloud_run(name, info, logs, metrics=metrics, health=health)
     summary = ObservationSummary(
         service=name,
         uri=base_url,
         latest_ready_revision=info.latest_ready_revision if info is not None else None,
         latest_created_revision=info.latest_created_revision if info is not None else None,
-        conditions=conditions,
+        conditions=obs.conditions,
         log_lines=len(logs),
         logs_truncated=len(logs) >= cfg.log_limit,
         since=_iso(since),
