@@ -21,6 +21,16 @@ _STYLE = {
 }
 
 
+def current_user() -> str:
+    """Who is deciding, when nobody said: the OS user name."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user database entry (some containers)
+        return "unknown"
+
+
 def print_update(console: Console, node: str, update: dict[str, Any]) -> None:
     for e in update.get("timeline") or []:
         style = _STYLE.get(node, "")

@@ -8,7 +8,6 @@ Starts a sandbox when asked, runs the loop to the approval interrupt, asks the p
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -35,13 +34,6 @@ class CycleOptions:
     as_json: bool = False
     time_scale: float | None = None
     demo: bool = False
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
 
 
 @contextlib.contextmanager
@@ -104,7 +96,7 @@ def run_interactive(
     before_decision: Callable[[Console, Any], None] | None = None,
 ) -> int:
     """Run one cycle with the person in the loop. The exit code: 0 done or awaiting a decision, 1 failed."""
-    from agent.display import print_outcome, print_request, print_update
+    from agent.display import current_user, print_outcome, print_request, print_update
     from agent.loop import resume_cycle, run_cycle
 
     console = Console(stderr=opts.as_json, highlight=False)
@@ -124,7 +116,7 @@ def run_interactive(
                 before_decision(console, result)
             print_request(console, result.pending)
             decision: str | None = None
-            approver = opts.approver or _user()
+            approver = opts.approver or current_user()
             if opts.yes:
                 decision = "approve"
                 console.print(f"approved with --yes by {approver}")

@@ -126,13 +126,10 @@ class ChatResult(BaseModel):
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+    """The ``q`` quantile (0..1) of ``values``, None when there are none."""
+    from mcp_tools.bench.stats import percentile
+
+    return percentile(sorted(values), q * 100) if values else None
 
 
 # --- the endpoint ----------------------------------------------------------------------------------

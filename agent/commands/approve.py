@@ -6,16 +6,7 @@ and endpoints it was started with.
 
 from __future__ import annotations
 
-import getpass
-
 import typer
-
-
-def _default_approver() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
 
 
 def _decide(thread: str, decision: str, approver: str | None, reason: str | None, as_json: bool) -> None:
@@ -24,14 +15,14 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
 
     from rich.console import Console
 
-    from agent.display import print_outcome, print_update
+    from agent.display import current_user, print_outcome, print_update
     from agent.loop import resume_cycle
 
     console = Console(stderr=as_json)
     result = resume_cycle(
         thread,
         decision=decision,
-        approver=approver or _default_approver(),
+        approver=approver or current_user(),
         reason=reason,
         on_update=lambda n, u: print_update(console, n, u),
     )

@@ -10,7 +10,6 @@ Logging), and each table says which.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import logging
 import shlex
@@ -26,6 +25,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from agent.display import current_user
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.settings import Policy
 
@@ -92,7 +92,7 @@ class ReplCommands:
         services: list[str] | None = None,
     ) -> None:
         self.cfg = cfg  # graph.config.Configuration
-        self.approver = approver or _user()
+        self.approver = approver or current_user()
         self.last_thread: str | None = None
         self.pending_thread: str | None = None
         self.last_bench: dict[str, Any] | None = None  # figures of the last /bench, for questions
@@ -465,10 +465,3 @@ def render_request(pending: dict[str, Any]) -> RenderableType:
     for n in pending.get("preflight_notes") or []:
         parts.append(Text(f"preflight: {n}", style="dim"))
     return Group(*parts)
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
