@@ -1,4 +1,5 @@
-"""Print how close the capacity planner comes to real vLLM start-up figures.
+"""Print how close the capacity planner comes to real vLLM start-up figures, on the dev and the
+blind split (tests/data/vllm_startup_split.yaml; blind cases are never used to tune the planner).
 
 Usage: .venv/bin/python benchmarks/capacity_accuracy.py [tests/data/vllm_startup_cases.yaml]
 """
@@ -9,7 +10,16 @@ import statistics
 import sys
 from pathlib import Path
 
-from mcp_tools.capacity.accuracy import evaluate, summary
+from mcp_tools.capacity.accuracy import evaluate, load_cases, summary
+
+CHECKS = (
+    ("KV tokens (end to end)", "kv_tokens_error"),
+    ("weights", "weights_error"),
+    ("KV budget (available memory)", "available_error"),
+    ("KV tokens from vLLM's own budget", "layout_error"),
+    ("KV needed for one request", "kv_needed_error"),
+    ("estimated max_model_len", "max_len_error"),
+)
 
 
 def main() -> None:
@@ -18,25 +28,33 @@ def main() -> None:
         if len(sys.argv) > 1
         else Path(__file__).parent.parent / "tests/data/vllm_startup_cases.yaml"
     )
+    cases = {c["id"]: c for c in load_cases(table)}
     results = evaluate(table)
-    for name, attr in (
-        ("KV tokens (end to end)", "kv_tokens_error"),
-        ("weights", "weights_error"),
-        ("KV budget (available memory)", "available_error"),
-        ("KV tokens from vLLM's own budget", "layout_error"),
-        ("KV needed for one request", "kv_needed_error"),
-        ("estimated max_model_len", "max_len_error"),
-    ):
-        errs = [(r.id, getattr(r, attr)) for r in results if getattr(r, attr) is not None]
-        if not errs:
-            continue
-        values = [e for _, e in errs]
+    print(f"{len(results)} real start-ups ({table})")
+    print("| split | cases | KV tokens within 10% | median KV error | max over-prediction | weights within 5% |")
+    print("|---|---|---|---|---|---|")
+    for split in ("dev", "blind"):
+        s = summary([r for r in results if r.split == split])
         print(
-            f"{name}: {len(errs)} cases, median error {statistics.median(values):.1%}, max {max(values):.1%}"
+            f"| {split} | {s['kv_cases']} KV / {s['weight_cases']} weights | {s['kv_within']}/{s['kv_cases']} "
+            f"({(s['kv_within_share'] or 0):.0%}) | {(s['kv_median_error'] or 0):.1%} | "
+            f"{s['kv_max_over_prediction']:+.1%} | {s['weights_within']}/{s['weight_cases']} |"
         )
-        for case_id, err in errs:
-            print(f"    {case_id:40s} {err:7.1%}")
-    print(summary(results))
+    for name, attr in CHECKS:
+        for split in ("dev", "blind"):
+            errs = [r for r in results if r.split == split and getattr(r, attr) is not None]
+            if not errs:
+                continue
+            values = [getattr(r, attr) for r in errs]
+            print(
+                f"{name} [{split}]: {len(errs)} cases, median error {statistics.median(values):.1%}, "
+                f"max {max(values):.1%}"
+            )
+            for r in errs:
+                signed = r.kv_tokens_signed if attr == "kv_tokens_error" else None
+                shown = f"{signed:+7.1%}" if signed is not None else f"{getattr(r, attr):7.1%}"
+                c = cases[r.id]
+                print(f"    {r.id:40s} {shown}  vLLM {c.get('vllm_version') or 'current'}  {r.source}")
 
 
 if __name__ == "__main__":
