@@ -375,6 +375,92 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
     raise UserError(f"quantization_config: quant_method {method!r} is not one the planner knows")
 
 
+# What transformers fills in for keys a published config.json omits: the defaults of each model
+# type's config class (``transformers/models/<type>/configuration_<type>.py``). Only the keys the
+# planner reads; a sub-config without a model_type takes its parent's text model type.
+TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Gemma3TextConfig
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "tie_word_embeddings": True,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    # Gemma2Config
+    "gemma2": {
+        "vocab_size": 256_000,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+        "sliding_window": 4096,
+    },
+    # GemmaConfig
+    "gemma": {
+        "vocab_size": 256_000,
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    },
+    # LlamaConfig
+    "llama": {"vocab_size": 32_000, "max_position_embeddings": 2048, "tie_word_embeddings": False},
+    # MistralConfig
+    "mistral": {
+        "vocab_size": 32_000,
+        "max_position_embeddings": 4096 * 32,
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+    },
+    # Qwen2Config / Qwen3Config
+    "qwen2": {"vocab_size": 151_936, "max_position_embeddings": 32_768, "tie_word_embeddings": False},
+    "qwen3": {
+        "vocab_size": 151_936,
+        "max_position_embeddings": 32_768,
+        "head_dim": 128,
+        "tie_word_embeddings": False,
+    },
+}
+#: A multimodal wrapper's text model type (Gemma3Config.sub_configs["text_config"] = Gemma3TextConfig).
+TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "gemma3n": "gemma3n_text"}
+
+
+def transformers_config(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The text config as transformers would load it: the nested ``text_config`` (multimodal
+    checkpoints) or the top level, with omitted keys at the model type's class defaults.
+    Returns the merged config and the keys that were filled in."""
+    top = config
+    sub = config.get("text_config") or config.get("llm_config")
+    cfg = dict(sub) if isinstance(sub, dict) else dict(config)
+    top_type = str(top.get("model_type") or "")
+    model_type = str(cfg.get("model_type") or TEXT_MODEL_TYPE.get(top_type, top_type))
+    defaults = TRANSFORMERS_DEFAULTS.get(model_type, {})
+    filled = [k for k in defaults if cfg.get(k) is None and k not in cfg]
+    merged = {**defaults, **cfg}
+    # transformers keeps a key written as null (e.g. Mixtral "sliding_window": null).
+    for k in defaults:
+        if k in cfg and cfg[k] is None:
+            merged[k] = None
+    if model_type:
+        merged["model_type"] = model_type
+    return merged, filled
+
+
 def _tower_params(top: dict[str, Any]) -> tuple[int, str]:
     """Rough parameter count of vision / audio towers from their sub-configs (estimate)."""
     total = 0
@@ -388,7 +474,13 @@ def _tower_params(top: dict[str, Any]) -> tuple[int, str]:
         if not h or not layers:
             continue
         inter = int(sub.get("intermediate_size") or 4 * h)
-        if key == "vision_config":
+        if key == "vision_config" and str(sub.get("model_type", "")).startswith("siglip"):
+            # SigLIP: attention + a two-matrix MLP (fc1, fc2), biases; patch and position embeddings
+            per_layer = 4 * h * h + 2 * h * inter + 9 * h + inter
+            patch = int(sub.get("patch_size") or 14)
+            image = int(sub.get("image_size") or 224)
+            total += 3 * patch * patch * h + (image // patch) ** 2 * h
+        elif key == "vision_config":
             per_layer = 4 * h * h + 3 * h * inter  # attention + gated MLP
         else:
             per_layer = 4 * h * h + 2 * 2 * h * 4 * h + 3 * h * h  # conformer: attention, 2 FFNs, conv
@@ -410,7 +502,7 @@ def spec_from_config(
     if not isinstance(config, dict):
         raise UserError(f"{source}: config is not a JSON object")
     top = config
-    cfg = dict(config.get("text_config") or config.get("llm_config") or config)
+    cfg, filled = transformers_config(config)
     archs = top.get("architectures") or cfg.get("architectures") or [""]
     try:
         hidden = int(cfg["hidden_size"])
@@ -528,6 +620,9 @@ def spec_from_config(
             quantization=quantization,
             extra_params=extra,
             extra_params_source=extra_source,
+            derived=[f"{', '.join(filled)} at transformers' {model_type} defaults (omitted from config.json)"]
+            if filled
+            else [],
         )
     except (TypeError, ValueError) as e:
         raise UserError(f"{source}: config has a field of the wrong type ({e})") from e

@@ -41,19 +41,34 @@ class VllmBehaviour:
     # for Gemma 4 from 0.21.0 with the same memory).
     tokens_from_concurrency: bool
     # CUDA-graph memory estimated and taken from the KV budget at start-up
-    # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, vllm-project/vllm#30515, on by default by mid-2026,
-    # vllm-project/vllm#45178). Older releases capture graphs after sizing the KV cache.
+    # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, vllm-project/vllm#30515): opt-in until 0.20, on by
+    # default since 0.21.0 (the 0.27.1 log: "CUDA graph memory profiling is enabled (default since
+    # v0.21.0)", gpustack/runner#251; a 0.19.0 log estimates it but does not subtract it: "In v0.19,
+    # ... To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1", llm-d-planner logs).
     subtract_cuda_graphs: bool
     # Sliding-window layers keep sliding_window - 1 + N x max_num_batched_tokens tokens per
     # request, N in-flight batches: 1 before 0.26, 2 with async scheduling since 0.26
     # (vllm-project/vllm#47728, analysed in vllm-project/vllm#49878).
     sliding_inflight_batches: int = 1
+    # Before 0.6.5, gpu_memory_utilization was a share of the whole device: the profiler measured
+    # total - free, so memory held by other processes came out of the KV cache. From 0.6.5 it is
+    # this instance's budget ("the current vLLM instance can use total_gpu_memory x
+    # gpu_memory_utilization"), and another process's memory must fit beside it (V1 refuses to
+    # start: "Free memory on device ... is less than desired GPU memory utilization").
+    others_share_budget: bool = False
+    # Bytes per (request x vocabulary entry) of the dummy sampler run: V1 before 0.17 profiled a
+    # heavier sampler (Qwen3-14B on H100 at 1,024 seqs: "PyTorch activation peak" 5.64 GiB on
+    # 0.15/0.16, 2.23 GiB from 0.17; llm-d-planner's version sweep).
+    sampler_bytes_per_logit: int = 14
+    # Non-torch memory of one GPU measured in the profile run: ~0.13 GiB on V1 0.15-0.17, 0.25 GiB
+    # from 0.18 (Qwen3-14B version sweep; every vLLM 0.19 single-GPU log in llm-d-planner).
+    non_torch_gib: float = 0.15
 
 
 def vllm_behaviour(version: str | None) -> VllmBehaviour:
     """``None`` means the current release."""
     if not version:
-        return VllmBehaviour("v1", True, True, 2)
+        return VllmBehaviour("v1", True, True, 2, non_torch_gib=NON_TORCH_GIB_SINGLE_V018)
     parts: list[int] = []
     for piece in version.lstrip("v").split(".")[:3]:
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -63,26 +78,39 @@ def vllm_behaviour(version: str | None) -> VllmBehaviour:
     if len(parts) < 2:
         raise UserError(f"vLLM version {version!r}: expected something like 0.11.0")
     v = tuple(parts + [0] * (3 - len(parts)))
+    engine = "v0" if v < (0, 8, 0) else "v1"
     return VllmBehaviour(
-        engine="v0" if v < (0, 8, 0) else "v1",
+        engine=engine,
         tokens_from_concurrency=v >= (0, 21, 0),
-        subtract_cuda_graphs=v >= (0, 19, 0),
+        subtract_cuda_graphs=v >= (0, 21, 0),
         sliding_inflight_batches=2 if v >= (0, 26, 0) else 1,
+        others_share_budget=v < (0, 6, 5),
+        sampler_bytes_per_logit=SAMPLER_BYTES_PER_LOGIT_V1_PRE_017
+        if engine == "v1" and v < (0, 17, 0)
+        else SAMPLER_BYTES_PER_LOGIT,
+        non_torch_gib=NON_TORCH_GIB_SINGLE_V018 if v >= (0, 18, 0) else NON_TORCH_GIB_SINGLE,
     )
 
 
 # --- calibration constants (one set for every model; see tests/data/vllm_startup_cases.yaml) ----
 #: non-torch memory vLLM measures on one GPU (CUDA context growth, cuBLAS workspaces), GiB.
 NON_TORCH_GIB_SINGLE = 0.15
-#: extra non-torch memory per worker with tensor parallelism (NCCL buffers, custom all-reduce), GiB.
-NON_TORCH_GIB_TP = 0.45
+NON_TORCH_GIB_SINGLE_V018 = 0.25
+#: extra non-torch memory per worker with tensor parallelism (NCCL buffers, custom all-reduce), GiB:
+#: V1 logs "non-torch forward increase memory" of 2.06-2.21 GiB at TP 2 and 4 against ~0.25 GiB at
+#: TP 1 (vLLM 0.19 on H100, llm-d-planner logs).
+NON_TORCH_GIB_TP = 1.95
 #: forward-pass activation bytes per token = ACT_HIDDEN_FACTOR x hidden + ACT_INTER_FACTOR x MLP width
 ACT_HIDDEN_FACTOR = 2
 ACT_INTER_FACTOR = 3
 #: bytes per (request x vocabulary entry) in the dummy sampler run (bf16 logits, fp32 copy, sort).
 SAMPLER_BYTES_PER_LOGIT = 14
-#: CUDA-graph memory per captured graph per layer, GiB (piecewise graphs, default capture sizes).
-CUDA_GRAPH_GIB_PER_LAYER = 0.008
+SAMPLER_BYTES_PER_LOGIT_V1_PRE_017 = 36
+#: vLLM's own CUDA-graph estimate ("Estimated CUDA graph memory: X GiB total", 51 piecewise + 51
+#: full graphs): ~0.35 GiB of first captures plus ~0.015 GiB per layer (0.6-1.1 GiB for 7-27B
+#: models on vLLM 0.19).
+CUDA_GRAPH_GIB_BASE = 0.35
+CUDA_GRAPH_GIB_PER_LAYER = 0.015
 
 KV_DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
@@ -146,6 +174,13 @@ class CapacityPlan(BaseModel):
     gpu_blocks: int = 0
     kv_needed_gib_one_request: float = 0.0
     max_model_len_that_fits: int = 0
+    # Uncertainty (SPEC section 4 extended): what vLLM may report given what is known about its
+    # accounting; `fits` holds at the low end, `fits_expected` at the central estimate.
+    kv_cache_tokens_range: list[int] = Field(default_factory=lambda: [0, 0])
+    kv_cache_gib_range: list[float] = Field(default_factory=lambda: [0.0, 0.0])
+    fits_expected: bool = False
+    gpu_memory_used_gib: float = 0.0  # held by other processes before vLLM starts
+    vllm_version: str | None = None
 
     SPEC_KEYS: tuple[str, ...] = (
         "model",
@@ -162,11 +197,13 @@ class CapacityPlan(BaseModel):
         "verdict",
         "warnings",
     )
+    #: Keys added to the SPEC section 4 document (extended, never changed).
+    SPEC_EXTENSION_KEYS: tuple[str, ...] = ("kv_cache_tokens_range",)
 
     def to_spec_json(self) -> dict[str, object]:
-        """Exactly the SPEC section 4 ``plan`` keys."""
+        """The SPEC section 4 ``plan`` keys, then the extension keys."""
         d = self.model_dump()
-        return {k: d[k] for k in self.SPEC_KEYS}
+        return {k: d[k] for k in (*self.SPEC_KEYS, *self.SPEC_EXTENSION_KEYS)}
 
 
 # --- the KV cache as vLLM lays it out -----------------------------------------------------------
@@ -445,9 +482,9 @@ def _mxfp4_expert_params(spec: ModelSpec, gpu: GpuSpec | None, tp: int) -> int:
     cc = gpu.cc if gpu is not None and gpu.compute_capability else 9.0
     if cc >= 10.0:
         inter, h = _round_up(inter, 256), _round_up(h, 256)
-    elif cc >= 9.0:
-        inter = _round_up(inter, 32)
     else:
+        # Hopper as Marlin: 7.01 GiB per GPU for gpt-oss-20b at TP 2 on H100 (vLLM 0.19) is the
+        # 1440 -> 1536 / 2880 -> 3072 padded size, not the unpadded 6.4 GiB.
         inter, h = _round_up(inter, 128), _round_up(h, 256)
     layers = spec.num_hidden_layers if spec.moe_layers is None else len(spec.moe_layers)
     return layers * spec.num_experts * 3 * h * inter * max(1, tp)
@@ -473,7 +510,15 @@ def _weights_bytes(
     )
 
 
-def _activation_bytes(spec: ModelSpec, *, tokens: int, num_reqs: int, tp: int, act_bytes: float) -> float:
+def _activation_bytes(
+    spec: ModelSpec,
+    *,
+    tokens: int,
+    num_reqs: int,
+    tp: int,
+    act_bytes: float,
+    sampler_bytes_per_logit: int = SAMPLER_BYTES_PER_LOGIT,
+) -> float:
     h = spec.hidden_size
     if spec.num_experts:
         topk = max(1, spec.num_experts_per_tok)
@@ -488,7 +533,7 @@ def _activation_bytes(spec: ModelSpec, *, tokens: int, num_reqs: int, tp: int, a
         / tp
     )
     forward = tokens * act_bytes * (ACT_HIDDEN_FACTOR * h + ACT_INTER_FACTOR * inter + qkv)
-    sampler = num_reqs * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT + tokens * h * act_bytes
+    sampler = num_reqs * spec.vocab_size * sampler_bytes_per_logit + tokens * h * act_bytes
     return max(forward, sampler)
 
 
@@ -505,11 +550,13 @@ def plan_capacity(
     flags: VllmFlags | None = None,
     suggest: bool = True,
     vllm_version: str | None = None,
+    gpu_memory_used_gib: float | None = None,
 ) -> CapacityPlan:
     """Compute the fit of ``model`` on ``gpu_count`` x ``gpu`` with these vLLM flags.
 
     ``vllm_version`` selects release-specific accounting (see :class:`VllmBehaviour`); ``None``
-    means the current release."""
+    means the current release. ``gpu_memory_used_gib``: memory other processes already hold on
+    each GPU (a desktop, another server), which vLLM cannot use."""
     behaviour = vllm_behaviour(vllm_version)
     spec = resolve_model(model) if isinstance(model, str) else model
     flags = flags or VllmFlags()
@@ -517,6 +564,9 @@ def plan_capacity(
         raise UserError(f"gpu count: must be positive, got {gpu_count}")
     if gpu_memory_gib is not None and gpu_memory_gib <= 0:
         raise UserError(f"--gpu-memory-gib: must be positive, got {gpu_memory_gib}")
+    used_gib = float(gpu_memory_used_gib or 0.0)
+    if used_gib < 0:
+        raise UserError(f"--gpu-memory-used-gib: must not be negative, got {gpu_memory_used_gib}")
     gspec: GpuSpec | None = resolve_gpu(gpu) if gpu else None
     if gspec is None and gpu_memory_gib is None:
         raise UserError("gpu: give a GPU name (--gpu) or its memory (--gpu-memory-gib)")
@@ -530,6 +580,10 @@ def plan_capacity(
         )
     elif gpu_memory_gib is not None:
         gspec = gspec.model_copy(update={"memory_gib": float(gpu_memory_gib)})
+    if used_gib >= gspec.memory_gib:
+        raise UserError(
+            f"--gpu-memory-used-gib: {used_gib:g} GiB is not less than the GPU's {gspec.memory_gib:g} GiB"
+        )
     if gspec.compute_capability:
         gspec.supports = supports_for_cc(gspec.cc)
 
@@ -587,42 +641,81 @@ def plan_capacity(
     requested = total * flags.gpu_memory_utilization
     weights = _weights_bytes(spec, q, act_bytes, gspec, tp) / tp
     activation = _activation_bytes(
-        spec, tokens=mnbt, num_reqs=min(max_num_seqs, mnbt), tp=tp, act_bytes=act_bytes
+        spec,
+        tokens=mnbt,
+        num_reqs=min(max_num_seqs, mnbt),
+        tp=tp,
+        act_bytes=act_bytes,
+        sampler_bytes_per_logit=behaviour.sampler_bytes_per_logit,
     )
-    non_torch = (NON_TORCH_GIB_SINGLE + (NON_TORCH_GIB_TP if tp > 1 else 0.0)) * GIB
+    non_torch = (behaviour.non_torch_gib + (NON_TORCH_GIB_TP if tp > 1 else 0.0)) * GIB
     graphs = 0.0
     if behaviour.subtract_cuda_graphs and not flags.enforce_eager:
-        graphs = CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers * GIB
+        graphs = (CUDA_GRAPH_GIB_BASE + CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers) * GIB
     available = requested - weights - activation - non_torch - graphs
+    used = used_gib * GIB
+    if behaviour.others_share_budget:
+        available -= used  # the profiler's total - free counts the other processes' memory
+    low_margin, high_margin = _budget_margins(
+        behaviour, weights=weights, activation=activation, graphs=graphs, tp=tp, total=total
+    )
+    available_low, available_high = available - low_margin, available + high_margin
 
     layout = kv_layout(
         spec, tp=tp, block_size=flags.block_size, kv_bytes=kv_bytes, hybrid=behaviour.engine == "v1"
     )
-    num_blocks = layout.num_blocks(int(available))
     kv_mnbt = mnbt * behaviour.sliding_inflight_batches
-    concurrency = layout.max_concurrency(num_blocks, max_model_len, kv_mnbt)
-    if behaviour.tokens_from_concurrency and layout.groups and not layout.is_uniform:
-        tokens = int(concurrency * max_model_len)
-    else:
-        tokens = layout.reported_tokens(num_blocks)
+
+    def reported(avail: float) -> tuple[int, float, int]:
+        """(blocks, max concurrency, "GPU KV cache size" tokens) for this much KV memory."""
+        blocks = layout.num_blocks(int(avail))
+        conc = layout.max_concurrency(blocks, max_model_len, kv_mnbt)
+        if behaviour.tokens_from_concurrency and layout.groups and not layout.is_uniform:
+            return blocks, conc, int(conc * max_model_len)
+        return blocks, conc, layout.reported_tokens(blocks)
+
+    num_blocks, concurrency, tokens = reported(available)
+    tokens_low = reported(available_low)[2]
+    tokens_high = reported(available_high)[2]
     needed = layout.max_memory_usage_bytes(max_model_len, kv_mnbt)
     fit_len = max_len_that_fits(layout, int(available), limit, kv_mnbt)
 
     binding: str | None = None
+    free = total - used
     if unsupported:
         binding = "unsupported"
+    elif not behaviour.others_share_budget and used > 0 and requested > free:
+        # V1 refuses: "Free memory on device (F/T GiB) on startup is less than desired GPU memory
+        # utilization (U, R GiB)"; older releases ran out of memory allocating the cache.
+        binding = "memory_in_use"
     elif weights >= requested or weights >= total:
         binding = "weights"
     elif available <= 0 or needed > available:
         # The weights load, but too little is left for the cache (vLLM: "No available memory for
         # the cache blocks" or "... KV cache is needed, which is larger than the available ...").
         binding = "kv_cache"
+    fits_expected = binding is None
+    uncertain = fits_expected and (available_low <= 0 or needed > available_low)
+    if uncertain:
+        binding = "kv_cache"  # fits only at the optimistic end of the accounting
     fits = binding is None
 
     gib = lambda b: round(b / GIB, 2)  # noqa: E731
     label = gspec.name if gpu_count == 1 else f"{gpu_count} x {gspec.name}"
     if binding == "unsupported":
         verdict = "does not run: " + "; ".join(unsupported)
+    elif binding == "memory_in_use":
+        verdict = (
+            f"does not start: other processes hold {used_gib:.2f} GiB, leaving {gib(free):.2f} of "
+            f"{gspec.memory_gib:.2f} GiB free, less than --gpu-memory-utilization "
+            f"{flags.gpu_memory_utilization:g} asks for ({gib(requested):.2f} GiB)"
+        )
+    elif uncertain:
+        verdict = (
+            f"does not fit safely: one {_fmt_tokens(max_model_len)}-token request needs "
+            f"{gib(needed):.2f} GiB of KV cache; {gib(available):.2f} GiB is expected but vLLM's "
+            f"accounting may leave as little as {gib(max(0.0, available_low)):.2f} GiB"
+        )
     elif binding == "weights":
         verdict = (
             f"does not fit: the weights need {gib(weights):.2f} GiB per GPU but {label} offers "
@@ -694,12 +787,48 @@ def plan_capacity(
         gpu_blocks=num_blocks,
         kv_needed_gib_one_request=gib(needed),
         max_model_len_that_fits=fit_len,
+        kv_cache_tokens_range=[min(tokens_low, tokens), max(tokens_high, tokens)],
+        kv_cache_gib_range=[gib(max(0.0, available_low)), gib(max(0.0, available_high))],
+        fits_expected=fits_expected,
+        gpu_memory_used_gib=round(used_gib, 2),
+        vllm_version=vllm_version,
     )
     if suggest and not fits:
-        plan.suggestions = _suggest(spec, plan, gspec, gpu, gpu_memory_gib, gpu_count, flags)
+        plan.suggestions = _suggest(
+            spec, plan, gspec, gpu, gpu_memory_gib, gpu_count, flags, vllm_version, gpu_memory_used_gib
+        )
         if plan.suggestions and plan.suggestions[0].fits:
             plan.verdict += f"; best fix: {plan.suggestions[0].summary}"
     return plan
+
+
+#: Known spread of vLLM's own accounting around the planner's estimate (GiB or shares; dev split).
+ACTIVATION_SPREAD = 0.25  # profile-run peak: V1 estimates land within ~25% of the logged peak
+ACTIVATION_SPREAD_V0 = 0.5  # V0 profiled whole max_model_len prompts, less regular
+NON_TORCH_SPREAD_GIB = 0.1
+NON_TORCH_SPREAD_GIB_TP = 0.3
+WEIGHTS_SPREAD = 0.01
+#: V0 with tensor parallelism measured the device's total - free during the profile run
+#: (vllm-project/vllm#2031): on 4 x A100 it saw ~12.7 GiB (16% of the GPU) more in use per worker
+#: than the model needs; the pessimistic end allows for that share.
+V0_TP_EXTRA_SHARE = 0.16
+
+
+def _budget_margins(
+    behaviour: VllmBehaviour, *, weights: float, activation: float, graphs: float, tp: int, total: float
+) -> tuple[float, float]:
+    """(pessimistic, optimistic) bytes around the planner's KV budget, from what is known about
+    vLLM's accounting: the activation peak, non-torch memory, weights padding, and the CUDA-graph
+    estimate (vLLM's own can overshoot several-fold, vllm-project/vllm#45178; when subtracted, the
+    pessimistic end doubles it)."""
+    act = activation * (ACTIVATION_SPREAD_V0 if behaviour.engine == "v0" else ACTIVATION_SPREAD)
+    nt = (NON_TORCH_SPREAD_GIB_TP if tp > 1 else NON_TORCH_SPREAD_GIB) * GIB
+    w = weights * WEIGHTS_SPREAD
+    low = act + nt + w + graphs
+    high = act + nt + w + graphs / 2
+    if behaviour.engine == "v0" and tp > 1:
+        low += V0_TP_EXTRA_SHARE * total
+    return low, high
 
 
 def max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:
@@ -732,12 +861,21 @@ def _suggest(
     gpu_memory_gib: float | None,
     gpu_count: int,
     flags: VllmFlags,
+    vllm_version: str | None = None,
+    gpu_memory_used_gib: float | None = None,
 ) -> list[Suggestion]:
     out: list[Suggestion] = []
 
     def run(model: ModelSpec, f: VllmFlags, count: int = gpu_count) -> CapacityPlan:
         return plan_capacity(
-            model, gpu=gpu, gpu_memory_gib=gpu_memory_gib, gpu_count=count, flags=f, suggest=False
+            model,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            gpu_count=count,
+            flags=f,
+            suggest=False,
+            vllm_version=vllm_version,
+            gpu_memory_used_gib=gpu_memory_used_gib,
         )
 
     def add(
@@ -764,6 +902,17 @@ def _suggest(
             )
         )
 
+    if plan.binding_constraint == "memory_in_use":
+        # The largest utilization the free memory allows, rounded down to a hundredth.
+        util = math.floor((1 - plan.gpu_memory_used_gib / gspec.memory_gib) * 100) / 100 - 0.01
+        if util > 0:
+            p = run(spec, flags.model_copy(update={"gpu_memory_utilization": round(util, 2)}))
+            add(
+                "set_vllm_args",
+                {"--gpu-memory-utilization": round(util, 2)},
+                f"--gpu-memory-utilization {util:.2f} (what the free memory allows)",
+                p,
+            )
     # Fix what is unsupported first.
     if plan.binding_constraint == "unsupported":
         if flags.kv_cache_dtype == "nvfp4" or (
