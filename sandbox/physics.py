@@ -310,7 +310,7 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
         ),
     )
     if plan.binding_constraint == "weights" or (
-        not plan.fits and plan.kv_cache_tokens <= 0 and plan.binding_constraint != "kv_cache"
+        not plan.fits_expected and plan.kv_cache_tokens <= 0 and plan.binding_constraint != "kv_cache"
     ):
         at = T_LOAD + 3.0
         if at > budget:
@@ -376,7 +376,8 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
                 f"torch.compile takes {COMPILE_S - 2.0:.2f} s in total",
             ),
         )
-    if plan.binding_constraint == "kv_cache" or plan.kv_cache_tokens <= 0 or not plan.fits:
+    # The simulated vLLM follows the central estimate (`fits` is the pessimistic end preflight uses).
+    if not plan.fits_expected or plan.kv_cache_tokens <= 0:
         if t_profiled > budget:
             return fail(budget, "", "startup_timeout", probe_fail=True, notes=notes)
         out(

@@ -13,11 +13,13 @@ from mcp_tools.capacity import (
     VllmFlags,
     kv_layout,
     list_catalog,
+    parse_gpu_memory_in_use,
     parse_vllm_args,
     parse_vllm_startup,
     plan_capacity,
     resolve_gpu,
     resolve_model,
+    spec_from_config,
 )
 from mcp_tools.errors import UserError
 
@@ -60,8 +62,11 @@ def test_reference_12b_bf16_on_one_l4_does_not_fit_because_of_weights() -> None:
 
 
 def test_reference_fp8_fits_and_qat_fits_with_more_kv_cache() -> None:
-    fp8 = plan_capacity("RedHatAI/gemma-4-12B-it-FP8-Dynamic", gpu="nvidia-l4")
-    qat = plan_capacity("google/gemma-4-12B-it-qat-w4a16-ct", gpu="nvidia-l4")
+    # The reference deployment's flags (at the full 262,144-token context the FP8 checkpoint is
+    # borderline on an L4 once CUDA-graph memory is taken from the cache, vLLM 0.21+).
+    ref = parse_vllm_args(["--max-model-len", "16384", "--gpu-memory-utilization", "0.90"])
+    fp8 = plan_capacity("RedHatAI/gemma-4-12B-it-FP8-Dynamic", gpu="nvidia-l4", flags=ref)
+    qat = plan_capacity("google/gemma-4-12B-it-qat-w4a16-ct", gpu="nvidia-l4", flags=ref)
     assert fp8.fits and qat.fits
     assert fp8.binding_constraint is None
     assert qat.weights_gib < fp8.weights_gib
@@ -392,7 +397,9 @@ def test_cli_json_shape_for_the_reference_case() -> None:
     r = run_cli("plan", "google/gemma-4-12B-it", "--gpu", "nvidia-l4", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert list(doc) == SPEC_KEYS
+    assert list(doc) == [*SPEC_KEYS, "kv_cache_tokens_range"]  # SPEC section 4, extended
+    low, high = doc["kv_cache_tokens_range"]
+    assert low <= doc["kv_cache_tokens"] <= high
     assert doc["fits"] is False
     assert doc["gpu"] == "nvidia-l4" and doc["gpu_memory_gib"] == pytest.approx(22.03)
     assert isinstance(doc["kv_cache_tokens"], int) and isinstance(doc["warnings"], list)
@@ -486,7 +493,7 @@ def test_parse_vllm_startup_real_lines_from_the_accuracy_table() -> None:
 
 
 def test_vllm_version_changes_the_hybrid_token_report() -> None:
-    flags = VllmFlags(max_model_len=32768)
+    flags = VllmFlags(max_model_len=32768, enforce_eager=True)  # no CUDA graphs (taken from 0.21)
     old = plan_capacity("google/gemma-4-31B-it", gpu="h200", flags=flags, vllm_version="0.20.0")
     new = plan_capacity("google/gemma-4-31B-it", gpu="h200", flags=flags, vllm_version="0.21.0")
     assert old.kv_cache_gib == pytest.approx(new.kv_cache_gib)
@@ -526,3 +533,178 @@ def test_published_totals_match_the_architecture_count() -> None:
     assert resolve_model("Qwen/Qwen2.5-7B-Instruct").num_params == 7_615_616_512
     assert resolve_model("Qwen/Qwen3-8B").num_params == 8_190_735_360
     assert resolve_model("mistralai/Mistral-7B-Instruct-v0.3").num_params == 7_248_023_552
+
+
+# --- configs as transformers loads them ---------------------------------------------------------
+
+# google/gemma-3-12b-it's published config.json: its text_config omits vocab_size, head_dim,
+# max_position_embeddings and the layer pattern (https://huggingface.co/google/gemma-3-12b-it).
+GEMMA3_12B_CONFIG = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "text_config": {
+        "hidden_size": 3840,
+        "intermediate_size": 15360,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 8,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "hidden_size": 1152,
+        "image_size": 896,
+        "intermediate_size": 4304,
+        "model_type": "siglip_vision_model",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+    },
+}
+
+
+def test_a_sparse_published_config_takes_the_model_types_transformers_defaults() -> None:
+    spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    assert spec.vocab_size == 262_208  # Gemma3TextConfig defaults
+    assert spec.head_dim == 256  # not hidden_size / heads (240)
+    assert spec.max_position_embeddings == 131_072
+    assert spec.tie_word_embeddings
+    kinds = spec.layer_kinds()
+    assert kinds.count("full") == 8 and kinds[5] == "full" and kinds[0] == "sliding"  # 5:1 pattern
+    assert spec.sliding_window == 1024
+    assert 12.0e9 < spec.num_params < 12.4e9  # published: 12.2B with the SigLIP tower
+    assert any("transformers' gemma3_text defaults" in d for d in spec.derived)
+    # A nested text_config without its own model_type takes the wrapper's text model type.
+    sub = {k: v for k, v in GEMMA3_12B_CONFIG["text_config"].items() if k != "model_type"}  # type: ignore[union-attr]
+    again = spec_from_config({**GEMMA3_12B_CONFIG, "text_config": sub}, model_id="x", source="test")
+    assert again.vocab_size == 262_208 and again.head_dim == 256
+    # Without a model type transformers knows, a missing vocab_size is still one clear error.
+    with pytest.raises(UserError, match="vocab_size"):
+        spec_from_config(
+            {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}, model_id="x", source="t"
+        )
+
+
+def test_an_explicit_null_in_a_published_config_is_kept() -> None:
+    cfg = {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "sliding_window": None,  # as Mistral-7B-Instruct-v0.2+ publish it
+    }
+    spec = spec_from_config(cfg, model_id="x", source="t")
+    assert spec.sliding_window is None and set(spec.layer_kinds()) == {"full"}
+    assert spec.vocab_size == 32_000  # MistralConfig default
+
+
+# --- memory held by other processes -------------------------------------------------------------
+
+REFUSAL = (
+    "(EngineCore_0 pid=1) ERROR 06-30 13:53:19 [core.py:515] ValueError: Free memory on device "
+    "(31.44/47.38 GiB) on startup is less than desired GPU memory utilization (0.95, 45.01 GiB). "
+    "Decrease GPU memory utilization or reduce GPU memory used by other processes."
+)  # vllm-project/vllm#20305 (vLLM 0.9.1)
+
+
+def test_the_start_up_line_showing_memory_in_use_is_read_across_wordings() -> None:
+    got = parse_gpu_memory_in_use(["INFO starting", REFUSAL])
+    assert got is not None
+    assert (got.free_gib, got.total_gib, got.used_by_others_gib) == (31.44, 47.38, 15.94)
+    assert (got.gpu_memory_utilization, got.requested_gib) == (0.95, 45.01)
+    # Later releases name the device (pytorch/pytorch#175666).
+    named = parse_gpu_memory_in_use(
+        [
+            "ValueError: Free memory on device cuda:0 (19.77/22.05 GiB) on startup is less than desired "
+            "GPU memory utilization (0.9, 19.84 GiB)."
+        ]
+    )
+    assert named is not None and named.used_by_others_gib == 2.28 and named.requested_gib == 19.84
+    # V0 / V1 profiler drift: memory another process freed or took while vLLM profiled.
+    drift = parse_gpu_memory_in_use(
+        [
+            "AssertionError: Error in memory profiling. Initial free memory 20.5 GiB, current free memory "
+            "18.2 GiB. This happens when the GPU memory was not properly cleaned up before initializing "
+            "the vLLM instance."
+        ]
+    )
+    assert drift is not None and drift.used_by_others_gib == 2.3 and drift.free_gib == 18.2
+    assert parse_gpu_memory_in_use(["INFO GPU KV cache size: 10 tokens"]) is None
+
+
+def test_memory_held_by_other_processes_is_an_input_with_each_releases_semantics() -> None:
+    # The refused start-up itself: the planner, told what the line says, refuses too.
+    seen = parse_gpu_memory_in_use([REFUSAL])
+    assert seen is not None and seen.used_by_others_gib is not None
+    flags = parse_vllm_args(["--gpu-memory-utilization", "0.95", "--max-model-len", "8192"])
+    p = plan_capacity(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        gpu_memory_gib=seen.total_gib,
+        flags=flags,
+        vllm_version="0.9.1",
+        gpu_memory_used_gib=seen.used_by_others_gib,
+    )
+    assert not p.fits and p.binding_constraint == "memory_in_use"
+    assert "other processes hold 15.94 GiB" in p.verdict
+    fix = p.suggestions[0]
+    assert fix.fits and fix.change == {"--gpu-memory-utilization": 0.65}
+    # Before 0.6.5 the budget was a share of the whole device: the other memory shrinks the cache.
+    l4 = parse_vllm_args(["--max-model-len", "8192"])
+    old = plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", flags=l4, vllm_version="0.5.0")
+    old_used = plan_capacity(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        gpu="nvidia-l4",
+        flags=l4,
+        vllm_version="0.5.0",
+        gpu_memory_used_gib=1,
+    )
+    assert old_used.kv_cache_gib == pytest.approx(old.kv_cache_gib - 1, abs=0.01) and old_used.fits
+    # From 0.6.5 it is this instance's budget: memory that fits beside it changes nothing.
+    new = plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", flags=l4, vllm_version="0.6.5")
+    new_used = plan_capacity(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        gpu="nvidia-l4",
+        flags=l4,
+        vllm_version="0.6.5",
+        gpu_memory_used_gib=1,
+    )
+    assert new_used.kv_cache_gib == new.kv_cache_gib and new_used.fits
+    with pytest.raises(UserError, match="gpu-memory-used-gib"):
+        plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", gpu_memory_used_gib=-1)
+    with pytest.raises(UserError, match="gpu-memory-used-gib"):
+        plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", gpu_memory_used_gib=30)
+
+
+def test_cli_takes_the_memory_other_processes_hold() -> None:
+    r = run_cli(
+        "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "nvidia-l4", "--max-model-len", "8192",
+        "--gpu-memory-used-gib", "3", "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["fits"] is False and "other processes hold 3.00 GiB" in doc["verdict"]
+    r = run_cli(
+        "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "nvidia-l4", "--gpu-memory-used-gib", "-2"
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+# --- uncertainty ---------------------------------------------------------------------------------
+
+
+def test_fits_is_judged_at_the_pessimistic_end_of_the_range() -> None:
+    model = "RedHatAI/gemma-4-12B-it-FP8-Dynamic"
+    safe = plan_capacity(model, gpu="nvidia-l4", suggest=False).max_model_len_that_fits
+    assert safe > 0
+    p = plan_capacity(model, gpu="nvidia-l4", flags=parse_vllm_args(["--max-model-len", str(safe + 2048)]))
+    low, high = p.kv_cache_tokens_range
+    assert low < p.kv_cache_tokens < high
+    assert p.fits_expected and not p.fits  # fits only optimistically: preflight must refuse it
+    assert p.binding_constraint == "kv_cache" and p.verdict.startswith("does not fit safely")
+    assert p.suggestions and p.suggestions[0].fits
+    ok = plan_capacity(model, gpu="nvidia-l4", flags=parse_vllm_args(["--max-model-len", str(safe)]))
+    assert ok.fits and ok.fits_expected

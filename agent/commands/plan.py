@@ -17,6 +17,11 @@ def register(app: typer.Typer) -> None:
         gpu_memory_gib: float = typer.Option(
             None, "--gpu-memory-gib", help="GPU memory as CUDA reports it, GiB."
         ),
+        gpu_memory_used_gib: float = typer.Option(
+            None,
+            "--gpu-memory-used-gib",
+            help="GPU memory other processes already hold (a desktop, another server), GiB per GPU.",
+        ),
         gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs per instance."),
         max_model_len: str = typer.Option(None, "--max-model-len"),
         gpu_memory_utilization: float = typer.Option(None, "--gpu-memory-utilization"),
@@ -83,6 +88,7 @@ def register(app: typer.Typer) -> None:
             gpu_count=gpu_count,
             flags=flags,
             vllm_version=vllm_version,
+            gpu_memory_used_gib=gpu_memory_used_gib,
         )
         if as_json:
             typer.echo(json.dumps(result.to_spec_json(), indent=2))
@@ -120,14 +126,20 @@ def _print_table(p: object) -> None:
     t.add_row(
         "overhead",
         f"{p.overhead_gib:.2f} GiB",
-        f"non-torch {p.non_torch_gib:.2f} + CUDA graphs {p.cuda_graph_gib:.2f}",
+        f"non-torch {p.non_torch_gib:.2f} + CUDA graphs {p.cuda_graph_gib:.2f}"
+        + (f"; {p.gpu_memory_used_gib:.2f} GiB held by other processes" if p.gpu_memory_used_gib else ""),
     )
     t.add_row(
         "KV cache",
         f"{p.kv_cache_gib:.2f} GiB",
         f"{p.kv_cache_dtype}, {p.kv_bytes_per_token:,} bytes per token",
     )
-    t.add_row("KV cache tokens", f"{p.kv_cache_tokens:,}", f"{p.gpu_blocks:,} blocks")
+    low, high = p.kv_cache_tokens_range
+    t.add_row(
+        "KV cache tokens",
+        f"{p.kv_cache_tokens:,}",
+        f"{p.gpu_blocks:,} blocks; range {low:,} to {high:,} (fits is judged at {low:,})",
+    )
     t.add_row(
         "max concurrency",
         f"{p.max_concurrency:.2f}x",

@@ -14,10 +14,16 @@ from mcp_tools.capacity.models import (
     spec_from_config,
 )
 from mcp_tools.capacity.planner import CapacityPlan, Suggestion, kv_layout, plan_capacity
-from mcp_tools.capacity.startup import StartupFigures, parse_vllm_startup
+from mcp_tools.capacity.startup import (
+    GpuMemoryInUse,
+    StartupFigures,
+    parse_gpu_memory_in_use,
+    parse_vllm_startup,
+)
 
 __all__ = [
     "CapacityPlan",
+    "GpuMemoryInUse",
     "GpuSpec",
     "LayerKV",
     "ModelSpec",
@@ -29,6 +35,7 @@ __all__ = [
     "list_catalog",
     "list_gpus",
     "load_config_file",
+    "parse_gpu_memory_in_use",
     "parse_vllm_args",
     "parse_vllm_startup",
     "plan_capacity",

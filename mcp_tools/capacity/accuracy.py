@@ -23,7 +23,6 @@ from mcp_tools.capacity.planner import (
 )
 from mcp_tools.errors import UserError
 
-
 #: The blind split: a case is blind when sha256(SPLIT_SEED + id) falls below BLIND_FRACTION of the
 #: hash space. Chosen before the planner was changed against the 56-point table; never tuned.
 SPLIT_SEED = "planner-blind-v1:"
@@ -45,6 +44,8 @@ class CaseResult(BaseModel):
     kv_tokens_predicted: int | None = None
     kv_tokens_error: float | None = None  # relative
     kv_tokens_signed: float | None = None  # (predicted - reported) / reported: > 0 over-predicts
+    kv_tokens_low: int | None = None  # the pessimistic end of the planner's range (what `fits` uses)
+    kv_tokens_high: int | None = None
     available_reported_gib: float | None = None
     available_predicted_gib: float | None = None
     available_error: float | None = None
@@ -125,12 +126,15 @@ def evaluate_case(case: dict[str, Any]) -> CaseResult:
             res.kv_tokens_predicted = plan.kv_cache_tokens
             res.kv_tokens_error = _rel(plan.kv_cache_tokens, res.kv_tokens_reported)
             res.kv_tokens_signed = _signed(plan.kv_cache_tokens, res.kv_tokens_reported)
+            res.kv_tokens_low, res.kv_tokens_high = plan.kv_cache_tokens_range
         elif "gpu_blocks" in rep and case.get("end_to_end", True):
             # Only the block count was recorded: compare blocks (the same quantity for the cache).
             res.kv_tokens_reported = int(rep["gpu_blocks"])
             res.kv_tokens_predicted = plan.gpu_blocks
             res.kv_tokens_error = _rel(plan.gpu_blocks, res.kv_tokens_reported)
             res.kv_tokens_signed = _signed(plan.gpu_blocks, res.kv_tokens_reported)
+            scale = plan.gpu_blocks / plan.kv_cache_tokens if plan.kv_cache_tokens else 0.0
+            res.kv_tokens_low, res.kv_tokens_high = (int(t * scale) for t in plan.kv_cache_tokens_range)
         if "fits" in rep:
             res.fits_reported = bool(rep["fits"])
     else:
@@ -145,7 +149,11 @@ def evaluate_case(case: dict[str, Any]) -> CaseResult:
     behaviour = vllm_behaviour(version)
     if "available_kv_gib" in rep and ("kv_cache_tokens" in rep or "kv_needed_gib" in rep):
         # The layout alone, from vLLM's own figure for the memory left.
-        act_bytes = DTYPE_BYTES.get(spec.dtype, 2)
+        # The activation dtype the run used: --dtype, else the checkpoint's (float32 served as bf16).
+        want = {"half": "float16", "float": "float32"}.get(flags.dtype, flags.dtype)
+        act_bytes = DTYPE_BYTES.get(want if want != "auto" else spec.dtype, 2)
+        if flags.dtype == "auto" and spec.dtype in ("float32", "float"):
+            act_bytes = 2
         kv_bytes = act_bytes if flags.kv_cache_dtype == "auto" else KV_DTYPE_BYTES[flags.kv_cache_dtype]
         tp = flags.tensor_parallel_size if flags.tensor_parallel_size > 1 else gpu_count
         layout = kv_layout(
@@ -204,6 +212,15 @@ def summary(
         "kv_within_share": round(sum(1 for e in errs if e <= kv_tolerance) / len(errs), 3) if errs else None,
         "kv_median_error": round(statistics.median(errs), 4) if errs else None,
         "kv_max_over_prediction": round(max([0.0, *over]), 4),
+        # the pessimistic end at or below vLLM's figure: `fits` never leans on an over-prediction
+        "kv_low_end_safe": sum(
+            1
+            for r in kv
+            if r.kv_tokens_low is not None
+            and r.kv_tokens_reported is not None
+            and r.kv_tokens_low <= r.kv_tokens_reported
+        ),
+        "kv_ranged": sum(1 for r in kv if r.kv_tokens_low is not None),
         "kv_within": sum(1 for r in kv if (r.kv_tokens_error or 0) <= kv_tolerance),
         "weight_cases": len(w),
         "weights_within": sum(1 for r in w if (r.weights_error or 0) <= weight_tolerance),

@@ -678,7 +678,8 @@ def plan_capacity(
     tokens_low = reported(available_low)[2]
     tokens_high = reported(available_high)[2]
     needed = layout.max_memory_usage_bytes(max_model_len, kv_mnbt)
-    fit_len = max_len_that_fits(layout, int(available), limit, kv_mnbt)
+    # The longest max_model_len that fits at the pessimistic end (what `fits` is judged on).
+    fit_len = max_len_that_fits(layout, int(min(available, available_low)), limit, kv_mnbt)
 
     binding: str | None = None
     free = total - used

@@ -1,4 +1,5 @@
-"""Ground truth: the figures vLLM prints while it starts, across versions' wordings."""
+"""Ground truth: the figures vLLM prints while it starts, across versions' wordings, and the
+line that shows memory other processes held on the GPU (``parse_gpu_memory_in_use``)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,70 @@ def parse_vllm_startup(lines: Iterable[str]) -> StartupFigures:
             found["max_concurrency_tokens"] = int(_f(m.group(1)))
             found["max_concurrency"] = _f(m.group(2))
     return StartupFigures(**found)  # type: ignore[arg-type]
+
+
+class GpuMemoryInUse(BaseModel):
+    """vLLM's report that the GPU was not free when it started: memory other processes held."""
+
+    free_gib: float | None = None  # free when vLLM looked
+    total_gib: float | None = None
+    used_by_others_gib: float | None = None  # total - free (V1 refusal) or initial - current free
+    requested_gib: float | None = None  # total x gpu_memory_utilization
+    gpu_memory_utilization: float | None = None
+    line: str  # the log line, as vLLM printed it
+
+
+# V1 (0.8+): "ValueError: Free memory on device (31.44/47.38 GiB) on startup is less than desired GPU
+# memory utilization (0.95, 45.01 GiB). Decrease GPU memory utilization or reduce GPU memory used by
+# other processes." Later releases name the device: "Free memory on device cuda:0 (19.77/22.05 GiB)".
+_FREE_LESS = re.compile(
+    r"Free memory on device\s*(?:[\w:]+\s*)?\(\s*" + _NUM + r"\s*/\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)\s*\)"
+    r"\s*on startup is less than desired GPU memory utilization\s*\(\s*"
+    + _NUM
+    + r"\s*,\s*"
+    + _NUM
+    + r"\s*(GiB|GB|MiB|MB)\s*\)",
+    re.I,
+)
+# V0 0.6-0.7 and V1: "Error in memory profiling. Initial free memory 20.5 GiB, current free memory
+# 18.2 GiB. This happens when the GPU memory was not properly cleaned up before initializing the
+# vLLM instance." / "... when other processes sharing the same container release GPU memory ...".
+_PROFILE_DRIFT = re.compile(
+    r"Initial free memory\s*"
+    + _NUM
+    + r"\s*(GiB|GB|MiB|MB),\s*current free memory\s*"
+    + _NUM
+    + r"\s*(GiB|GB|MiB|MB)",
+    re.I,
+)
+
+
+def parse_gpu_memory_in_use(lines: Iterable[str]) -> GpuMemoryInUse | None:
+    """The start-up line showing that other processes held GPU memory, across releases'
+    wordings, or ``None``. The last such line wins (a restart prints it again)."""
+    found: GpuMemoryInUse | None = None
+    for raw in lines:
+        line = re.sub(r"\x1b\[[0-9;]*m", "", str(raw))
+        m = _FREE_LESS.search(line)
+        if m:
+            free = _unit_gib(m.group(1), m.group(3))
+            total = _unit_gib(m.group(2), m.group(3))
+            found = GpuMemoryInUse(
+                free_gib=round(free, 2),
+                total_gib=round(total, 2),
+                used_by_others_gib=round(max(0.0, total - free), 2),
+                requested_gib=round(_unit_gib(m.group(5), m.group(6)), 2),
+                gpu_memory_utilization=_f(m.group(4)),
+                line=line.strip(),
+            )
+            continue
+        m = _PROFILE_DRIFT.search(line)
+        if m:
+            initial = _unit_gib(m.group(1), m.group(2))
+            current = _unit_gib(m.group(3), m.group(4))
+            found = GpuMemoryInUse(
+                free_gib=round(current, 2),
+                used_by_others_gib=round(abs(initial - current), 2),
+                line=line.strip(),
+            )
+    return found

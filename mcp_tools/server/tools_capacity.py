@@ -121,9 +121,14 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         gpu_memory_utilization: float | None = None,
         kv_cache_dtype: str | None = None,
         quantization: str | None = None,
+        gpu_memory_used_gib: float | None = None,
+        vllm_version: str | None = None,
     ) -> Annotated[CallToolResult, CapacityPlan]:
         """Will this model fit this GPU with these vLLM flags, and how much KV cache is left? Computed
-        from the architecture and vLLM's memory accounting (not guessed), with ranked fixes."""
+        from the architecture and vLLM's memory accounting (not guessed), with ranked fixes.
+        gpu_memory_used_gib: memory other processes already hold on each GPU; vllm_version: account
+        as that release does (default: the current one). `fits` holds at the low end of
+        kv_cache_tokens_range."""
         from mcp_tools.capacity import parse_vllm_args
         from mcp_tools.capacity import plan_capacity as _plan
 
@@ -140,12 +145,21 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         }
         flags = flags.model_copy(update=updates)
         plan = await asyncio.to_thread(
-            _plan, model, gpu=gpu, gpu_memory_gib=gpu_memory_gib, gpu_count=gpu_count, flags=flags
+            _plan,
+            model,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            gpu_count=gpu_count,
+            flags=flags,
+            vllm_version=vllm_version,
+            gpu_memory_used_gib=gpu_memory_used_gib,
         )
+        low, high = plan.kv_cache_tokens_range
         lines = [
             plan.verdict,
             f"weights {plan.weights_gib:.2f} GiB, KV cache {plan.kv_cache_gib:.2f} GiB = "
-            f"{plan.kv_cache_tokens} tokens, max concurrency {plan.max_concurrency:.2f}",
+            f"{plan.kv_cache_tokens} tokens (range {low} to {high}), "
+            f"max concurrency {plan.max_concurrency:.2f}",
             *plan.warnings,
             *[f"fix ({sg.kind}): {sg.summary}" for sg in plan.suggestions[:5]],
         ]
