@@ -634,6 +634,14 @@ def test_the_start_up_line_showing_memory_in_use_is_read_across_wordings() -> No
     )
     assert drift is not None and drift.used_by_others_gib == 2.3 and drift.free_gib == 18.2
     assert parse_gpu_memory_in_use(["INFO GPU KV cache size: 10 tokens"]) is None
+    # 0.10's informational wording after a normal start-up: free above what was desired, no cause.
+    info = (
+        "Free memory on device (43.93/44.42 GiB) on startup. Desired GPU memory utilization is "
+        "(0.9, 39.98 GiB). Actual usage is 27.72 GiB for weight"
+    )
+    assert parse_gpu_memory_in_use([info]) is None
+    short = parse_gpu_memory_in_use([info.replace("43.93/44.42", "30.10/44.42")])
+    assert short is not None and short.used_by_others_gib == 14.32
 
 
 def test_memory_held_by_other_processes_is_an_input_with_each_releases_semantics() -> None:

@@ -46,6 +46,8 @@ def test_table_has_at_least_forty_real_start_ups_with_sources(cases: list[dict[s
         assert c.get("reported") and c.get("quote"), c["id"]
         if c.get("source_kind") == "reference":
             assert c.get("assumed"), c["id"]  # the reference deployment states what it assumed
+        elif c.get("source_kind") == "indexed-file":
+            assert c["source"].startswith("index:"), c["id"]  # a public file whose repository is unnamed
         else:
             assert c["source"].startswith("https://"), c["id"]
         if "config" in c:
@@ -60,7 +62,7 @@ def test_the_table_spans_releases_formats_and_architectures(cases: list[dict[str
     assert any(v < (0, 8) for v in versions) and any(v >= (0, 8) for v in versions)  # V0 and V1
     args = [" ".join(c.get("args") or []) for c in cases]
     assert any("--kv-cache-dtype fp8" in a for a in args)
-    assert {1, 2, 4} <= {int(c.get("gpu_count", 1)) for c in cases}  # TP 8: none yet (see README)
+    assert {1, 2, 4, 8} <= {int(c.get("gpu_count", 1)) for c in cases}
     models = " ".join(c["model"].lower() for c in cases)
     for needle in ("awq", "gptq", "w4a16", "fp8", "nvfp4", "gemma-2", "gemma-3", "gemma-4", "mixtral", "a3b"):
         assert needle in models, needle

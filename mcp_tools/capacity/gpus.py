@@ -19,6 +19,10 @@ class GpuSpec(BaseModel):
     compute_capability: str  # "8.9"
     bandwidth_gbps: float = 0.0  # GB/s, for a latency roofline
     architecture: str = ""
+    # NVLink between the GPUs of one machine (SXM parts): vLLM's custom all-reduce runs at any
+    # tensor-parallel size; on PCIe-only GPUs only at TP 2 ("Custom allreduce is disabled because
+    # it's not supported on more than two PCIe-only GPUs").
+    nvlink: bool = False
     source: str = ""
     aliases: list[str] = Field(default_factory=list)
     supports: list[str] = Field(default_factory=list)  # filled from the compute capability

@@ -96,7 +96,7 @@ def vllm_behaviour(version: str | None) -> VllmBehaviour:
 #: non-torch memory vLLM measures on one GPU (CUDA context growth, cuBLAS workspaces), GiB.
 NON_TORCH_GIB_SINGLE = 0.15
 NON_TORCH_GIB_SINGLE_V018 = 0.25
-#: extra non-torch memory per worker with tensor parallelism (NCCL buffers, custom all-reduce), GiB:
+#: extra non-torch memory per worker with tensor parallelism and custom all-reduce, GiB:
 #: V1 logs "non-torch forward increase memory" of 2.06-2.21 GiB at TP 2 and 4 against ~0.25 GiB at
 #: TP 1 (vLLM 0.19 on H100, llm-d-planner logs).
 NON_TORCH_GIB_TP = 1.95
@@ -648,7 +648,10 @@ def plan_capacity(
         act_bytes=act_bytes,
         sampler_bytes_per_logit=behaviour.sampler_bytes_per_logit,
     )
-    non_torch = (behaviour.non_torch_gib + (NON_TORCH_GIB_TP if tp > 1 else 0.0)) * GIB
+    # The TP share is custom all-reduce's buffers: none where vLLM disables it (PCIe-only GPUs past
+    # TP 2: 0.21 GiB non-torch at TP 8 on 8 x L40S, vLLM 0.10.2).
+    custom_all_reduce = tp == 2 or (tp > 2 and gspec.nvlink)
+    non_torch = (behaviour.non_torch_gib + (NON_TORCH_GIB_TP if custom_all_reduce else 0.0)) * GIB
     graphs = 0.0
     if behaviour.subtract_cuda_graphs and not flags.enforce_eager:
         graphs = (CUDA_GRAPH_GIB_BASE + CUDA_GRAPH_GIB_PER_LAYER * spec.num_hidden_layers) * GIB

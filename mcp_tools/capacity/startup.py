@@ -129,6 +129,17 @@ _FREE_LESS = re.compile(
     + r"\s*(GiB|GB|MiB|MB)\s*\)",
     re.I,
 )
+# V1 0.10-0.11 after start-up, informational: "Free memory on device (43.93/44.42 GiB) on startup.
+# Desired GPU memory utilization is (0.9, 39.98 GiB)." -- a cause only when free < desired.
+_FREE_INFO = re.compile(
+    r"Free memory on device\s*(?:[\w:]+\s*)?\(\s*" + _NUM + r"\s*/\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)\s*\)"
+    r"\s*on startup\.\s*Desired GPU memory utilization is\s*\(\s*"
+    + _NUM
+    + r"\s*,\s*"
+    + _NUM
+    + r"\s*(GiB|GB|MiB|MB)\s*\)",
+    re.I,
+)
 # V0 0.6-0.7 and V1: "Error in memory profiling. Initial free memory 20.5 GiB, current free memory
 # 18.2 GiB. This happens when the GPU memory was not properly cleaned up before initializing the
 # vLLM instance." / "... when other processes sharing the same container release GPU memory ...".
@@ -148,8 +159,8 @@ def parse_gpu_memory_in_use(lines: Iterable[str]) -> GpuMemoryInUse | None:
     found: GpuMemoryInUse | None = None
     for raw in lines:
         line = re.sub(r"\x1b\[[0-9;]*m", "", str(raw))
-        m = _FREE_LESS.search(line)
-        if m:
+        m = _FREE_LESS.search(line) or _FREE_INFO.search(line)
+        if m and _unit_gib(m.group(1), m.group(3)) < _unit_gib(m.group(5), m.group(6)):
             free = _unit_gib(m.group(1), m.group(3))
             total = _unit_gib(m.group(2), m.group(3))
             found = GpuMemoryInUse(
