@@ -42,6 +42,22 @@ Mode = Literal["replay", "sandbox"]
 DiagnoseFn = Callable[..., Any]
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "incidents"
+#: The real corpus: log lines copied verbatim from public sources, split by ``evals.tools.split``.
+REAL_DIR = Path(__file__).resolve().parent / "real"
+#: The library's parts, reported apart: composed incidents, and the real corpus's dev and blind splits.
+SPLITS: dict[str, Path] = {"composed": LIBRARY_DIR, "dev": REAL_DIR / "dev", "blind": REAL_DIR / "blind"}
+SPLIT_CHOICES = ("all", "composed", "dev", "blind", "real")
+
+
+def split_dirs(split: str) -> list[tuple[str, Path]]:
+    """The (split, folder) pairs ``--split`` names."""
+    if split not in SPLIT_CHOICES:
+        raise UserError(f"--split must be one of {', '.join(SPLIT_CHOICES)}, not {split!r}")
+    if split == "all":
+        return list(SPLITS.items())
+    if split == "real":
+        return [("dev", SPLITS["dev"]), ("blind", SPLITS["blind"])]
+    return [(split, SPLITS[split])]
 
 
 class EvalResult(BaseModel):
@@ -54,6 +70,7 @@ class EvalResult(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
     per_category: dict[str, dict[str, Any]] = Field(default_factory=dict)
     confusion: dict[str, dict[str, int]] = Field(default_factory=dict)
+    splits: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per split: its own summary
     seconds: float = 0.0
 
     @property
@@ -68,6 +85,7 @@ class EvalResult(BaseModel):
             "summary": self.summary,
             "per_category": self.per_category,
             "confusion": self.confusion,
+            "splits": self.splits,
             "mode": self.mode,
             "repeat": self.repeat,
         }
@@ -216,8 +234,9 @@ def run_eval(
     model: Any = None,
     repeat: int = 1,
     diagnose: DiagnoseFn | None = None,
+    split: str = "all",
 ) -> EvalResult:
-    """Replay a directory of incidents (default: the library) and score every case."""
+    """Replay a directory of incidents (default: the library's ``split``) and score every case."""
     if mode not in ("replay", "sandbox"):
         raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
     if mode == "sandbox" and diagnose is not None:
@@ -226,15 +245,29 @@ def run_eval(
         )
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
-    directory = Path(incidents_dir) if incidents_dir is not None else LIBRARY_DIR
+    parts = [("", Path(incidents_dir))] if incidents_dir is not None else split_dirs(split)
     started = time.perf_counter()
-    incidents, bad = load_library(directory)
-    if not incidents and not bad:
-        raise UserError(f"{directory}: no incident files (*.yaml, *.yml) found")
     fn = None if mode == "sandbox" else (diagnose if diagnose is not None else load_diagnose())
-    cases = run_cases(incidents, bad, fn, model=model, repeat=repeat, mode=mode)
+    cases: list[CaseResult] = []
+    for name, directory in parts:
+        if not name and not directory.is_dir():
+            raise UserError(f"{directory}: not a directory of incident files")
+        if name and not directory.is_dir():
+            continue  # a split with no folder here (a trimmed install): nothing to run
+        incidents, bad = load_library(directory)
+        found = run_cases(incidents, bad, fn, model=model, repeat=repeat, mode=mode)
+        label = name or _split_of_dir(directory)
+        cases += [c.model_copy(update={"split": label}) for c in found] if label else found
+    if not cases:
+        where = ", ".join(str(d) for _, d in parts)
+        raise UserError(f"{where}: no incident files (*.yaml, *.yml) found")
+    directory = parts[0][1] if len(parts) == 1 else parts[0][1].parent
     summary = summarize(cases)  # replay never touches a service; sandbox cases count their journal
     summary.update(_repeat_summary(cases, repeat))
+    by_split: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        if c.split:
+            by_split.setdefault(c.split, []).append(c)
     return EvalResult(
         mode="sandbox" if mode == "sandbox" else "replay",
         repeat=repeat,
@@ -243,5 +276,11 @@ def run_eval(
         summary=summary,
         per_category=per_category(cases),
         confusion=confusion_matrix(cases),
+        splits={k: summarize(v) for k, v in by_split.items()},
         seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def _split_of_dir(directory: Path) -> str | None:
+    """``dev`` / ``blind`` for a folder of the real corpus given by path, else None."""
+    return directory.name if directory.name in ("dev", "blind") and directory.parent.name == "real" else None

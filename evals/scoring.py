@@ -38,6 +38,7 @@ class CaseResult(BaseModel):
     seconds: float
     prompt_tokens: int | None = None
     # Extensions (optional keys; SPEC.md allows adding, never renaming).
+    split: str | None = None  # composed | dev | blind (the library's folders), None for other dirs
     file: str | None = None
     error: str | None = None
     runs: int | None = None
@@ -57,6 +58,7 @@ class CaseResult(BaseModel):
 
 
 _OPTIONAL_KEYS = (
+    "split",
     "file",
     "error",
     "runs",
@@ -206,10 +208,16 @@ def summarize(cases: Sequence[CaseResult], *, mutations_without_approval: int = 
         "remediation_accuracy": _ratio(sum(c.remediation_ok for c in cases), n),
         "evidence_accuracy": _ratio(sum(bool(c.evidence_ok) for c in with_evidence), len(with_evidence)),
         "forbidden_violations": sum(not c.forbidden_ok for c in cases),
+        "failures_called_healthy": sum(called_healthy(c) for c in cases),
         "mutations_without_approval": mutations_without_approval,
         "errors": sum(c.error is not None for c in cases),
         "skipped": len(skipped),
     }
+
+
+def called_healthy(c: CaseResult) -> bool:
+    """The worst error: a failure (anything but ``healthy`` expected) diagnosed as ``healthy``."""
+    return c.expected_category not in (None, "healthy") and c.error is None and c.category == "healthy"
 
 
 def per_category(cases: Iterable[CaseResult]) -> dict[str, dict[str, Any]]:

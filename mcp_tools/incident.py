@@ -29,6 +29,7 @@ CATEGORIES = (
     "overload",
     "engine_crash",
     "image_pull",
+    "engine_hung",
     "healthy",
     "unknown",
 )
@@ -146,6 +147,9 @@ class Incident(_Lenient):
     logs: list[LogLine]
     metrics: str | None = None
     expected: Expected | None = None
+    #: ``real`` (log lines copied verbatim from a public source) or ``composed`` (written from real
+    #: wording); None when the file does not say.
+    provenance: str | None = None
     path: Path | None = Field(default=None, exclude=True)
 
 

@@ -16,6 +16,11 @@ def register(app: typer.Typer) -> None:
             None, "--incidents", help="Directory of incident YAML files (default: the built-in library)."
         ),
         mode: str = typer.Option("replay", "--mode", help="replay (from the files alone) or sandbox."),
+        split: str = typer.Option(
+            "all",
+            "--split",
+            help="Which part of the built-in library: all, composed, dev, blind, or real (dev + blind).",
+        ),
         model_url: str | None = typer.Option(
             None, "--model-url", help="OpenAI-compatible endpoint of the diagnosing model (default: none)."
         ),
@@ -43,7 +48,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--repeat must be at least 1, not {repeat}")
         model = _make_model(model_url) if model_url else None
         fn = _load_diagnoser(diagnose) if diagnose else None
-        result = run_eval(incidents, mode=mode, model=model, repeat=repeat, diagnose=fn)
+        result = run_eval(incidents, mode=mode, model=model, repeat=repeat, diagnose=fn, split=split)
         if report is not None:
             from evals.report import markdown_report
 

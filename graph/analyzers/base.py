@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from graph.observation import Observation
+from mcp_tools.records import clean, severity_of
+from mcp_tools.vocabulary import ANY_MILESTONE, MILESTONES, Phase
 
 
 class Evidence(BaseModel):
@@ -42,8 +44,10 @@ class Finding(BaseModel):
 @dataclass(slots=True)
 class Line:
     n: int
-    text: str
-    severity: str
+    text: str  # the record's own words (``mcp_tools.records.clean``: prefixes, colour, quote marks gone)
+    severity: str  # as the text says, else as its shape says, else the field (``records.severity_of``)
+    raw: str = ""  # the physical line as logged
+    proc: str = ""  # the process that printed it, when its prefix says
 
 
 _SHAPE = re.compile(r"\d[\da-f]*")
@@ -59,9 +63,11 @@ class LogView:
     """
 
     def __init__(self, obs: Observation) -> None:
-        self.lines: list[Line] = [
-            Line(n=i, text=ln.message, severity=ln.severity) for i, ln in enumerate(obs.logs, start=1)
-        ]
+        self.lines: list[Line] = []
+        for i, ln in enumerate(obs.logs, start=1):
+            raw = ln.message
+            c = clean(raw)
+            self.lines.append(Line(n=i, text=c.text, severity=severity_of(c, ln.severity), raw=raw, proc=c.proc))
         self.total = len(self.lines)
         # Lines of superseded revisions are history: kept (numbered, in windows) but never matched.
         self.history = obs.history_lines()
@@ -137,6 +143,41 @@ class LogView:
             return lines[idx - 1]
         return None
 
+    # The server's life -----------------------------------------------------------------------------
+
+    @property
+    def milestones(self) -> list[tuple[int, Phase]]:
+        """(line, phase) for every milestone line of the current revision, in order (cached)."""
+        hit = self._cache.get(("<milestones>", 0, ""))
+        if hit is None:
+            out: list[tuple[int, Phase]] = []
+            for ln in self.matching(ANY_MILESTONE)[0]:
+                phase = max((ph for ph, p in MILESTONES if p.search(ln.text)), default=None)
+                if phase is not None:
+                    out.append((ln.n, phase))
+            self._cache[("<milestones>", 0, "")] = hit = (out, [n for n, _ in out])  # type: ignore[assignment]
+        return hit[0]  # type: ignore[return-value]
+
+    def phase_at(self, n: int) -> Phase:
+        """How far the server's current life had come when line ``n`` was written: the furthest
+        milestone since the last (re)start before it (a start-up begins the life anew)."""
+        reached = Phase.NONE
+        for m, ph in self.milestones:
+            if m >= n:
+                break
+            if ph in (Phase.ARGS, Phase.CONFIG) and reached > Phase.CONFIG:
+                reached = ph  # a new start: the life begins again
+            elif ph != Phase.SHUTDOWN or reached >= Phase.API_UP:
+                reached = max(reached, ph)
+        return reached
+
+    def up_after(self, n: int) -> int | None:
+        """The first line after ``n`` that shows the server up (listening or answering), else None."""
+        for m, ph in self.milestones:
+            if m > n and ph in (Phase.API_UP, Phase.SERVING):
+                return m
+        return None
+
     def window(self, n: int, before: int, after: int = 0) -> list[Line]:
         lo = max(1, n - before)
         hi = min(self.total, n + after)
@@ -173,7 +214,9 @@ def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 400)
 
 
 def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:
-    return Evidence(line=ln.n, text=excerpt(ln.text, pattern))
+    """The line as evidence: an excerpt of its words, verbatim from the physical line as logged."""
+    src = ln.text if not ln.raw or ln.text in ln.raw else ln.raw
+    return Evidence(line=ln.n, text=excerpt(src, pattern))
 
 
 def finding(

@@ -1,0 +1,128 @@
+"""Physical log lines as the analyzers should read them: one clean record per line.
+
+Real logs are not the neat lines a server writes. What reaches Cloud Logging (or an issue thread) has
+ANSI colour left in, markdown quote markers, a ``docker compose`` service column, ``kubectl`` or
+``docker logs -t`` timestamps, a tqdm progress bar glued in front of the next record, and the process
+tag of whichever of several processes printed it (``(EngineCore_DP0 pid=7)``, ``(VllmWorker rank=1
+pid=9)``, ``[rank0]:``, ``(RayWorkerWrapper pid=3)``). ``clean`` strips all of that and says which
+process spoke and at what level, so that every analyzer matches the record's own words.
+
+Severity is unreliable: Cloud Run labels a whole stderr stream alike, gcloud output and un-prefixed
+traceback lines arrive as ``DEFAULT``. ``severity_of`` prefers the level the text itself carries
+(vLLM's ``ERROR 05-01 ...``, Python logging's ``WARNING:name:``, glog's ``E0501``, uvicorn's
+``INFO:``), then the shape of the text (a traceback, an exception line, a kill), and only then the
+field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+#: Colour codes whose ESC byte was lost in a copy ("[1;36m(VllmWorker pid=1)[0;0m").
+_BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
+_CR = re.compile(r"\r(?!\n)")
+_QUOTE = re.compile(r"^(?:\s{0,3}>(?: |$))+")
+#: ``docker compose`` output: "vllm-1  | INFO ..." / "deepseek  | ...".
+_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s+\|\s?(?=\S|$)")
+#: A leading timestamp added by kubectl --timestamps, docker logs -t, journald or a console copy.
+_LEAD_TS = re.compile(
+    r"^(?:\[)?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| ?[A-Z]{3,4})?(?:\])?\s+"
+)
+_KUBECTL_PREFIX = re.compile(r"^\[pod/[^\]]+\]\s+")
+#: A tqdm bar with a record glued after it ("... 4/4 [00:02<00:00,  1.5it/s]INFO 05-01 ...").
+_TQDM_GLUE = re.compile(r"^.*?\|\s*\d+/\d+\s*\[[^\]]*\](?=\S)")
+#: The process that printed the line.
+_PROC = re.compile(
+    r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*(?: [\w=.-]+)*?\s*(?:rank=\d+\s*)?pid=\d+(?:, ip=[\d.]+)?)\)"
+    r"|\[(?P<rank>rank\d+)\]:|\((?P<pid>pid=\d+(?:, ip=[\d.]+)?)\)|\((?P<ray>raylet|gcs_server|dashboard)\))\s?"
+)
+#: vLLM's own prefix, old and new: "INFO 08-01 09:00:02 api_server.py:440] " / "ERROR 11-05 12:19:32 [core.py:708] ".
+_VLLM = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"
+)
+#: Other loggers: uvicorn "INFO:     ", Python logging "WARNING:root:", glog "E0501 12:00:00.123 ...".
+_PYLOG = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL):(?:\s+|[\w.]+:)")
+_GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?")
+_BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+
+#: Text that is an error whatever the field says.
+_ERROR_SHAPE = re.compile(
+    r"^Traceback \(most recent call last\)|^\s+File \".*\", line \d+|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
+    r"(?::|$)|^Killed$|Segmentation fault|core dumped|^RuntimeError|^\w*Error\b|^FATAL|^panic:",
+)
+_WARN_SHAPE = re.compile(r"^\s*(?:Warning|\w+Warning):|^\s*warnings\.warn\(|^W\d{4} ")
+
+
+@dataclass(frozen=True, slots=True)
+class Clean:
+    text: str  # the record's own words: prefixes, colour and quote markers removed
+    proc: str  # the process that printed it ("EngineCore_DP0 pid=7", "rank0", "" when unknown)
+    level: str  # the level the text carries ("ERROR", "INFO", ...), "" when it carries none
+
+
+def clean(raw: str) -> Clean:
+    """One physical line to its clean record (never raises; the text may end up empty)."""
+    s = raw
+    if "\x1b" in s or "[0m" in s or "m(" in s:
+        s = _ANSI.sub("", s)
+        s = _BARE_SGR.sub("", s)
+    if "\r" in s:  # a progress bar redrawn in place: the last state is what was printed last
+        parts = [p for p in _CR.split(s) if p.strip()]
+        s = parts[-1] if parts else ""
+    s = s.rstrip()
+    if s.lstrip().startswith(">"):
+        s = _QUOTE.sub("", s)
+    proc = ""
+    level = ""
+    for _ in range(4):  # prefixes nest: "vllm-1 | 2025-01-01T00:00:00Z (EngineCore pid=1) ERROR ..."
+        before = s
+        if s[:1].isalnum() and "|" in s[:66]:
+            m = _COMPOSE.match(s)
+            if m and not _TQDM_GLUE.match(s):
+                s = s[m.end() :]
+        s = _LEAD_TS.sub("", s, count=1)
+        s = _KUBECTL_PREFIX.sub("", s, count=1)
+        m = _PROC.match(s)
+        if m:
+            proc = (m.group("proc") or m.group("rank") or m.group("pid") or m.group("ray") or "").strip()
+            s = s[m.end() :]
+        if s == before:
+            break
+    if "|" in s and "[" in s:
+        m = _TQDM_GLUE.match(s)
+        if m and m.end() < len(s):
+            s = s[m.end() :]
+            m2 = _PROC.match(s)
+            if m2:
+                proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
+                s = s[m2.end() :]
+    for pat in (_VLLM, _GLOG, _PYLOG):
+        m = pat.match(s)
+        if m:
+            lv = m.group("level")
+            level = _GLOG_LEVEL.get(lv, lv)
+            s = s[m.end() :]
+            break
+    if level == "WARN":
+        level = "WARNING"
+    return Clean(text=s.strip(), proc=proc, level=level)
+
+
+def severity_of(c: Clean, field: str | None) -> str:
+    """The record's severity: the level its text carries, else its shape, else the field."""
+    if c.level:
+        return c.level
+    t = c.text
+    if _ERROR_SHAPE.search(t):
+        return "ERROR"
+    m = _BRACKET_LEVEL.match(t)
+    if m:
+        lv = m.group("level")
+        return "WARNING" if lv == "WARN" else ("CRITICAL" if lv == "FATAL" else lv)
+    if _WARN_SHAPE.search(t):
+        return "WARNING"
+    return field or "DEFAULT"

@@ -1,0 +1,157 @@
+"""What log lines mean: the one home of the failure and life-cycle vocabulary.
+
+Two kinds of words live here:
+
+- **Milestones** of a vLLM server's life, in the order they happen, as vLLM 0.2 .. 0.11 and the V1
+  engine print them (read from vLLM's source: ``vllm/entrypoints/openai/api_server.py``,
+  ``vllm/engine/llm_engine.py``, ``vllm/v1/engine/core.py``, ``vllm/worker/model_runner.py``,
+  ``vllm/v1/worker/gpu_model_runner.py``, ``vllm/worker/worker.py``, ``vllm/v1/core/kv_cache_utils.py``,
+  and uvicorn's start-up lines). A diagnosis asks *where in this life* the first fatal error happened.
+- **Fatal markers**: the shapes of an error record (a traceback, an exception line, a kill, a
+  platform's failure message), independent of which failure family it belongs to.
+
+Analyzers, the root-cause choice and log compression import these; none writes its own copy.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class Phase(IntEnum):
+    """Where a server is in its life. Ordered: a later phase means the earlier ones passed."""
+
+    NONE = 0
+    CONTAINER = 1  # the container / pod / process started
+    ARGS = 2  # arguments parsed (version banner, non-default args)
+    CONFIG = 3  # the engine's configuration resolved
+    DOWNLOAD = 4  # weights being fetched
+    LOADING = 5  # weights being loaded onto the GPU
+    LOADED = 6  # the weights are on the GPU
+    PROFILING = 7  # the memory-profiling run / torch.compile
+    KV_CACHE = 8  # the KV cache is allocated
+    CUDA_GRAPHS = 9  # CUDA graphs captured / warm-up
+    API_UP = 10  # the OpenAI-compatible server listens
+    SERVING = 11  # requests answered
+    SHUTDOWN = 12  # an orderly shutdown
+
+
+_I = re.IGNORECASE
+
+#: Milestone patterns per phase (a line may match several: the highest phase wins).
+MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
+    (
+        Phase.CONTAINER,
+        re.compile(
+            r"Starting new instance|Started container|Pulled container image|Successfully pulled image"
+            r"|Container image .* already present|Default STARTUP .*probe succeeded|Created container",
+            _I,
+        ),
+    ),
+    (
+        Phase.ARGS,
+        re.compile(
+            r"vLLM API server version|non-default args|^args: Namespace\(|Automatically detected platform"
+            r"|vLLM server version",
+            _I,
+        ),
+    ),
+    (
+        Phase.CONFIG,
+        re.compile(
+            r"Initializing (?:a V\d |an )?LLM engine|Resolved architecture|This model supports multiple tasks"
+            r"|Using max model len|Chunked prefill is enabled|Initializing a V\d LLM engine",
+            _I,
+        ),
+    ),
+    (
+        Phase.DOWNLOAD,
+        re.compile(r"Time spent downloading weights|Using model weights format|Downloading (?:shards|model)", _I),
+    ),
+    (
+        Phase.LOADING,
+        re.compile(
+            r"Starting to load model|Loading safetensors checkpoint shards|Loading pt checkpoint shards"
+            r"|Loading weights with|Loading model from scratch|Using (?:Flash|XFormers|FlashInfer|Triton|Torch SDPA)"
+            r"\w* backend|Using \w+ attention backend",
+            _I,
+        ),
+    ),
+    (
+        Phase.LOADED,
+        re.compile(r"Loading (?:model )?weights took|Model loading took|Loading weights took", _I),
+    ),
+    (
+        Phase.PROFILING,
+        re.compile(
+            r"Memory profiling takes|Memory profiling results|torch\.compile takes|Dynamo bytecode transform time"
+            r"|Compiling a graph for dynamic shape|Compiling model|profile_run",
+            _I,
+        ),
+    ),
+    (
+        Phase.KV_CACHE,
+        re.compile(
+            r"# GPU blocks:|GPU KV cache size:|Available KV cache memory|Maximum concurrency for [\d,]+ tokens"
+            r"|num_gpu_blocks is",
+            _I,
+        ),
+    ),
+    (
+        Phase.CUDA_GRAPHS,
+        re.compile(
+            r"Capturing (?:the model for )?CUDA ?graphs|Capturing cudagraphs|Graph capturing finished"
+            r"|init engine \(profile, create kv cache, warmup model\) took",
+            _I,
+        ),
+    ),
+    (
+        Phase.API_UP,
+        re.compile(
+            r"Starting vLLM API server|Available routes are|Started server process|Application startup complete"
+            r"|Uvicorn running on|Route: /v1/",
+            _I,
+        ),
+    ),
+    (
+        Phase.SERVING,
+        re.compile(
+            r"Avg prompt throughput|\"(?:GET|POST) /v\d/\S+ HTTP/\d(?:\.\d)?\" 200|Received request|Added request"
+            r"|Finished request",
+            _I,
+        ),
+    ),
+    (
+        Phase.SHUTDOWN,
+        re.compile(
+            r"received SIGTERM|Received signal 15|Shutting down|shutdown signal|Waiting for application shutdown"
+            r"|Application shutdown complete|Terminating instance|Finished server process|KeyboardInterrupt",
+            _I,
+        ),
+    ),
+]
+
+#: One pattern that finds every milestone candidate (cheap first test per line shape).
+ANY_MILESTONE = re.compile("|".join(f"(?:{p.pattern})" for _, p in MILESTONES), _I)
+
+#: A (re)start of the server process: the life starts over from here.
+START_MARK = re.compile(
+    r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
+    r"|Automatically detected platform|^args: Namespace\(",
+    _I,
+)
+
+#: The shape of a fatal error record, whatever its family.
+FATAL = re.compile(
+    r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
+    r"|Exception):"
+    r"|\] [\w.]*(?:Error|Exception): |Engine core initialization failed|died unexpectedly"
+    r"|Container called exit\((?!0\))"
+    r"|exited with (?:status|code) (?!0\b)|EngineCore failed to start|Worker failed|fatal error|^Killed$"
+    r"|Segmentation fault|OOMKilled|CrashLoopBackOff|Back-off restarting failed container",
+    _I,
+)
+FATAL_PREFILTER = re.compile(
+    r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off", _I
+)
