@@ -21,11 +21,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
-from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, started_between
+from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, excerpt, started_between
+from graph.analyzers.base import STARTED as STARTED_MARK
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
 from mcp_tools.remediation import RemediationPlan
+from mcp_tools.vocabulary import FATAL, FATAL_PREFILTER, TRACEBACK_HEAD
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +80,6 @@ class Diagnosis(BaseModel):
 # --------------------------------------------------------------------------------------------------
 # Root cause from the analyzers
 # --------------------------------------------------------------------------------------------------
-
-_FATAL = re.compile(
-    r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
-    r"|Exception):"
-    r"|\] [\w.]*(?:Error|Exception): |Engine core initialization failed|died unexpectedly"
-    r"|Container called exit"
-    r"|exited with (?:status|code)|EngineCore failed to start|Worker failed|fatal error",
-    re.IGNORECASE | re.MULTILINE,
-)
-_FATAL_PREFILTER = re.compile(r"Traceback|Error|Exception|failed|died|exit|fatal", re.IGNORECASE)
 
 
 class RootCause(BaseModel):
@@ -148,8 +140,10 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
 
 def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     v = view(obs)
-    fatal = [ln for ln in v.grep(_FATAL, prefilter=_FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
+    fatal = [ln for ln in v.grep(FATAL, prefilter=FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
     unresolved = [ln for ln in fatal if started_between(v, after=ln.n) is None]
+    # Cite what failed, not the banner of the traceback that reports it.
+    unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved
     bad_conditions = [
         t
         for c, t in zip(
@@ -158,7 +152,10 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         if str(c.get("state") or c.get("status") or "").upper() in ("CONDITION_FAILED", "FALSE", "FAILED")
     ]
     if unresolved or obs.health is False or bad_conditions:
-        ev = [Evidence(line=ln.n, text=ln.text.strip()[:300]) for ln in unresolved[:3]]
+        ev = [
+            Evidence(line=ln.n, text=excerpt(ln.raw if ln.text not in ln.raw else ln.text, FATAL)[:300])
+            for ln in unresolved[:3]
+        ]
         ev += [Evidence(line=0, text=t[:300]) for t in bad_conditions[:1]]
         if obs.health is False:
             ev.append(Evidence(line=0, text="/health did not answer 200"))
@@ -188,12 +185,31 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             summary="Nothing was observed (no logs, metrics or health check): no diagnosis is possible.",
             notes=notes,
         )
+    # ``healthy`` is earned: the server was seen up (listening, answering, or serving /metrics or
+    # /health) after the last thing that failed. Quiet logs that never show it up prove nothing.
+    up = started_between(v, after=0)
+    if up is None and obs.health is not True and not obs.metrics:
+        return RootCause(
+            category="unknown",
+            confidence=0.3,
+            summary="Nothing in the logs failed, but nothing shows the server up either (it never "
+            "listened, answered or served /metrics): not calling that healthy.",
+            notes=notes,
+        )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
+    first_up = v.first(STARTED_MARK)
+    evidence = [
+        Evidence(line=ln.n, text=excerpt(ln.raw if ln.text not in ln.raw else ln.text)[:300])
+        for ln in sorted({x.n: x for x in (first_up, up) if x is not None}.values(), key=lambda x: x.n)
+    ]
+    if obs.health:
+        evidence.append(Evidence(line=0, text="/health answered 200"))
     return RootCause(
         category="healthy",
-        confidence=0.85 if (obs.health or started_between(v, after=0)) else 0.7,
+        confidence=0.85 if (obs.health or up) else 0.7,
         summary=f"No failure found in {v.total - len(v.history)} log lines"
+        + (f"; the server is up (line {up.n})" if up else "")
         + (f" ({warnings} warning/error lines match no failure family)" if warnings else "")
         + (
             f"; {len(v.history)} lines and the conditions of superseded revision(s) "
@@ -203,6 +219,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
         + ("; /health answers 200" if obs.health else "")
         + ". No action is needed.",
+        evidence=evidence,
         notes=notes,
     )
 

@@ -708,6 +708,18 @@ def _overload(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[Remedia
     return out
 
 
+def _engine_hung(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
+    return [
+        _plan(
+            PlanStep(
+                kind=K.RESTART,
+                change={},
+                why="the engine is alive but makes no progress: a fresh revision starts a new engine",
+            )
+        )
+    ]
+
+
 def _engine_crash(diag: Diagnosis, obs: Observation, cap: _Capacity) -> list[RemediationPlan]:
     out = [
         _plan(
@@ -936,6 +948,7 @@ _BY_CATEGORY = {
     "startup_timeout": _startup_timeout,
     "overload": _overload,
     "engine_crash": _engine_crash,
+    "engine_hung": _engine_hung,
     "unsupported_config": _unsupported,
     "gpu_quota": _escalations,
     "auth_denied": _escalations,

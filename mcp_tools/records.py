@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|#033\[[0-9;]*[A-Za-z]"
+)
 #: Colour codes whose ESC byte was lost in a copy ("[1;36m(VllmWorker pid=1)[0;0m").
 _BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
 _CR = re.compile(r"\r(?!\n)")
@@ -36,9 +38,11 @@ _TQDM_GLUE = re.compile(r"^.*?\|\s*\d+/\d+\s*\[[^\]]*\](?=\S)")
 #: The process that printed the line.
 _PROC = re.compile(
     r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*(?: [\w=.-]+)*?\s*(?:rank=\d+\s*)?pid=\d+(?:, ip=[\d.]+)?)\)"
-    r"|\[(?P<rank>rank\d+)\]:|\((?P<pid>pid=\d+(?:, ip=[\d.]+)?)\)|\((?P<ray>raylet|gcs_server|dashboard)\))\s?"
+    r"|\[(?P<rank>rank\d+)\]:|\((?P<pid>pid=\d+(?:, ip=[\d.]+)?)\)"
+    r"|\((?P<ray>raylet|gcs_server|dashboard)\))\s?"
 )
-#: vLLM's own prefix, old and new: "INFO 08-01 09:00:02 api_server.py:440] " / "ERROR 11-05 12:19:32 [core.py:708] ".
+#: vLLM's own prefix, old and new: "INFO 08-01 09:00:02 api_server.py:440] " / "ERROR 11-05 12:19:32
+#: [core.py:708] ".
 _VLLM = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"
@@ -51,7 +55,8 @@ _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 #: Text that is an error whatever the field says.
 _ERROR_SHAPE = re.compile(
-    r"^Traceback \(most recent call last\)|^\s+File \".*\", line \d+|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
+    r"^Traceback \(most recent call last\)|^\s+File \".*\", line \d+"
+    r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
     r"(?::|$)|^Killed$|Segmentation fault|core dumped|^RuntimeError|^\w*Error\b|^FATAL|^panic:",
 )
 _WARN_SHAPE = re.compile(r"^\s*(?:Warning|\w+Warning):|^\s*warnings\.warn\(|^W\d{4} ")
@@ -67,7 +72,7 @@ class Clean:
 def clean(raw: str) -> Clean:
     """One physical line to its clean record (never raises; the text may end up empty)."""
     s = raw
-    if "\x1b" in s or "[0m" in s or "m(" in s:
+    if "\x1b" in s or "[0m" in s or "m(" in s or "#033[" in s:
         s = _ANSI.sub("", s)
         s = _BARE_SGR.sub("", s)
     if "\r" in s:  # a progress bar redrawn in place: the last state is what was printed last
@@ -126,3 +131,34 @@ def severity_of(c: Clean, field: str | None) -> str:
     if _WARN_SHAPE.search(t):
         return "WARNING"
     return field or "DEFAULT"
+
+
+#: A line that starts something of its own: a traceback, a frame, code, an exception, a table row.
+_OWN_START = re.compile(
+    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception|[\w.]+(?:Error|Exception|Warning)\b"
+    r"|\[|\(|\{|-{3,}|={3,}|\d{4}[-/]\d\d[-/]\d\d|[A-Z][A-Z_]+:|Killed$|Segmentation)"
+)
+#: A physical line this long may have been cut by a terminal or a console copy.
+WRAP_MIN_CHARS = 60
+
+
+def continues(prev_raw: str, cur_raw: str, cur: Clean) -> bool:
+    """Is ``cur_raw`` the hard-wrapped rest of the record on the line before it?
+
+    Only a line with no prefix of its own (no level, process tag or timestamp), that does not start
+    a traceback, frame, code line or table row, after a long line."""
+    if cur.level or cur.proc or len(prev_raw) < WRAP_MIN_CHARS or not cur.text:
+        return False
+    if "\n" in prev_raw or "\n" in cur_raw or prev_raw.rstrip()[-1:] in (".", "!", "?", ";", "}"):
+        return False  # a whole record per entry, or one that ended its sentence
+    body = cur_raw.lstrip(" ") if cur_raw.startswith(" ") and not cur_raw.startswith("  ") else cur_raw
+    if body != cur.text and body.strip() != cur.text:
+        return False  # a prefix was removed: the line is a record of its own
+    if _OWN_START.match(body) is not None:
+        return False
+    # A cut falls mid-word or mid-phrase: the rest starts lower-case, with a digit or punctuation, or
+    # the line before is exactly as long as a terminal's width.
+    return not body[:1].isupper() or len(prev_raw) in _TERMINAL_WIDTHS
+
+
+_TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})

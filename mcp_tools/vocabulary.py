@@ -32,9 +32,10 @@ class Phase(IntEnum):
     PROFILING = 7  # the memory-profiling run / torch.compile
     KV_CACHE = 8  # the KV cache is allocated
     CUDA_GRAPHS = 9  # CUDA graphs captured / warm-up
-    API_UP = 10  # the OpenAI-compatible server listens
-    SERVING = 11  # requests answered
-    SHUTDOWN = 12  # an orderly shutdown
+    ENGINE_READY = 10  # the engine finished initialising (an offline ``LLM()`` run generates here)
+    API_UP = 11  # the OpenAI-compatible server listens
+    SERVING = 12  # requests answered
+    SHUTDOWN = 13  # an orderly shutdown
 
 
 _I = re.IGNORECASE
@@ -67,13 +68,16 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     ),
     (
         Phase.DOWNLOAD,
-        re.compile(r"Time spent downloading weights|Using model weights format|Downloading (?:shards|model)", _I),
+        re.compile(
+            r"Time spent downloading weights|Using model weights format|Downloading (?:shards|model)", _I
+        ),
     ),
     (
         Phase.LOADING,
         re.compile(
             r"Starting to load model|Loading safetensors checkpoint shards|Loading pt checkpoint shards"
-            r"|Loading weights with|Loading model from scratch|Using (?:Flash|XFormers|FlashInfer|Triton|Torch SDPA)"
+            r"|Loading weights with|Loading model from scratch|Using (?:Flash"
+            r"|XFormers|FlashInfer|Triton|Torch SDPA)"
             r"\w* backend|Using \w+ attention backend",
             _I,
         ),
@@ -85,7 +89,8 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.PROFILING,
         re.compile(
-            r"Memory profiling takes|Memory profiling results|torch\.compile takes|Dynamo bytecode transform time"
+            r"Memory profiling takes|Memory profiling results|torch\.compile takes"
+            r"|Dynamo bytecode transform time"
             r"|Compiling a graph for dynamic shape|Compiling model|profile_run",
             _I,
         ),
@@ -93,7 +98,8 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.KV_CACHE,
         re.compile(
-            r"# GPU blocks:|GPU KV cache size:|Available KV cache memory|Maximum concurrency for [\d,]+ tokens"
+            r"# GPU blocks:|GPU KV cache size:|Available KV cache memory"
+            r"|Maximum concurrency for [\d,]+ tokens"
             r"|num_gpu_blocks is",
             _I,
         ),
@@ -101,31 +107,41 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.CUDA_GRAPHS,
         re.compile(
-            r"Capturing (?:the model for )?CUDA ?graphs|Capturing cudagraphs|Graph capturing finished"
-            r"|init engine \(profile, create kv cache, warmup model\) took",
+            r"Capturing (?:the model for )?CUDA ?graphs|Capturing cudagraphs|Graph capturing finished",
+            _I,
+        ),
+    ),
+    (
+        Phase.ENGINE_READY,
+        re.compile(
+            r"init engine \(profile, create kv cache, warmup model\) took|Processed prompts:"
+            r"|Engine core ready|engine is ready",
             _I,
         ),
     ),
     (
         Phase.API_UP,
         re.compile(
-            r"Starting vLLM API server|Available routes are|Started server process|Application startup complete"
-            r"|Uvicorn running on|Route: /v1/",
+            r"Starting vLLM API server|Available routes are"
+            r"|Started server process|Application startup complete"
+            r"|Uvicorn running on|Route: /v\d/|Application '[^']+' is ready at"
+            r"|Deployed app '[^']+' successfully",
             _I,
         ),
     ),
     (
         Phase.SERVING,
         re.compile(
-            r"Avg prompt throughput|\"(?:GET|POST) /v\d/\S+ HTTP/\d(?:\.\d)?\" 200|Received request|Added request"
-            r"|Finished request",
+            r"Avg prompt throughput|\"(?:GET|POST|PUT|DELETE"
+            r"|HEAD) /\S* HTTP/\d(?:\.\d)?\" \d\d\d|Received request"
+            r"|Added request|Finished request|CALL \w+ OK",
             _I,
         ),
     ),
     (
         Phase.SHUTDOWN,
         re.compile(
-            r"received SIGTERM|Received signal 15|Shutting down|shutdown signal|Waiting for application shutdown"
+            r"received SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
             r"|Application shutdown complete|Terminating instance|Finished server process|KeyboardInterrupt",
             _I,
         ),
@@ -135,12 +151,9 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
 #: One pattern that finds every milestone candidate (cheap first test per line shape).
 ANY_MILESTONE = re.compile("|".join(f"(?:{p.pattern})" for _, p in MILESTONES), _I)
 
-#: A (re)start of the server process: the life starts over from here.
-START_MARK = re.compile(
-    r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
-    r"|Automatically detected platform|^args: Namespace\(",
-    _I,
-)
+#: Milestones that show this process's server up: what makes a start "completed". Answered traffic
+#: alone is not one (on Cloud Run another instance may be serving while this one fails).
+UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
 
 #: The shape of a fatal error record, whatever its family.
 FATAL = re.compile(
@@ -149,9 +162,46 @@ FATAL = re.compile(
     r"|\] [\w.]*(?:Error|Exception): |Engine core initialization failed|died unexpectedly"
     r"|Container called exit\((?!0\))"
     r"|exited with (?:status|code) (?!0\b)|EngineCore failed to start|Worker failed|fatal error|^Killed$"
-    r"|Segmentation fault|OOMKilled|CrashLoopBackOff|Back-off restarting failed container",
+    r"|Segmentation fault|OOMKilled|CrashLoopBackOff|Back-off restarting failed container"
+    # An exception reported by repr: asyncio's "future: <Future finished exception=AssertionError('...')>",
+    # vLLM's "IndexError('Error in model execution: ...')"
+    r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]",
     _I,
 )
 FATAL_PREFILTER = re.compile(
     r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off", _I
+)
+
+#: The banner of a Python traceback (what failed is the exception line that ends it).
+TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
+
+#: A server that came up (a later one means an earlier start-up failure recovered).
+STARTED = re.compile(
+    "|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in (*UP_PHASES, Phase.SERVING)), _I
+)
+#: A fresh server start (not just traffic, which other instances may be serving).
+RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)
+#: An answered inference request (tested line by line within the access-log shapes).
+SERVED = re.compile(r"\"(?:GET|POST) /v1/\S+ HTTP/\d\.\d\" 200")
+SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
+
+
+#: An orderly shutdown: tracebacks after it are not causes.
+SHUTDOWN = re.compile(
+    r"received SIGTERM|SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
+    r"|Application shutdown complete|Terminating instance|scaling down|KeyboardInterrupt|CancelledError"
+    r"|Finished server process",
+    re.IGNORECASE,
+)
+#: The weights loaded (what blocked loading did not happen, or did not matter).
+LOADED = re.compile(
+    r"Loading (?:model )?weights took|Model loading took|Available KV cache memory|GPU KV cache size"
+    r"|# GPU blocks",
+    re.IGNORECASE,
+)
+#: A (re)start of the server process (or its container): the life starts over from here.
+START_MARK = re.compile(
+    r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
+    r"|Automatically detected platform|^args: Namespace\(|Starting new instance|Started container",
+    re.IGNORECASE,
 )

@@ -10,6 +10,7 @@ from graph.analyzers import (
     auth_denied,
     context_too_long,
     engine_crash,
+    engine_hung,
     gpu_quota,
     host_memory_exceeded,
     image_pull,
@@ -41,6 +42,7 @@ ANALYZERS: list[tuple[str, Analyzer]] = [
     ("gpu_quota", gpu_quota.analyze),
     ("unsupported_config", unsupported_config.analyze),
     ("overload", overload.analyze),
+    ("engine_hung", engine_hung.analyze),
     ("engine_crash", engine_crash.analyze),
     ("image_pull", image_pull.analyze),
 ]

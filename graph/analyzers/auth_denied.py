@@ -21,16 +21,24 @@ PATTERN = re.compile(
     r"|\b403 Client Error"
     r"|401 Unauthorized|403 Forbidden|Invalid (?:user )?token|Invalid credentials|authentication required"
     r"|Permission denied|PermissionError|PERMISSION_DENIED|does not have storage\.\w+\.\w+ access"
-    r"|AccessDenied|not in the authorized list|Unauthenticated",
+    r"|AccessDenied|not in the authorized list|Unauthenticated"
+    # Google: gRPC "code = PermissionDenied desc = Permission 'secretmanager.versions.access' denied",
+    # ADC missing ("google: could not find default credentials"), "Request had insufficient
+    # authentication scopes", "does not have permission to access", invalid_grant / expired tokens
+    r"|code = PermissionDenied|Permission '[\w.]+' denied|could not find default credentials"
+    r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
+    r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403",
     re.IGNORECASE,
 )
 PREFILTER = re.compile(
     r"gated|restricted|Client Error|Unauthori[sz]ed|Forbidden|Invalid|authenticat|Permission|PERMISSION"
-    r"|does not have storage|AccessDenied|authorized list",
+    r"|does not have storage|AccessDenied|authorized list|credentials|scopes|invalid_grant|expired"
+    r"|does not have permission|HTTP 40",
     re.IGNORECASE,
 )
 EXCLUDE = re.compile(
-    r"Repository Not Found|artifactregistry|docker|image|manifest|pull|Read-only file system",
+    r"Repository Not Found|artifactregistry\.repositories|pull access denied|manifest|pulling|Failed to pull"
+    r"|ImagePull|Read-only file system",
     re.IGNORECASE,
 )
 

@@ -16,8 +16,21 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from graph.observation import Observation
-from mcp_tools.records import clean, severity_of
-from mcp_tools.vocabulary import ANY_MILESTONE, MILESTONES, Phase
+from mcp_tools.records import clean, continues, severity_of
+from mcp_tools.vocabulary import (
+    ANY_MILESTONE,
+    LOADED,
+    MILESTONES,
+    RESTARTED,
+    SERVED,
+    SERVED_PREFILTER,
+    SHUTDOWN,
+    START_MARK,
+    STARTED,
+    Phase,
+)
+
+__all__ = ["LOADED", "RESTARTED", "SERVED", "SHUTDOWN", "START_MARK", "STARTED"]
 
 
 class Evidence(BaseModel):
@@ -48,10 +61,15 @@ class Line:
     severity: str  # as the text says, else as its shape says, else the field (``records.severity_of``)
     raw: str = ""  # the physical line as logged
     proc: str = ""  # the process that printed it, when its prefix says
+    #: A hard-wrapped record: the physical lines after this one that continue it (its ``text`` is the
+    #: whole record; each continuation line is also a line of its own).
+    cont: tuple[tuple[int, str], ...] = ()
 
 
 _SHAPE = re.compile(r"\d[\da-f]*")
-_HAS_DIGIT = re.compile(r"(?<!\\)\d")  # a literal digit in a pattern: matching depends on the numbers
+_HAS_DIGIT = re.compile(
+    r"(?<![\\{,])\d(?![\d,]*\})"
+)  # a literal digit in a pattern: matching depends on the numbers
 
 
 class LogView:
@@ -64,10 +82,28 @@ class LogView:
 
     def __init__(self, obs: Observation) -> None:
         self.lines: list[Line] = []
-        for i, ln in enumerate(obs.logs, start=1):
-            raw = ln.message
+        head: Line | None = None
+        last_ts: str | None = None
+        for i, entry in enumerate(obs.logs, start=1):
+            raw = entry.message
             c = clean(raw)
-            self.lines.append(Line(n=i, text=c.text, severity=severity_of(c, ln.severity), raw=raw, proc=c.proc))
+            line = Line(n=i, text=c.text, severity=severity_of(c, entry.severity), raw=raw, proc=c.proc)
+            prev = self.lines[-1] if self.lines else None
+            joinable = entry.json_payload is None and (entry.timestamp is None or entry.timestamp == last_ts)
+            last_ts = entry.timestamp
+            if (
+                head is not None
+                and prev is not None
+                and len(head.cont) < 8
+                and joinable
+                and continues(prev.raw, raw, c)
+            ):
+                head.cont += ((i, raw),)
+                head.text = f"{head.text}{'' if raw.startswith(' ') else ' '}{raw}"
+                line.severity = head.severity
+            else:
+                head = line
+            self.lines.append(line)
         self.total = len(self.lines)
         # Lines of superseded revisions are history: kept (numbered, in windows) but never matched.
         self.history = obs.history_lines()
@@ -78,6 +114,7 @@ class LogView:
             groups.setdefault(_SHAPE.sub("0", ln.text[:4000]), []).append(ln)
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
+        self._milestones: list[tuple[int, Phase]] | None = None
 
     def matching(
         self, pattern: re.Pattern[str], prefilter: re.Pattern[str] | None = None
@@ -148,15 +185,14 @@ class LogView:
     @property
     def milestones(self) -> list[tuple[int, Phase]]:
         """(line, phase) for every milestone line of the current revision, in order (cached)."""
-        hit = self._cache.get(("<milestones>", 0, ""))
-        if hit is None:
+        if self._milestones is None:
             out: list[tuple[int, Phase]] = []
             for ln in self.matching(ANY_MILESTONE)[0]:
                 phase = max((ph for ph, p in MILESTONES if p.search(ln.text)), default=None)
                 if phase is not None:
                     out.append((ln.n, phase))
-            self._cache[("<milestones>", 0, "")] = hit = (out, [n for n, _ in out])  # type: ignore[assignment]
-        return hit[0]  # type: ignore[return-value]
+            self._milestones = out
+        return self._milestones
 
     def phase_at(self, n: int) -> Phase:
         """How far the server's current life had come when line ``n`` was written: the furthest
@@ -234,10 +270,21 @@ def finding(
 ) -> Finding:
     ls = sorted({ln.n: ln for ln in lines}.values(), key=lambda x: x.n)
     evidence: list[Evidence] = []
-    for ln in ls[:4]:
+    # Cite lines that say different things (a repeated message once), earliest first.
+    shapes: set[str] = set()
+    distinct: list[Line] = []
+    for ln in ls:
+        key = _SHAPE.sub("0", ln.text[:200])
+        if key not in shapes:
+            shapes.add(key)
+            distinct.append(ln)
+    for ln in distinct[:4]:
         if "\n" in ln.text and pattern is not None:
             parts = [p for p in ln.text.splitlines() if pattern.search(p)] or [ln.text.splitlines()[-1]]
             evidence += [Evidence(line=ln.n, text=excerpt(p, pattern)) for p in parts[:3]]
+        elif ln.cont:
+            evidence.append(Evidence(line=ln.n, text=excerpt(ln.raw, pattern)))
+            evidence += [Evidence(line=n, text=excerpt(t)) for n, t in ln.cont[:3]]
         else:
             evidence.append(ev(ln, pattern))
     evidence += list(extra or [])
@@ -256,21 +303,6 @@ def finding(
 
 
 # Markers shared by several analyzers ---------------------------------------------------------------
-
-#: A server that came up (a later one means an earlier start-up failure recovered).
-STARTED = re.compile(
-    r"Application startup complete|Starting vLLM API server|Uvicorn running on|Started server process"
-    r"|Avg prompt throughput",
-    re.IGNORECASE,
-)
-#: A fresh server start (not just traffic, which other instances may be serving).
-RESTARTED = re.compile(
-    r"Application startup complete|Starting vLLM API server|Uvicorn running on|Started server process",
-    re.IGNORECASE,
-)
-#: An answered inference request (tested line by line within the access-log shapes).
-SERVED = re.compile(r"\"(?:GET|POST) /v1/\S+ HTTP/\d\.\d\" 200")
-SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
 
 
 def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
@@ -293,27 +325,6 @@ def _served(v: LogView) -> tuple[list[Line], list[int]]:
         out = [ln for ln in cands if '" 200' in ln.text and SERVED.search(ln.text)]
         v._cache[key] = hit = (out, [ln.n for ln in out])
     return hit
-
-
-#: An orderly shutdown: tracebacks after it are not causes.
-SHUTDOWN = re.compile(
-    r"received SIGTERM|SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
-    r"|Application shutdown complete|Terminating instance|scaling down|KeyboardInterrupt|CancelledError"
-    r"|Finished server process",
-    re.IGNORECASE,
-)
-#: The weights loaded (what blocked loading did not happen, or did not matter).
-LOADED = re.compile(
-    r"Loading (?:model )?weights took|Model loading took|Available KV cache memory|GPU KV cache size"
-    r"|# GPU blocks",
-    re.IGNORECASE,
-)
-#: A (re)start of the server process.
-START_MARK = re.compile(
-    r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
-    r"|Automatically detected platform",
-    re.IGNORECASE,
-)
 
 
 def condition_texts(obs: Observation) -> list[str]:

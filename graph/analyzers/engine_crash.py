@@ -18,8 +18,8 @@ from graph.observation import Observation
 PATTERN = re.compile(
     r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
     r"|EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|AsyncEngineDeadError"
-    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?:unspecified launch failure|misaligned address"
-    r"|device-side assert triggered|an illegal instruction)|uncorrectable ECC error|Xid \d+|CUBLAS_STATUS_\w+"
+    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?!out of memory)\w|uncorrectable ECC error|Xid \d+"
+    r"|CUBLAS_STATUS_\w+|cudaError(?!MemoryAllocation)\w+|CUDA driver error"
     r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout",
     re.IGNORECASE,
 )

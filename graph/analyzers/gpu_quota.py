@@ -20,7 +20,16 @@ PATTERN = re.compile(
     r"|nvidia_\w*gpu\w*|GPUS?_ALL_REGIONS|(?:QUOTA_EXCEEDED|RESOURCE_EXHAUSTED|Quota exceeded).*GPU"
     r"|GPU.*(?:QUOTA_EXCEEDED|quota exceeded|not enough capacity|no capacity|currently unavailable)"
     r"|does not have enough resources available to fulfill the request|Insufficient nvidia\.com/gpu"
-    r"|GCE out of resources|no GPU capacity",
+    r"|GCE out of resources|no GPU capacity"
+    # Quota and capacity for CPU, memory or disk too: Cloud Run "Quota violated:
+    # CpuAllocPerProjectRegion requested: 60000 allowed: 20000", "Max instances must be set to 2 or
+    # fewer to set the requested total memory", Compute "QUOTA_EXCEEDED ... Quota 'SSD_TOTAL_GB'
+    # exceeded", Kubernetes "0/6 nodes are available: 6 Insufficient nvidia.com/gpu"
+    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\w+PerProjectRegion requested"
+    r"|Max instances must be set to \d+ or fewer to set the requested total"
+    r"|Insufficient (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)|exceeded quota|quota exceeded"
+    r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
+    r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
     re.IGNORECASE,
 )
 

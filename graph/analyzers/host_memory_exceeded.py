@@ -16,7 +16,16 @@ from graph.observation import Observation
 
 STRONG = re.compile(
     r"Memory limit of \d+\s*\w* exceeded|Out of memory: Killed process|oom-kill|OOMKilled|oom_kill_process"
-    r"|memory cgroup out of memory|Container memory limit exceeded",
+    r"|memory cgroup out of memory|Container memory limit exceeded"
+    # Ray's memory monitor (host RAM, not GPU): "2 Workers (tasks / actors) killed due to memory
+    # pressure (OOM)", "Task was killed due to the node running low on memory",
+    # ray.exceptions.OutOfMemoryError
+    r"|killed due to memory pressure|running low on memory|ray\.exceptions\.OutOfMemoryError"
+    r"|ray-oom-prevention|Memory on the node \(IP: [^)]*\) .* was \d+\.\d+GB / \d+\.\d+GB"
+    # shared memory (/dev/shm is host RAM; docker's default 64 MB): NCCL "failed to extend /dev/shm",
+    # "unable to write to file </torch_...>: No space left on device"
+    r"|failed to extend /dev/shm|/dev/shm\S* .*No space left on device|No space left on device.*shm"
+    r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b",
     re.IGNORECASE,
 )
 WEAK = re.compile(

@@ -20,7 +20,11 @@ PATTERN = re.compile(
     r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
     r"|Container import failed"
     r"|does not support image|must support amd\d\d/linux|exec format error"
-    r"|no matching manifest for linux/amd\d\d",
+    r"|no matching manifest for linux/amd\d\d"
+    # Docker / containerd: "pullImage error: failed pulling", "failed to register layer",
+    # "error pulling image configuration", "toomanyrequests: You have reached your pull rate limit"
+    r"|pullImage error|failed pulling|failed to register layer|error pulling image|pull rate limit"
+    r"|Back-off pulling image|ErrImageNeverPull|InvalidImageName",
     re.IGNORECASE,
 )
 

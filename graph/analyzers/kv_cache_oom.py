@@ -21,7 +21,8 @@ KV_SHORT = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV"
     r"|KV cache is needed, which is larger than the available KV cache memory|insufficient KV cache"
-    r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache",
+    r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache"
+    r"|To serve at least one request with the models?'s max seq len",
     re.IGNORECASE,
 )
 _MAXLEN = re.compile(r"max seq len \((\d+)\)")

@@ -19,7 +19,12 @@ PATTERN = re.compile(
     r"|is not a local folder and is not a valid model identifier|Invalid repository ID or local directory"
     r"|Cannot find any model weights|No model weights found|Can't load the configuration of"
     r"|No such file or directory: '[^']*(?:models?|\.safetensors|config\.json|gs:|/mnt/|tokenizer)[^']*'"
-    r"|Revision Not Found|EntryNotFoundError|LocalEntryNotFoundError|model .* not found|No such bucket",
+    r"|Revision Not Found|EntryNotFoundError|LocalEntryNotFoundError|model .* not found|No such bucket"
+    # huggingface_hub: "HFValidationError: Repo id must be in the form 'repo_name' or
+    # 'namespace/repo_name': '/models/'" (a local path that is not there), "404 Client Error: Not
+    # Found for url: https://huggingface.co/..."; KServe storage-initializer "No model found in"
+    r"|HFValidationError|Repo id must be in the form|404 Client Error[^\n]*huggingface\.co"
+    r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model",
     re.IGNORECASE,
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 
-from graph.analyzers.base import Evidence, Finding, view
+from graph.analyzers.base import Evidence, Finding, Line, ev, view
 from graph.observation import Observation
 
 log = logging.getLogger(__name__)
@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 _STATS = re.compile(
     r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", re.IGNORECASE
 )
+#: Busy stats periods (queue >= 5 or KV cache >= 90%) that make saturation sustained.
+SUSTAINED = 2
 _PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", re.IGNORECASE)
 _REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", re.I)
 _REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", re.I)
@@ -102,23 +104,42 @@ def analyze(obs: Observation) -> list[Finding]:
                 evidence.append(Evidence(line=0, text=f"metrics: mean time to first token {mean:.1f} s"))
 
     busiest = None
+    peak: tuple[Line, int, float] | None = None
+    last_busy: Line | None = None
+    busy_periods = 0
+    stats = 0
     for ln in v.grep(_STATS):
         mm = _STATS.search(ln.text)
         if not mm:
             continue
+        stats += 1
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        if waiting_l >= 5 or kv_l >= 95.0:
-            busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
-            break
+        if waiting_l >= 5 or kv_l >= 90.0:
+            busy_periods += 1
+            if busiest is None:
+                busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
+            if peak is None or (waiting_l, kv_l) > peak[1:]:
+                peak = (ln, waiting_l, kv_l)
+            last_busy = ln
+    # Saturation that lasts: most stats periods (at least SUSTAINED of them) busy.
+    if busy_periods >= SUSTAINED and busy_periods * 2 >= stats:
+        signals.append("sustained")
+        facts["busy_stats_periods"] = busy_periods
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
         facts.setdefault("num_requests_waiting", waiting_l)
         if waiting_l >= 5 and "queue" not in signals:
             signals.append("queue")
-        if kv_l >= 95.0 and "kv_full" not in signals:
+        if kv_l >= 90.0 and "kv_full" not in signals:
             signals.append("kv_full")
-        evidence.insert(0, Evidence(line=ln.n, text=ln.text.strip()[:300]))
+        cited = {
+            ln.n: ln,
+            **({peak[0].n: peak[0]} if peak else {}),
+            **({last_busy.n: last_busy} if last_busy else {}),
+        }
+        for i, c in enumerate(sorted(cited.values(), key=lambda x: x.n)):
+            evidence.insert(i, ev(c))
         first_line = min(first_line, ln.n)
     pre_lines = list(v.grep(_PREEMPT))
     if pre_lines:
@@ -148,7 +169,7 @@ def analyze(obs: Observation) -> list[Finding]:
             category="overload",
             confidence=round(min(0.95, 0.55 + 0.1 * len(signals)), 2),
             summary="The server is up but saturated: " + ", ".join(_WORDS[s] for s in signals) + ".",
-            evidence=evidence[:5],
+            evidence=evidence[:6],
             analyzer="overload",
             first_line=first_line,
             last_line=v.total + 1,
@@ -164,4 +185,5 @@ _WORDS = {
     "slow_ttft": "time to first token is long",
     "rejections": "requests are rejected with 429/503",
     "no_instance": "Cloud Run had no available instance for requests",
+    "sustained": "saturation lasted over several stats periods",
 }

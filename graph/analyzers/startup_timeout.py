@@ -17,7 +17,11 @@ from graph.observation import Observation
 
 PATTERN = re.compile(
     r"failed to start and listen on the port|STARTUP (?:TCP|HTTP|GRPC) probe failed|Startup probe failed"
-    r"|startup probe .*(?:failed|timed out)|Container failed to start|did not become ready",
+    r"|startup probe .*(?:failed|timed out)|Container failed to start|did not become ready"
+    # Kubernetes: a liveness / readiness probe that fails while the server still loads gets the
+    # container killed and restarted ("Liveness probe failed: ... connection refused", "Container vllm
+    # failed liveness probe, will be restarted")
+    r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe",
     re.IGNORECASE,
 )
 _LOADING = re.compile(

@@ -17,6 +17,7 @@ import re
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
 from mcp_tools.logs import redact_args
+from mcp_tools.vocabulary import Phase
 
 PATTERN = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
@@ -28,7 +29,16 @@ PATTERN = re.compile(
     r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
     r"|bfloat\d\d|fp\d)"
     r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
-    r"|Transformers does not recognize this architecture|has model type `[^`]+` but",
+    r"|Transformers does not recognize this architecture|has model type `[^`]+` but"
+    r"|is not supported for quantization method|only supports (?:\w+ )?GPUs or newer"
+    r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)",
+    re.IGNORECASE,
+)
+#: What an error (never a warning or an info line) says when a feature is missing here: judged only
+#: on error records written before the server came up, where they are about the configuration.
+GENERIC = re.compile(
+    r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
+    r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
     re.IGNORECASE,
 )
 
@@ -38,7 +48,15 @@ _WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = [ln for ln in v.grep(PATTERN) if not _WARNING.search(ln.text)]
+    hits = [ln for ln in v.grep(PATTERN) if not _WARNING.search(ln.text) and ln.severity != "WARNING"]
+    if not hits:
+        hits = [
+            ln
+            for ln in v.grep(GENERIC)
+            if ln.severity in ("ERROR", "CRITICAL")
+            and not _WARNING.search(ln.text)
+            and v.phase_at(ln.n) < Phase.API_UP
+        ]
     if hits:
         return [
             finding(
