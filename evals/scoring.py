@@ -120,7 +120,7 @@ def evidence_ok(
         if not isinstance(ev, Mapping):
             continue
         text = str(ev.get("text") or "")
-        if any(sub in text for sub in expected) and _grounded(text, ev.get("line"), msgs):
+        if any(_norm(sub) in _norm(text) for sub in expected) and _grounded(text, ev.get("line"), msgs):
             return True
     return False
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, excerpt, started_between
 from graph.analyzers.base import STARTED as STARTED_MARK
+from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
@@ -198,10 +199,11 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
-    first_up = v.first(STARTED_MARK)
+    # Cite when it came up (its first sign, the server listening) and the last sign of it running.
+    cited = [v.first(STARTED_MARK), v.first(API_UP_MARK), up]
     evidence = [
-        Evidence(line=ln.n, text=excerpt(ln.raw if ln.text not in ln.raw else ln.text)[:300])
-        for ln in sorted({x.n: x for x in (first_up, up) if x is not None}.values(), key=lambda x: x.n)
+        Evidence(line=ln.n, text=excerpt(ln.raw or ln.text)[:300])
+        for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)
     ]
     if obs.health:
         evidence.append(Evidence(line=0, text="/health answered 200"))

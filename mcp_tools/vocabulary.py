@@ -179,6 +179,8 @@ TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
 STARTED = re.compile(
     "|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in (*UP_PHASES, Phase.SERVING)), _I
 )
+#: The OpenAI-compatible server listening.
+API_UP = next(p for ph, p in MILESTONES if ph is Phase.API_UP)
 #: A fresh server start (not just traffic, which other instances may be serving).
 RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)
 #: An answered inference request (tested line by line within the access-log shapes).

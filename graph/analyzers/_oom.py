@@ -60,7 +60,12 @@ def _frames_before(v: LogView, n: int, text: str) -> list[Line]:
     out: list[Line] = []
     if "\n" in text:
         out.append(Line(n=n, text=text, severity=""))
+    # Tracebacks of several processes (TP ranks, the engine core, the API server) interleave: read
+    # only the frames the same process printed.
+    proc = v.lines[n - 1].proc if 0 < n <= len(v.lines) else ""
     for ln in reversed(v.window(n, before=60)[:-1]):
+        if proc and ln.proc and ln.proc != proc:
+            continue
         out.append(ln)
         if "Traceback (most recent call last)" in ln.text:
             break
@@ -83,6 +88,22 @@ def oom_events(obs: Observation) -> list[OomEvent]:
         seen_tracebacks.add(key)
         phase, frame, conf = _phase(v, ln, frames)
         events.append(OomEvent(line=ln, phase=phase, frame=frame, confidence=conf))
+    # One failure is often reported by several ranks or processes, only some of which say where it
+    # happened: within one life of the server, a phase read from frames or words beats a guess.
+    for e in events:
+        if e.confidence >= 0.8:
+            continue
+        start = v.last(START_MARK, before=e.line.n)
+        told = [
+            o
+            for o in events
+            if o.confidence >= 0.9
+            and v.last(START_MARK, before=o.line.n) == start
+            and o.line.n - e.line.n < 200
+        ]
+        if told:
+            e.phase, e.confidence = told[0].phase, told[0].confidence - 0.05
+            e.frame = e.frame or told[0].line  # the line that told where it happened
     obs._cache["oom_events"] = events
     return list(events)
 

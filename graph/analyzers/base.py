@@ -229,7 +229,7 @@ def view(obs: Observation) -> LogView:
     return v
 
 
-def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 400) -> str:
+def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 600) -> str:
     """The physical line of ``text`` that matches (a log entry may hold a whole traceback), cut to
     ``limit`` characters around the match. Always a verbatim substring of the log text."""
     line = text
@@ -251,8 +251,7 @@ def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 400)
 
 def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:
     """The line as evidence: an excerpt of its words, verbatim from the physical line as logged."""
-    src = ln.text if not ln.raw or ln.text in ln.raw else ln.raw
-    return Evidence(line=ln.n, text=excerpt(src, pattern))
+    return Evidence(line=ln.n, text=excerpt(ln.raw or ln.text, pattern))
 
 
 def finding(
