@@ -102,8 +102,20 @@ def markdown_report(result: EvalResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _summary_line(name: str, s: dict[str, Any]) -> str:
+    return (
+        f"{name}: passed {s['passed']}/{s['cases']}  category {_pct(s['category_accuracy'])}  "
+        f"remediation {_pct(s['remediation_accuracy'])}  evidence {_pct(s['evidence_accuracy'])}  "
+        f"failures called healthy {s.get('failures_called_healthy', 0)}  "
+        f"forbidden violations {s['forbidden_violations']}  mutations without approval "
+        f"{s['mutations_without_approval']}  errors {s.get('errors', 0)}"
+        + (f"  skipped {s['skipped']}" if s.get("skipped") else "")
+    )
+
+
 def render_tables(result: EvalResult, console: Any) -> None:
-    """Print the cases, the summary and the confusion matrix as rich tables."""
+    """Print the cases, the summary (per split) and the confusion matrix as rich tables."""
+    from rich import box
     from rich.table import Table
 
     cases = Table(title=f"gemma-sre eval ({result.mode})", show_lines=False)
@@ -131,21 +143,26 @@ def render_tables(result: EvalResult, console: Any) -> None:
     for c in result.cases:
         if c.error and not c.skipped:
             console.print(f"[red]error[/red] {c.id}: {c.error}", markup=True, highlight=False)
-    s = result.summary
-    console.print(
-        f"passed {s['passed']}/{s['cases']}  category {_pct(s['category_accuracy'])}  "
-        f"remediation {_pct(s['remediation_accuracy'])}  evidence {_pct(s['evidence_accuracy'])}  "
-        f"forbidden violations {s['forbidden_violations']}  mutations without approval "
-        f"{s['mutations_without_approval']}  errors {s.get('errors', 0)}"
-        + (f"  skipped {s['skipped']}" if s.get("skipped") else "")
-        + f"  ({result.seconds:.2f} s)",
-        highlight=False,
-    )
+    for name, s in (
+        [*result.splits.items(), ("all", result.summary)] if result.splits else [("all", result.summary)]
+    ):
+        if name == "all" and len(result.splits) == 1:
+            continue
+        console.print(
+            _summary_line(name, s) + (f"  ({result.seconds:.2f} s)" if name == "all" else ""), highlight=False
+        )
     labels = _matrix_labels(result)
-    matrix = Table(title="confusion (rows expected, columns diagnosed, by number)")
-    matrix.add_column("expected", no_wrap=True)
+    # Compact: one narrow column per category, so 17 of them and the labels fit 100 columns.
+    matrix = Table(
+        title="confusion (rows expected, columns diagnosed, by number)",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0),
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    matrix.add_column("expected", no_wrap=True, max_width=24, overflow="ellipsis")
     for i, _ in enumerate(labels, 1):
-        matrix.add_column(str(i), justify="right", no_wrap=True)
+        matrix.add_column(f"{i:>3}", justify="right", no_wrap=True, min_width=3)
     for i, exp in enumerate(labels, 1):
         if exp not in result.confusion:
             continue
@@ -157,5 +174,5 @@ def render_tables(result: EvalResult, console: Any) -> None:
             else:
                 color = "green" if g == exp else "red"
                 cells.append(f"[{color}]{row[g]}[/{color}]")
-        matrix.add_row(f"{i} {exp}", *cells)
+        matrix.add_row(f"{i:>2} {exp}", *cells)
     console.print(matrix)

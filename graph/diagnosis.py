@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
+from graph.analyzers.base import Line
 from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, excerpt, started_between
 from graph.analyzers.base import STARTED as STARTED_MARK
 from mcp_tools.vocabulary import API_UP as API_UP_MARK
@@ -28,7 +29,14 @@ from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
 from mcp_tools.remediation import RemediationPlan
-from mcp_tools.vocabulary import FATAL, FATAL_PREFILTER, TRACEBACK_HEAD
+from mcp_tools.vocabulary import (
+    EXCEPTION,
+    EXCEPTION_PREFILTER,
+    FATAL,
+    FATAL_PREFILTER,
+    REPORTS_ONLY,
+    TRACEBACK_HEAD,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +127,24 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
             continue
         active.append(f)
     specific = [f for f in active if f.specific]
+    if not specific and active:
+        # Only symptoms (a probe gave up, a kill, a dead engine): the first failure before them
+        # is the cause, and when no analyzer explains it the answer is unknown, citing it.
+        first = min(f.first_line for f in active)
+        exc = first_unexplained_failure(obs, active, before=first)
+        if exc is not None:
+            notes.append(
+                f"also seen, after the failure at line {exc.n}: " + ", ".join(f.category for f in active)
+            )
+            return RootCause(
+                category="unknown",
+                confidence=0.35,
+                summary=f"The first failure (line {exc.n}) matches no known failure family; what followed "
+                f"({', '.join(sorted({f.category for f in active}))}) is its consequence. "
+                "A person should read the cited lines.",
+                evidence=[Evidence(line=exc.n, text=excerpt(exc.raw or exc.text, EXCEPTION)[:300])],
+                notes=notes,
+            )
     pool = specific or active
     if pool:
         best = min(pool, key=lambda f: (f.first_line, -f.confidence))
@@ -137,6 +163,18 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
             notes=notes,
         )
     return _no_finding(obs, notes)
+
+
+def first_unexplained_failure(obs: Observation, findings: list[Finding], before: int) -> Line | None:
+    """The first exception line before ``before`` that no finding cites and that does not merely
+    report another failure (nor follows an orderly shutdown)."""
+    v = view(obs)
+    cited = {e.line for f in findings for e in f.evidence}
+    for ln in v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER):
+        if ln.n in cited or REPORTS_ONLY.search(ln.text) or _after_shutdown(obs, ln.n):
+            continue
+        return ln
+    return None
 
 
 def _no_finding(obs: Observation, notes: list[str]) -> RootCause:

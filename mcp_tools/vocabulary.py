@@ -172,6 +172,20 @@ FATAL_PREFILTER = re.compile(
     r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off", _I
 )
 
+#: An exception that says what went wrong (not one that only reports that something else did: an
+#: engine that failed to start, died, or was cancelled).
+EXCEPTION = re.compile(
+    r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|\(['\"])|exception=[\w.]*(?:Error|Exception)\("
+    r"|^Segmentation fault|Fatal Python error"
+)
+REPORTS_ONLY = re.compile(
+    r"Engine core initialization failed|EngineCore failed to start|Engine process failed to start"
+    r"|EngineDeadError|Background loop has errored|died unexpectedly|CancelledError|KeyboardInterrupt"
+    r"|SystemExit|See (?:the )?root cause above|Worker failed|WorkerProc hit an exception",
+    re.IGNORECASE,
+)
+EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
+
 #: The banner of a Python traceback (what failed is the exception line that ends it).
 TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
 

@@ -135,7 +135,7 @@ def test_registry_covers_the_taxonomy() -> None:
     assert names == {
         "weights_oom", "kv_cache_oom", "runtime_oom", "context_too_long", "host_memory_exceeded",
         "startup_timeout", "model_not_found", "auth_denied", "gpu_quota", "unsupported_config",
-        "overload", "engine_crash", "image_pull",
+        "overload", "engine_crash", "engine_hung", "image_pull",
     }  # fmt: skip
 
 

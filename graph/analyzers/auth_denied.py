@@ -27,13 +27,14 @@ PATTERN = re.compile(
     # authentication scopes", "does not have permission to access", invalid_grant / expired tokens
     r"|code = PermissionDenied|Permission '[\w.]+' denied|could not find default credentials"
     r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
-    r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403",
+    r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403"
+    r"|NoCredentialsError|Unable to locate credentials|caller does not have permission",
     re.IGNORECASE,
 )
 PREFILTER = re.compile(
     r"gated|restricted|Client Error|Unauthori[sz]ed|Forbidden|Invalid|authenticat|Permission|PERMISSION"
     r"|does not have storage|AccessDenied|authorized list|credentials|scopes|invalid_grant|expired"
-    r"|does not have permission|HTTP 40",
+    r"|does not have permission|HTTP |Unable to locate|caller does not",
     re.IGNORECASE,
 )
 EXCLUDE = re.compile(

@@ -20,7 +20,8 @@ PATTERN = re.compile(
     r"|is longer than the maximum model length"
     r"|exceeds the model's maximum context|prompt \(\d+ tokens\) is too long"
     r"|Input prompt \(\d+ tokens\) is too long"
-    r"|max_model_len .* exceeds .*max_position_embeddings",
+    r"|max_model_len .* exceeds .*max_position_embeddings"
+    r"|Please reduce the length of the messages|is too long and exceeds (?:the )?limit",
     re.IGNORECASE,
 )
 

@@ -17,15 +17,20 @@ from graph.observation import Observation
 
 PATTERN = re.compile(
     r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-    r"|EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|AsyncEngineDeadError"
     r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?!out of memory)\w|uncorrectable ECC error|Xid \d+"
     r"|CUBLAS_STATUS_\w+|cudaError(?!MemoryAllocation)\w+|CUDA driver error"
-    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout",
+    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout"
+    # C++ aborts and the distributed backend: "terminate called after throwing an instance of
+    # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
+    r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
+    r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported",
     re.IGNORECASE,
 )
-SYMPTOM = re.compile(
-    r"Engine core initialization failed|died unexpectedly|Engine process failed to start"
-    r"|EngineCore failed to start",
+#: The engine is dead, without saying of what: a symptom of whatever failed before it (the root-cause
+#: choice prefers any earlier failure, explained or not), the cause only when nothing came before.
+DIED = re.compile(
+    r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
+    r"|Engine loop is not running|MQEngineDeadError",
     re.IGNORECASE,
 )
 
@@ -44,6 +49,19 @@ def analyze(obs: Observation) -> list[Finding]:
                 hits[:3],
                 pattern=PATTERN,
                 analyzer="engine_crash",
+            )
+        ]
+    died = [ln for ln in v.grep(DIED) if not _after_shutdown(v, ln.n)]
+    if died:
+        return [
+            finding(
+                "engine_crash",
+                0.7,
+                f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
+                died[:2],
+                pattern=DIED,
+                analyzer="engine_crash",
+                specific=False,
             )
         ]
     return []

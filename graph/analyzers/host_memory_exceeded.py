@@ -25,13 +25,15 @@ STRONG = re.compile(
     # shared memory (/dev/shm is host RAM; docker's default 64 MB): NCCL "failed to extend /dev/shm",
     # "unable to write to file </torch_...>: No space left on device"
     r"|failed to extend /dev/shm|/dev/shm\S* .*No space left on device|No space left on device.*shm"
-    r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b",
+    r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b"
+    r"|exceeded (?:its|the) memory limit|killed because it exceeded|Bus error.*shm|shm.*Bus error",
     re.IGNORECASE,
 )
 WEAK = re.compile(
     r"^\s*Killed\s*$|exit code 137|exited with code 137|terminated on signal 9\b|signal: killed"
+    r"|Bus error \(core dumped\)|killed by signal: Bus error"
 )
-WEAK_PREFILTER = re.compile(r"Killed|killed|exit|signal")
+WEAK_PREFILTER = re.compile(r"Killed|killed|exit|signal|Bus error")
 
 
 def analyze(obs: Observation) -> list[Finding]:

@@ -23,7 +23,7 @@ PATTERN = re.compile(
     # huggingface_hub: "HFValidationError: Repo id must be in the form 'repo_name' or
     # 'namespace/repo_name': '/models/'" (a local path that is not there), "404 Client Error: Not
     # Found for url: https://huggingface.co/..."; KServe storage-initializer "No model found in"
-    r"|HFValidationError|Repo id must be in the form|404 Client Error[^\n]*huggingface\.co"
+    r"|HFValidationError|Repo id must be in the form|Client Error: Not Found for url: https://huggingface\.co"
     r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model",
     re.IGNORECASE,
 )

@@ -21,7 +21,9 @@ PATTERN = re.compile(
     # Kubernetes: a liveness / readiness probe that fails while the server still loads gets the
     # container killed and restarted ("Liveness probe failed: ... connection refused", "Container vllm
     # failed liveness probe, will be restarted")
-    r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe",
+    r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe"
+    # KServe / Knative: the revision never reached its initial scale in time
+    r"|Initial scale was never achieved|ProgressDeadlineExceeded",
     re.IGNORECASE,
 )
 _LOADING = re.compile(

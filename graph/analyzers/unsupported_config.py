@@ -31,7 +31,9 @@ PATTERN = re.compile(
     r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
     r"|Transformers does not recognize this architecture|has model type `[^`]+` but"
     r"|is not supported for quantization method|only supports (?:\w+ )?GPUs or newer"
-    r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)",
+    r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)"
+    # An image older than the model: transformers or vLLM must be upgraded; a kernel the GPU cannot fit
+    r"|(?:upgrade|update) (?:your )?transformers|requires transformers|out of resource: shared memory",
     re.IGNORECASE,
 )
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only

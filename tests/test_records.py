@@ -1,0 +1,131 @@
+"""mcp_tools.records: physical log lines to clean records (prefixes, colour, severity, hard wraps).
+
+The lines are real shapes from public threads (vllm-project/vllm#12539 docker compose, #28143 V1
+engine core, #15182 TP workers, #1160 Ray's raylet with syslog-escaped colour, #14452 interleaved
+ranks) and from kubectl / uvicorn / glog output.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.analyzers.base import LogView
+from graph.observation import Observation
+from mcp_tools.incident import LogLine
+from mcp_tools.records import clean, continues, severity_of
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "proc", "level"),
+    [
+        (
+            "deepseek  | (VllmWorkerProcess pid=269) INFO 01-28 22:58:07 weight_utils.py:251] Using model "
+            "weights format ['*.safetensors']",
+            "Using model weights format ['*.safetensors']",
+            "VllmWorkerProcess pid=269",
+            "INFO",
+        ),
+        (
+            "(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708]     self.model = self._init_model(",
+            "self.model = self._init_model(",
+            "EngineCore_DP0 pid=12473",
+            "ERROR",
+        ),
+        (
+            '(VllmWorker rank=5 pid=3073)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/'
+            'gpu_worker.py", line 136, in load_model',
+            'File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 136, in load_model',
+            "VllmWorker rank=5 pid=3073",
+            "",
+        ),
+        (
+            "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00,  1.50it/s]"
+            "INFO 05-01 10:00:00 [default_loader.py:262] Loading weights took 2.71 seconds",
+            "Loading weights took 2.71 seconds",
+            "",
+            "INFO",
+        ),
+        (
+            "> [rank0]: torch.OutOfMemoryError: CUDA out of memory.",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+            "rank0",
+            "",
+        ),
+        (
+            "\x1b[1;36m(VllmWorker TP0 pid=9)\x1b[0;0m WARNING 05-01 10:00:00 [utils.py:1] custom allreduce",
+            "custom allreduce",
+            "VllmWorker TP0 pid=9",
+            "WARNING",
+        ),
+        (
+            "#033[2m#033[33m(raylet)#033[0m node_manager.cc:3007: 2 Workers (tasks /",
+            "node_manager.cc:3007: 2 Workers (tasks /",
+            "raylet",
+            "",
+        ),
+        (
+            "2024-11-05T12:19:32.123456789Z INFO:     Started server process [1]",
+            "Started server process [1]",
+            "",
+            "INFO",
+        ),
+        ("E0501 12:00:00.123456  1234 raylet.cc:12] Worker died", "Worker died", "", "ERROR"),
+        ("Killed", "Killed", "", ""),
+    ],
+)
+def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:
+    c = clean(raw)
+    assert (c.text, c.proc, c.level) == (text, proc, level)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "severity"),
+    [
+        ("INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", "ERROR", "INFO"),  # stderr
+        ("Traceback (most recent call last):", "DEFAULT", "ERROR"),
+        ("ValueError: No available memory for the cache blocks.", "DEFAULT", "ERROR"),
+        ("Killed", "DEFAULT", "ERROR"),
+        ("  warnings.warn(", "DEFAULT", "WARNING"),
+        ("Deploying container to Cloud Run service [gemma]", "DEFAULT", "DEFAULT"),
+        ("Deploying container to Cloud Run service [gemma]", "NOTICE", "NOTICE"),
+    ],
+)
+def test_severity_comes_from_the_text_before_the_field(raw: str, field: str, severity: str) -> None:
+    assert severity_of(clean(raw), field) == severity
+
+
+def test_a_hard_wrapped_record_is_joined_and_each_physical_line_stays_citable() -> None:
+    lines = [
+        "#033[2m#033[33m(raylet)#033[0m [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks /",
+        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: abd4",
+        "e281968fd76aa200d56e4529fd1c1cd4373840, IP: 10.0.167.26) over the last time period.",
+        "Killed",
+    ]
+    v = LogView(Observation(logs=[LogLine(text=t) for t in lines]))
+    head = v.lines[0]
+    assert [n for n, _ in head.cont] == [2, 3]
+    assert "Workers (tasks / actors) killed due to memory pressure" in head.text
+    assert v.lines[1].text.startswith("actors) killed")  # still a line of its own
+    assert v.lines[3].cont == () and v.lines[3].text == "Killed"  # a sentence of its own is not joined
+
+
+def test_lines_that_start_something_of_their_own_are_never_joined() -> None:
+    long = "x" * 81  # not a terminal width
+    for cur in (
+        "Traceback (most recent call last):",
+        '  File "/x.py", line 1, in f',
+        "ValueError: bad",
+        "Container called exit(1).",  # upper-case start after a line not cut at a terminal width
+        "INFO 05-01 10:00:00 [x.py:1] next record",
+    ):
+        assert not continues(long, cur, clean(cur)), cur
+    # entries with their own timestamps or a structured payload are separate records
+    v = LogView(
+        Observation(
+            logs=[
+                LogLine(text=long, timestamp="2026-01-01T00:00:00Z"),
+                LogLine(text="and more", timestamp="2026-01-01T00:00:01Z"),
+            ]
+        )
+    )
+    assert v.lines[0].cont == ()
