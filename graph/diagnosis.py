@@ -21,14 +21,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
-from graph.analyzers.base import Line
-from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, excerpt, started_between
+from graph.analyzers.base import (
+    RESTARTED,
+    SHUTDOWN,
+    START_MARK,
+    Line,
+    condition_texts,
+    excerpt,
+    started_between,
+)
 from graph.analyzers.base import STARTED as STARTED_MARK
-from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
 from mcp_tools.remediation import RemediationPlan
+from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (
     EXCEPTION,
     EXCEPTION_PREFILTER,
