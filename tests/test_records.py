@@ -26,7 +26,8 @@ from mcp_tools.records import clean, continues, severity_of
             "INFO",
         ),
         (
-            "(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708]     self.model = self._init_model(",
+            "(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708]     "
+            "self.model = self._init_model(",
             "self.model = self._init_model(",
             "EngineCore_DP0 pid=12473",
             "ERROR",
@@ -34,7 +35,8 @@ from mcp_tools.records import clean, continues, severity_of
         (
             '(VllmWorker rank=5 pid=3073)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/'
             'gpu_worker.py", line 136, in load_model',
-            'File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 136, in load_model',
+            'File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", '
+            "line 136, in load_model",
             "VllmWorker rank=5 pid=3073",
             "",
         ),
@@ -97,7 +99,8 @@ def test_severity_comes_from_the_text_before_the_field(raw: str, field: str, sev
 def test_a_hard_wrapped_record_is_joined_and_each_physical_line_stays_citable() -> None:
     lines = [
         "#033[2m#033[33m(raylet)#033[0m [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks /",
-        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: abd4",
+        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node "
+        "(ID: abd4",
         "e281968fd76aa200d56e4529fd1c1cd4373840, IP: 10.0.167.26) over the last time period.",
         "Killed",
     ]
