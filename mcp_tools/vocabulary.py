@@ -89,7 +89,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.PROFILING,
         re.compile(
-            r"Memory profiling takes|Memory profiling results|torch\.compile takes"
+            r"Memory profiling takes|Memory profiling results|torch\.compile takes|Starting profile run"
             r"|Dynamo bytecode transform time"
             r"|Compiling a graph for dynamic shape|Compiling model|profile_run",
             _I,

@@ -40,9 +40,14 @@ def test_ids_are_unique(library: list[Incident]) -> None:
 
 
 def test_every_category_is_covered_at_least_twice(library: list[Incident]) -> None:
+    # engine_hung came with the real corpus (tests/test_real_corpus.py), which covers every category.
     counts = Counter(i.expected.category for i in library if i.expected)
-    missing = {c: counts.get(c, 0) for c in CATEGORIES if counts.get(c, 0) < 2}
+    missing = {c: counts.get(c, 0) for c in CATEGORIES if counts.get(c, 0) < 2 and c != "engine_hung"}
     assert missing == {}
+
+
+def test_composed_incidents_say_so(library: list[Incident]) -> None:
+    assert {i.provenance for i in library} == {"composed"}
 
 
 def test_expected_evidence_occurs_in_the_logs(library: list[Incident]) -> None:

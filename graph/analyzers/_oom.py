@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from graph.analyzers.base import START_MARK, Line, LogView, started_between, view
 from graph.observation import Observation
+from mcp_tools.vocabulary import Phase
 
 OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
@@ -114,6 +115,11 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
         return "runtime", None, 0.9
     if "not enough GPU memory" in text or "Failed to load model" in text or _CREATE_WEIGHTS.search(text):
         return "weights", None, 0.9
+    own = _classify_frame(
+        text
+    )  # "while processing method determine_num_available_blocks: CUDA out of memory"
+    if own:
+        return _after_loading(v, ln, own), None, 0.9
     # Innermost frames first: the deepest matching frame names the phase.
     for fr in frames:
         t = fr.text
@@ -121,11 +127,11 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
             for part in reversed(t.splitlines()):
                 hit = _classify_frame(part)
                 if hit:
-                    return hit, fr, 0.9
+                    return _after_loading(v, ln, hit), fr, 0.9
             continue
         hit = _classify_frame(t)
         if hit:
-            return hit, fr, 0.9
+            return _after_loading(v, ln, hit), fr, 0.9
     # No frames: what had the server said since it last started?
     start = v.last(START_MARK, before=ln.n)
     after = start.n if start else 0
@@ -136,6 +142,14 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     if v.last(_LOADING, after=after, before=ln.n):
         return "weights", None, 0.75
     return "weights", None, 0.55
+
+
+def _after_loading(v: LogView, ln: Line, phase: str) -> str:
+    """Frames that say "weights" cannot be right once this life of the server logged its weights as
+    loaded (the frames belong to another rank's traceback, or a re-raise): the life decides."""
+    if phase == "weights" and v.phase_at(ln.n) >= Phase.LOADED:
+        return "runtime"
+    return phase
 
 
 def _classify_frame(t: str) -> str | None:

@@ -23,7 +23,13 @@ PATTERN = re.compile(
     # failed liveness probe, will be restarted")
     r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe"
     # KServe / Knative: the revision never reached its initial scale in time
-    r"|Initial scale was never achieved|ProgressDeadlineExceeded",
+    r"|Initial scale was never achieved|ProgressDeadlineExceeded"
+    # Any supervisor's start deadline: Modal "Runner has been initializing for too long: 300 seconds",
+    # "timed out waiting for the server to start", "took too long to become ready"
+    r"|initializing for too long|took too long to (?:start|become ready|initiali[sz]e)"
+    r"|timed out waiting for (?:the )?(?:\w+ )?(?:server|container|model|engine)"
+    r" to (?:start|be(?:come)? ready)"
+    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
     re.IGNORECASE,
 )
 _LOADING = re.compile(
