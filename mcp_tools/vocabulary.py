@@ -1,6 +1,6 @@
 """What log lines mean: the one home of the failure and life-cycle vocabulary.
 
-Two kinds of words live here:
+Three kinds of words live here:
 
 - **Milestones** of a vLLM server's life, in the order they happen, as vLLM 0.2 .. 0.11 and the V1
   engine print them (read from vLLM's source: ``vllm/entrypoints/openai/api_server.py``,
@@ -9,6 +9,10 @@ Two kinds of words live here:
   and uvicorn's start-up lines). A diagnosis asks *where in this life* the first fatal error happened.
 - **Fatal markers**: the shapes of an error record (a traceback, an exception line, a kill, a
   platform's failure message), independent of which failure family it belongs to.
+
+- **Family wording**: what each failure family of the taxonomy (SPEC.md section 1) says, in vLLM
+  0.2 .. current, Cloud Run, gcloud, Kubernetes, Ray, Docker and the wrappers around vLLM; one section
+  per analyzer in ``graph/analyzers/`` (which holds only the logic that reads them).
 
 Analyzers, the root-cause choice and log compression import these; none writes its own copy.
 """
@@ -221,3 +225,299 @@ START_MARK = re.compile(
     r"|Automatically detected platform|^args: Namespace\(|Starting new instance|Started container",
     re.IGNORECASE,
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU out of memory: weights_oom, kv_cache_oom, runtime_oom (where it happened)  (graph/analyzers/_oom.py)
+# --------------------------------------------------------------------------------------------------
+
+OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
+    r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory",
+    _I,
+)
+OOM_WEIGHTS = re.compile(
+    r"load_model|load_weights|initialize_model|init_parameters|_init_model|make_layers|create_weights"
+    r"|model_loader|weight_loader|get_model\(|Failed to load model|process_weights_after_loading"
+    r"|Loading safetensors|Loading weights|load_state_dict",
+)
+OOM_KV = re.compile(
+    r"initialize_kv_cache|_allocate_kv_cache|initialize_cache|allocate_kv_cache|_init_cache"
+    r"|CacheEngine|_reshape_kv_cache|init_kv_cache|initialize_from_config",
+)
+OOM_RUNTIME = re.compile(
+    r"profile_run|_dummy_run|_dummy_sampler_run|warming up sampler|capture_model|cuda_graph|CUDAGraph"
+    r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
+    r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
+)
+OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
+OOM_LOADED = re.compile(
+    r"Loading (?:model )?weights took|Model loading took|Loading weights took|Memory profiling"
+    r"|Available KV cache memory|GPU KV cache size|# GPU blocks",
+    _I,
+)
+OOM_LOADING = re.compile(r"Starting to load model|Loading safetensors checkpoint shards|Loading weights", _I)
+
+# --------------------------------------------------------------------------------------------------
+# auth_denied  (graph/analyzers/auth_denied.py)
+# --------------------------------------------------------------------------------------------------
+
+AUTH = re.compile(
+    r"Cannot access gated repo|gated repo|Access to model \S+ is restricted|\b401 Client Error"
+    r"|\b403 Client Error"
+    r"|401 Unauthorized|403 Forbidden|Invalid (?:user )?token|Invalid credentials|authentication required"
+    r"|Permission denied|PermissionError|PERMISSION_DENIED|does not have storage\.\w+\.\w+ access"
+    r"|AccessDenied|not in the authorized list|Unauthenticated"
+    # Google: gRPC "code = PermissionDenied desc = Permission 'secretmanager.versions.access' denied",
+    # ADC missing ("google: could not find default credentials"), "Request had insufficient
+    # authentication scopes", "does not have permission to access", invalid_grant / expired tokens
+    r"|code = PermissionDenied|Permission '[\w.]+' denied|could not find default credentials"
+    r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
+    r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403"
+    r"|NoCredentialsError|Unable to locate credentials|caller does not have permission",
+    _I,
+)
+AUTH_PREFILTER = re.compile(
+    r"gated|restricted|Client Error|Unauthori[sz]ed|Forbidden|Invalid|authenticat|Permission|PERMISSION"
+    r"|does not have storage|AccessDenied|authorized list|credentials|scopes|invalid_grant|expired"
+    r"|does not have permission|HTTP |Unable to locate|caller does not",
+    _I,
+)
+AUTH_EXCLUDE = re.compile(
+    r"Repository Not Found|artifactregistry\.repositories|pull access denied|manifest|pulling|Failed to pull"
+    r"|ImagePull|Read-only file system",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# context_too_long  (graph/analyzers/context_too_long.py)
+# --------------------------------------------------------------------------------------------------
+
+CONTEXT = re.compile(
+    r"is greater than the derived max_model_len|maximum context length is \d+"
+    r"|is longer than the maximum model length"
+    r"|exceeds the model's maximum context|prompt \(\d+ tokens\) is too long"
+    r"|Input prompt \(\d+ tokens\) is too long"
+    r"|max_model_len .* exceeds .*max_position_embeddings"
+    r"|Please reduce the length of the messages|is too long and exceeds (?:the )?limit",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# engine_crash  (graph/analyzers/engine_crash.py)
+# --------------------------------------------------------------------------------------------------
+
+CRASH = re.compile(
+    r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
+    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?!out of memory)\w|uncorrectable ECC error|Xid \d+"
+    r"|CUBLAS_STATUS_\w+|cudaError(?!MemoryAllocation)\w+|CUDA driver error"
+    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout"
+    # C++ aborts and the distributed backend: "terminate called after throwing an instance of
+    # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
+    r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
+    r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported",
+    _I,
+)
+#: The engine is dead, without saying of what: a symptom of whatever failed before it (the root-cause
+#: choice prefers any earlier failure, explained or not), the cause only when nothing came before.
+CRASH_DIED = re.compile(
+    r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
+    r"|Engine loop is not running|MQEngineDeadError",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# engine_hung  (graph/analyzers/engine_hung.py)
+# --------------------------------------------------------------------------------------------------
+
+#: A stall the engine reports about itself: one line is enough.
+HUNG_STALL = re.compile(
+    r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
+    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out",
+    _I,
+)
+#: Waiting that only means a hang when it repeats (a slow compile can print it once or twice).
+HUNG_WAITING = re.compile(
+    r"No available shared memory broadcast block found|Waiting for output from MQLLMEngine"
+    r"|shm_broadcast\.py.*acquire_read",
+    _I,
+)
+HUNG_TIMEOUT = re.compile(r"^(?:[\w.]+\.)?TimeoutError\b|raise TimeoutError")
+HUNG_STATS = re.compile(
+    r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s,"
+    r" Running: (\d+) reqs",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# gpu_quota (and capacity for CPU, memory, disk)  (graph/analyzers/gpu_quota.py)
+# --------------------------------------------------------------------------------------------------
+
+QUOTA = re.compile(
+    r"Quota exceeded for total allowable count of GPUs|quota for using GPUs|ZONE_RESOURCE_POOL_EXHAUSTED"
+    r"|\bSTOCKOUT\b|Insufficient regional quota|Quota '[A-Z\d_]*GPU[A-Z\d_]*' exceeded|GCE quota exceeded"
+    r"|nvidia_\w*gpu\w*|GPUS?_ALL_REGIONS|(?:QUOTA_EXCEEDED|RESOURCE_EXHAUSTED|Quota exceeded).*GPU"
+    r"|GPU.*(?:QUOTA_EXCEEDED|quota exceeded|not enough capacity|no capacity|currently unavailable)"
+    r"|does not have enough resources available to fulfill the request|Insufficient nvidia\.com/gpu"
+    r"|GCE out of resources|no GPU capacity"
+    # Quota and capacity for CPU, memory or disk too: Cloud Run "Quota violated:
+    # CpuAllocPerProjectRegion requested: 60000 allowed: 20000", "Max instances must be set to 2 or
+    # fewer to set the requested total memory", Compute "QUOTA_EXCEEDED ... Quota 'SSD_TOTAL_GB'
+    # exceeded", Kubernetes "0/6 nodes are available: 6 Insufficient nvidia.com/gpu"
+    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\w+PerProjectRegion requested"
+    r"|Max instances must be set to \d+ or fewer to set the requested total"
+    r"|Insufficient (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)|exceeded quota|quota exceeded"
+    r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
+    r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# host_memory_exceeded  (graph/analyzers/host_memory_exceeded.py)
+# --------------------------------------------------------------------------------------------------
+
+HOST_MEMORY_STRONG = re.compile(
+    r"Memory limit of \d+\s*\w* exceeded|Out of memory: Killed process|oom-kill|OOMKilled|oom_kill_process"
+    r"|memory cgroup out of memory|Container memory limit exceeded"
+    # Ray's memory monitor (host RAM, not GPU): "2 Workers (tasks / actors) killed due to memory
+    # pressure (OOM)", "Task was killed due to the node running low on memory",
+    # ray.exceptions.OutOfMemoryError
+    r"|killed due to memory pressure|running low on memory|ray\.exceptions\.OutOfMemoryError"
+    r"|ray-oom-prevention|Memory on the node \(IP: [^)]*\) .* was \d+\.\d+GB / \d+\.\d+GB"
+    # shared memory (/dev/shm is host RAM; docker's default 64 MB): NCCL "failed to extend /dev/shm",
+    # "unable to write to file </torch_...>: No space left on device"
+    r"|failed to extend /dev/shm|/dev/shm\S* .*No space left on device|No space left on device.*shm"
+    r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b"
+    r"|exceeded (?:its|the) memory limit|killed because it exceeded|Bus error.*shm|shm.*Bus error",
+    _I,
+)
+HOST_MEMORY_WEAK = re.compile(
+    r"^\s*Killed\s*$|exit code 137|exited with code 137|terminated on signal 9\b|signal: killed"
+    r"|Bus error \(core dumped\)|killed by signal: Bus error"
+)
+HOST_MEMORY_WEAK_PREFILTER = re.compile(r"Killed|killed|exit|signal|Bus error")
+
+# --------------------------------------------------------------------------------------------------
+# image_pull  (graph/analyzers/image_pull.py)
+# --------------------------------------------------------------------------------------------------
+
+IMAGE_PULL = re.compile(
+    r"Image '[^']+' not found|Image \S+ not found|failed to pull|Failed to pull image|ErrImagePull"
+    r"|ImagePullBackOff|manifest unknown|manifest for \S+ not found"
+    r"|artifactregistry\.repositories\.downloadArtifacts"
+    r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
+    r"|Container import failed"
+    r"|does not support image|must support amd\d\d/linux|exec format error"
+    r"|no matching manifest for linux/amd\d\d"
+    # Docker / containerd: "pullImage error: failed pulling", "failed to register layer",
+    # "error pulling image configuration", "toomanyrequests: You have reached your pull rate limit"
+    r"|pullImage error|failed pulling|failed to register layer|error pulling image|pull rate limit"
+    r"|Back-off pulling image|ErrImageNeverPull|InvalidImageName",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# kv_cache_oom  (graph/analyzers/kv_cache_oom.py)
+# --------------------------------------------------------------------------------------------------
+
+KV_SHORT = re.compile(
+    r"No available memory for the cache blocks"
+    r"|larger than the maximum number of tokens that can be stored in KV"
+    r"|KV cache is needed, which is larger than the available KV cache memory|insufficient KV cache"
+    r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache"
+    r"|To serve at least one request with the models?'s max seq len",
+    _I,
+)
+KV_MAXLEN = re.compile(r"max seq len \((\d+)\)")
+KV_CAP = re.compile(r"stored in KV cache \((\d+)\)|estimated maximum model length is (\d+)")
+
+# --------------------------------------------------------------------------------------------------
+# model_not_found  (graph/analyzers/model_not_found.py)
+# --------------------------------------------------------------------------------------------------
+
+MODEL_NOT_FOUND = re.compile(
+    r"does not appear to have a file named|Repository Not Found|RepositoryNotFoundError"
+    r"|is not a local folder and is not a valid model identifier|Invalid repository ID or local directory"
+    r"|Cannot find any model weights|No model weights found|Can't load the configuration of"
+    r"|No such file or directory: '[^']*(?:models?|\.safetensors|config\.json|gs:|/mnt/|tokenizer)[^']*'"
+    r"|Revision Not Found|EntryNotFoundError|LocalEntryNotFoundError|model .* not found|No such bucket"
+    # huggingface_hub: "HFValidationError: Repo id must be in the form 'repo_name' or
+    # 'namespace/repo_name': '/models/'" (a local path that is not there), "404 Client Error: Not
+    # Found for url: https://huggingface.co/..."; KServe storage-initializer "No model found in"
+    r"|HFValidationError|Repo id must be in the form|Client Error: Not Found for url: https://huggingface\.co"
+    r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# overload  (graph/analyzers/overload.py)
+# --------------------------------------------------------------------------------------------------
+
+OVERLOAD_STATS = re.compile(
+    r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", _I
+)
+OVERLOAD_PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", _I)
+OVERLOAD_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", _I)
+OVERLOAD_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", _I)
+
+# --------------------------------------------------------------------------------------------------
+# startup_timeout  (graph/analyzers/startup_timeout.py)
+# --------------------------------------------------------------------------------------------------
+
+STARTUP = re.compile(
+    r"failed to start and listen on the port|STARTUP (?:TCP|HTTP|GRPC) probe failed|Startup probe failed"
+    r"|startup probe .*(?:failed|timed out)|Container failed to start|did not become ready"
+    # Kubernetes: a liveness / readiness probe that fails while the server still loads gets the
+    # container killed and restarted ("Liveness probe failed: ... connection refused", "Container vllm
+    # failed liveness probe, will be restarted")
+    r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe"
+    # KServe / Knative: the revision never reached its initial scale in time
+    r"|Initial scale was never achieved|ProgressDeadlineExceeded"
+    # Any supervisor's start deadline: Modal "Runner has been initializing for too long: 300 seconds",
+    # "timed out waiting for the server to start", "took too long to become ready"
+    r"|initializing for too long|took too long to (?:start|become ready|initiali[sz]e)"
+    r"|timed out waiting for (?:the )?(?:\w+ )?(?:server|container|model|engine)"
+    r" to (?:start|be(?:come)? ready)"
+    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
+    _I,
+)
+STARTUP_LOADING = re.compile(
+    r"Loading safetensors checkpoint shards|Starting to load model|Loading weights|Downloading|download"
+    r"|Capturing CUDA graph|torch.compile|Compiling|Memory profiling|Loading model",
+    _I,
+)
+STARTUP_EXITED = re.compile(
+    r"Container called exit\(|Traceback \(most recent call last\)|Engine core initialization failed"
+    r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
+    _I,
+)
+
+# --------------------------------------------------------------------------------------------------
+# unsupported_config  (graph/analyzers/unsupported_config.py)
+# --------------------------------------------------------------------------------------------------
+
+UNSUPPORTED = re.compile(
+    r"only supported on GPUs with compute capability|is not supported for the current GPU"
+    r"|Minimum capability: \d+"
+    r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
+    r"|Failed to find a kernel that can implement|architectures? \[[^\]]*\] (?:are|is) not supported"
+    r"|Model architectures? .* failed to be inspected|unrecognized arguments|error: argument --?\S+"
+    r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
+    r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
+    r"|bfloat\d\d|fp\d)"
+    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
+    r"|Transformers does not recognize this architecture|has model type `[^`]+` but"
+    r"|is not supported for quantization method|only supports (?:\w+ )?GPUs or newer"
+    r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)"
+    # An image older than the model: transformers or vLLM must be upgraded; a kernel the GPU cannot fit
+    r"|(?:upgrade|update) (?:your )?transformers|requires transformers|out of resource: shared memory",
+    _I,
+)
+#: What an error (never a warning or an info line) says when a feature is missing here: judged only
+#: on error records written before the server came up, where they are about the configuration.
+UNSUPPORTED_GENERIC = re.compile(
+    r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
+    r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
+    _I,
+)
+UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")

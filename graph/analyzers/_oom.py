@@ -13,39 +13,20 @@ the server had already logged (vLLM 0.4 .. 0.11 wording):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from graph.analyzers.base import START_MARK, Line, LogView, started_between, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import Phase
-
-OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
-    r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory",
-    re.IGNORECASE,
+from mcp_tools.vocabulary import (
+    OOM,
+    OOM_CREATE_WEIGHTS,
+    OOM_KV,
+    OOM_LOADED,
+    OOM_LOADING,
+    OOM_RUNTIME,
+    OOM_WEIGHTS,
+    Phase,
 )
-_WEIGHTS = re.compile(
-    r"load_model|load_weights|initialize_model|init_parameters|_init_model|make_layers|create_weights"
-    r"|model_loader|weight_loader|get_model\(|Failed to load model|process_weights_after_loading"
-    r"|Loading safetensors|Loading weights|load_state_dict",
-)
-_KV = re.compile(
-    r"initialize_kv_cache|_allocate_kv_cache|initialize_cache|allocate_kv_cache|_init_cache"
-    r"|CacheEngine|_reshape_kv_cache|init_kv_cache|initialize_from_config",
-)
-_RUNTIME = re.compile(
-    r"profile_run|_dummy_run|_dummy_sampler_run|warming up sampler|capture_model|cuda_graph|CUDAGraph"
-    r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
-    r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
-)
-_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", re.IGNORECASE)
-_LOADED = re.compile(
-    r"Loading (?:model )?weights took|Model loading took|Loading weights took|Memory profiling"
-    r"|Available KV cache memory|GPU KV cache size|# GPU blocks",
-    re.IGNORECASE,
-)
-_LOADING = re.compile(r"Starting to load model|Loading safetensors checkpoint shards|Loading weights", re.I)
 
 
 @dataclass
@@ -113,7 +94,7 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     text = ln.text
     if "warming up sampler" in text or "max_num_seqs" in text:
         return "runtime", None, 0.9
-    if "not enough GPU memory" in text or "Failed to load model" in text or _CREATE_WEIGHTS.search(text):
+    if "not enough GPU memory" in text or "Failed to load model" in text or OOM_CREATE_WEIGHTS.search(text):
         return "weights", None, 0.9
     own = _classify_frame(
         text
@@ -137,9 +118,9 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     after = start.n if start else 0
     if started_between(v, after, ln.n):
         return "runtime", None, 0.7
-    if v.last(_LOADED, after=after, before=ln.n):
+    if v.last(OOM_LOADED, after=after, before=ln.n):
         return "runtime", None, 0.7
-    if v.last(_LOADING, after=after, before=ln.n):
+    if v.last(OOM_LOADING, after=after, before=ln.n):
         return "weights", None, 0.75
     return "weights", None, 0.55
 
@@ -153,10 +134,10 @@ def _after_loading(v: LogView, ln: Line, phase: str) -> str:
 
 
 def _classify_frame(t: str) -> str | None:
-    if _KV.search(t):
+    if OOM_KV.search(t):
         return "kv_cache"
-    if _RUNTIME.search(t):
+    if OOM_RUNTIME.search(t):
         return "runtime"
-    if _WEIGHTS.search(t):
+    if OOM_WEIGHTS.search(t):
         return "weights"
     return None

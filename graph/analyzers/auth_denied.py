@@ -11,46 +11,18 @@ denials belong to image_pull; a 401 that says the repository does not exist to m
 
 from __future__ import annotations
 
-import re
-
 from graph.analyzers.base import Finding, simple
 from graph.observation import Observation
-
-PATTERN = re.compile(
-    r"Cannot access gated repo|gated repo|Access to model \S+ is restricted|\b401 Client Error"
-    r"|\b403 Client Error"
-    r"|401 Unauthorized|403 Forbidden|Invalid (?:user )?token|Invalid credentials|authentication required"
-    r"|Permission denied|PermissionError|PERMISSION_DENIED|does not have storage\.\w+\.\w+ access"
-    r"|AccessDenied|not in the authorized list|Unauthenticated"
-    # Google: gRPC "code = PermissionDenied desc = Permission 'secretmanager.versions.access' denied",
-    # ADC missing ("google: could not find default credentials"), "Request had insufficient
-    # authentication scopes", "does not have permission to access", invalid_grant / expired tokens
-    r"|code = PermissionDenied|Permission '[\w.]+' denied|could not find default credentials"
-    r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
-    r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403"
-    r"|NoCredentialsError|Unable to locate credentials|caller does not have permission",
-    re.IGNORECASE,
-)
-PREFILTER = re.compile(
-    r"gated|restricted|Client Error|Unauthori[sz]ed|Forbidden|Invalid|authenticat|Permission|PERMISSION"
-    r"|does not have storage|AccessDenied|authorized list|credentials|scopes|invalid_grant|expired"
-    r"|does not have permission|HTTP |Unable to locate|caller does not",
-    re.IGNORECASE,
-)
-EXCLUDE = re.compile(
-    r"Repository Not Found|artifactregistry\.repositories|pull access denied|manifest|pulling|Failed to pull"
-    r"|ImagePull|Read-only file system",
-    re.IGNORECASE,
-)
+from mcp_tools.vocabulary import AUTH, AUTH_EXCLUDE, AUTH_PREFILTER
 
 
 def analyze(obs: Observation) -> list[Finding]:
     return simple(
         obs,
         category="auth_denied",
-        pattern=PATTERN,
-        exclude=EXCLUDE,
-        prefilter=PREFILTER,
+        pattern=AUTH,
+        exclude=AUTH_EXCLUDE,
+        prefilter=AUTH_PREFILTER,
         harmless_if_loaded=True,
         summary="Access was denied (line {line}): {text}",
         confidence=0.88,

@@ -10,27 +10,16 @@ length is 8192 tokens. However, you requested 9000 tokens" and V1's "'max_tokens
 
 from __future__ import annotations
 
-import re
-
 from graph.analyzers.base import Finding, simple
 from graph.observation import Observation
-
-PATTERN = re.compile(
-    r"is greater than the derived max_model_len|maximum context length is \d+"
-    r"|is longer than the maximum model length"
-    r"|exceeds the model's maximum context|prompt \(\d+ tokens\) is too long"
-    r"|Input prompt \(\d+ tokens\) is too long"
-    r"|max_model_len .* exceeds .*max_position_embeddings"
-    r"|Please reduce the length of the messages|is too long and exceeds (?:the )?limit",
-    re.IGNORECASE,
-)
+from mcp_tools.vocabulary import CONTEXT
 
 
 def analyze(obs: Observation) -> list[Finding]:
     return simple(
         obs,
         category="context_too_long",
-        pattern=PATTERN,
+        pattern=CONTEXT,
         summary="The context length is the problem (line {line}): {text}",
         confidence=0.9,
     )

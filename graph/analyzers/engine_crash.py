@@ -10,36 +10,16 @@ unexpectedly" are symptoms: they yield to any cause, and tracebacks after an ord
 
 from __future__ import annotations
 
-import re
-
 from graph.analyzers.base import SHUTDOWN, Finding, finding, view
 from graph.observation import Observation
-
-PATTERN = re.compile(
-    r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?!out of memory)\w|uncorrectable ECC error|Xid \d+"
-    r"|CUBLAS_STATUS_\w+|cudaError(?!MemoryAllocation)\w+|CUDA driver error"
-    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout"
-    # C++ aborts and the distributed backend: "terminate called after throwing an instance of
-    # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
-    r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
-    r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported",
-    re.IGNORECASE,
-)
-#: The engine is dead, without saying of what: a symptom of whatever failed before it (the root-cause
-#: choice prefers any earlier failure, explained or not), the cause only when nothing came before.
-DIED = re.compile(
-    r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
-    r"|Engine loop is not running|MQEngineDeadError",
-    re.IGNORECASE,
-)
+from mcp_tools.vocabulary import CRASH, CRASH_DIED
 
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
     shutdown = v.first(SHUTDOWN)
     cutoff = shutdown.n if shutdown else None
-    hits = [ln for ln in v.grep(PATTERN) if cutoff is None or ln.n < cutoff or not _after_shutdown(v, ln.n)]
+    hits = [ln for ln in v.grep(CRASH) if cutoff is None or ln.n < cutoff or not _after_shutdown(v, ln.n)]
     if hits:
         return [
             finding(
@@ -47,11 +27,11 @@ def analyze(obs: Observation) -> list[Finding]:
                 0.85,
                 f"The vLLM engine crashed (line {hits[0].n}).",
                 hits[:3],
-                pattern=PATTERN,
+                pattern=CRASH,
                 analyzer="engine_crash",
             )
         ]
-    died = [ln for ln in v.grep(DIED) if not _after_shutdown(v, ln.n)]
+    died = [ln for ln in v.grep(CRASH_DIED) if not _after_shutdown(v, ln.n)]
     if died:
         return [
             finding(
@@ -59,7 +39,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 0.7,
                 f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
                 died[:2],
-                pattern=DIED,
+                pattern=CRASH_DIED,
                 analyzer="engine_crash",
                 specific=False,
             )

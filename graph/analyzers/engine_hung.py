@@ -17,25 +17,8 @@ import re
 
 from graph.analyzers.base import Finding, Line, finding, view
 from graph.observation import Observation
+from mcp_tools.vocabulary import HUNG_STALL, HUNG_STATS, HUNG_TIMEOUT, HUNG_WAITING
 
-#: A stall the engine reports about itself: one line is enough.
-STALL = re.compile(
-    r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
-    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out",
-    re.IGNORECASE,
-)
-#: Waiting that only means a hang when it repeats (a slow compile can print it once or twice).
-WAITING = re.compile(
-    r"No available shared memory broadcast block found|Waiting for output from MQLLMEngine"
-    r"|shm_broadcast\.py.*acquire_read",
-    re.IGNORECASE,
-)
-_TIMEOUT = re.compile(r"^(?:[\w.]+\.)?TimeoutError\b|raise TimeoutError")
-_STATS = re.compile(
-    r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s,"
-    r" Running: (\d+) reqs",
-    re.IGNORECASE,
-)
 #: Consecutive stats periods with requests running and nothing generated that make a hang.
 FLAT_PERIODS = 2
 REPEATS = 3
@@ -43,11 +26,11 @@ REPEATS = 3
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    stall = list(v.grep(STALL))
-    waiting = list(v.grep(WAITING))
+    stall = list(v.grep(HUNG_STALL))
+    waiting = list(v.grep(HUNG_WAITING))
     # A read of the workers' broadcast queue that timed out: the workers stopped answering.
-    stall += [ln for ln in waiting[:1] if v.first(_TIMEOUT, after=ln.n, before=ln.n + 40)]
-    flat = _flat_stats(list(v.grep(_STATS)))
+    stall += [ln for ln in waiting[:1] if v.first(HUNG_TIMEOUT, after=ln.n, before=ln.n + 40)]
+    flat = _flat_stats(list(v.grep(HUNG_STATS)))
     lines: list[Line] = []
     why = ""
     if flat:
@@ -66,7 +49,9 @@ def analyze(obs: Observation) -> list[Finding]:
             0.9 if (stall and (flat or waiting)) else 0.85,
             f"The engine stopped making progress (from line {lines[0].n}): {why}.",
             lines[:3],
-            pattern=re.compile(f"{STALL.pattern}|{WAITING.pattern}|{_STATS.pattern}", re.IGNORECASE),
+            pattern=re.compile(
+                f"{HUNG_STALL.pattern}|{HUNG_WAITING.pattern}|{HUNG_STATS.pattern}", re.IGNORECASE
+            ),
             analyzer="engine_hung",
             facts={"flat_stats_periods": len(flat), "waits": len(waiting)},
         )
@@ -78,7 +63,7 @@ def _flat_stats(stats: list[Line]) -> list[Line]:
     best: list[Line] = []
     run: list[Line] = []
     for ln in stats:
-        m = _STATS.search(ln.text)
+        m = HUNG_STATS.search(ln.text)
         if m and float(m.group(1)) == 0.0 and float(m.group(2)) == 0.0 and int(m.group(3)) > 0:
             run.append(ln)
             if len(run) > len(best):

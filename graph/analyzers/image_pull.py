@@ -8,32 +8,16 @@ Wordings: Cloud Run "Revision '...' is not ready and cannot serve traffic. Image
 
 from __future__ import annotations
 
-import re
-
 from graph.analyzers.base import Finding, simple
 from graph.observation import Observation
-
-PATTERN = re.compile(
-    r"Image '[^']+' not found|Image \S+ not found|failed to pull|Failed to pull image|ErrImagePull"
-    r"|ImagePullBackOff|manifest unknown|manifest for \S+ not found"
-    r"|artifactregistry\.repositories\.downloadArtifacts"
-    r"|pull access denied|failed to resolve reference|Unable to retrieve the image"
-    r"|Container import failed"
-    r"|does not support image|must support amd\d\d/linux|exec format error"
-    r"|no matching manifest for linux/amd\d\d"
-    # Docker / containerd: "pullImage error: failed pulling", "failed to register layer",
-    # "error pulling image configuration", "toomanyrequests: You have reached your pull rate limit"
-    r"|pullImage error|failed pulling|failed to register layer|error pulling image|pull rate limit"
-    r"|Back-off pulling image|ErrImageNeverPull|InvalidImageName",
-    re.IGNORECASE,
-)
+from mcp_tools.vocabulary import IMAGE_PULL
 
 
 def analyze(obs: Observation) -> list[Finding]:
     return simple(
         obs,
         category="image_pull",
-        pattern=PATTERN,
+        pattern=IMAGE_PULL,
         summary="The container image could not be pulled (line {line}): {text}",
         confidence=0.92,
     )

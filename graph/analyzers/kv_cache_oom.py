@@ -16,17 +16,7 @@ import re
 from graph.analyzers._oom import OOM, oom_events
 from graph.analyzers.base import Finding, finding, view
 from graph.observation import Observation
-
-KV_SHORT = re.compile(
-    r"No available memory for the cache blocks"
-    r"|larger than the maximum number of tokens that can be stored in KV"
-    r"|KV cache is needed, which is larger than the available KV cache memory|insufficient KV cache"
-    r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache"
-    r"|To serve at least one request with the models?'s max seq len",
-    re.IGNORECASE,
-)
-_MAXLEN = re.compile(r"max seq len \((\d+)\)")
-_CAP = re.compile(r"stored in KV cache \((\d+)\)|estimated maximum model length is (\d+)")
+from mcp_tools.vocabulary import KV_CAP, KV_MAXLEN, KV_SHORT
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -37,10 +27,10 @@ def analyze(obs: Observation) -> list[Finding]:
         return []
     facts: dict[str, object] = {}
     for ln in hits:
-        m = _MAXLEN.search(ln.text)
+        m = KV_MAXLEN.search(ln.text)
         if m:
             facts["max_model_len"] = int(m.group(1))
-        c = _CAP.search(ln.text)
+        c = KV_CAP.search(ln.text)
         if c:
             facts["max_model_len_that_fits"] = int(c.group(1) or c.group(2))
     lines = hits[:1] + [e.line for e in ooms[:1]]

@@ -10,21 +10,15 @@ aborted because there was no available instance").
 from __future__ import annotations
 
 import logging
-import re
 
 from graph.analyzers.base import Evidence, Finding, Line, ev, view
 from graph.observation import Observation
+from mcp_tools.vocabulary import OVERLOAD_PREEMPT, OVERLOAD_REJECT, OVERLOAD_REJECT_PREFILTER, OVERLOAD_STATS
 
 log = logging.getLogger(__name__)
 
-_STATS = re.compile(
-    r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", re.IGNORECASE
-)
 #: Busy stats periods (queue >= 5 or KV cache >= 90%) that make saturation sustained.
 SUSTAINED = 2
-_PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", re.IGNORECASE)
-_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", re.I)
-_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", re.I)
 
 
 def _rejected(text: str) -> bool:
@@ -36,7 +30,7 @@ def _rejected(text: str) -> bool:
         or "Too Many Requests" in text
         or "'status': 429" in text
         or "'status': 503" in text
-        or _REJECT.search(text) is not None
+        or OVERLOAD_REJECT.search(text) is not None
     )
 
 
@@ -108,8 +102,8 @@ def analyze(obs: Observation) -> list[Finding]:
     last_busy: Line | None = None
     busy_periods = 0
     stats = 0
-    for ln in v.grep(_STATS):
-        mm = _STATS.search(ln.text)
+    for ln in v.grep(OVERLOAD_STATS):
+        mm = OVERLOAD_STATS.search(ln.text)
         if not mm:
             continue
         stats += 1
@@ -141,13 +135,13 @@ def analyze(obs: Observation) -> list[Finding]:
         for i, c in enumerate(sorted(cited.values(), key=lambda x: x.n)):
             evidence.insert(i, ev(c))
         first_line = min(first_line, ln.n)
-    pre_lines = list(v.grep(_PREEMPT))
+    pre_lines = list(v.grep(OVERLOAD_PREEMPT))
     if pre_lines:
         if "preemptions" not in signals:
             signals.append("preemptions")
         evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))
         first_line = min(first_line, pre_lines[0].n)
-    rejects = [ln for ln in v.grep(_REJECT_PREFILTER) if _rejected(ln.text)]
+    rejects = [ln for ln in v.grep(OVERLOAD_REJECT_PREFILTER) if _rejected(ln.text)]
     no_instance = [ln for ln in rejects if "no available instance" in ln.text]
     if no_instance:  # Cloud Run turned requests away: every instance is busy (max instances reached)
         signals.append("no_instance")

@@ -14,42 +14,13 @@ import re
 
 from graph.analyzers.base import START_MARK, Finding, finding, match_conditions, view
 from graph.observation import Observation
-
-PATTERN = re.compile(
-    r"failed to start and listen on the port|STARTUP (?:TCP|HTTP|GRPC) probe failed|Startup probe failed"
-    r"|startup probe .*(?:failed|timed out)|Container failed to start|did not become ready"
-    # Kubernetes: a liveness / readiness probe that fails while the server still loads gets the
-    # container killed and restarted ("Liveness probe failed: ... connection refused", "Container vllm
-    # failed liveness probe, will be restarted")
-    r"|(?:Liveness|Readiness) probe failed|failed (?:liveness|startup|readiness) probe"
-    # KServe / Knative: the revision never reached its initial scale in time
-    r"|Initial scale was never achieved|ProgressDeadlineExceeded"
-    # Any supervisor's start deadline: Modal "Runner has been initializing for too long: 300 seconds",
-    # "timed out waiting for the server to start", "took too long to become ready"
-    r"|initializing for too long|took too long to (?:start|become ready|initiali[sz]e)"
-    r"|timed out waiting for (?:the )?(?:\w+ )?(?:server|container|model|engine)"
-    r" to (?:start|be(?:come)? ready)"
-    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
-    re.IGNORECASE,
-)
-_LOADING = re.compile(
-    r"Loading safetensors checkpoint shards|Starting to load model|Loading weights|Downloading|download"
-    r"|Capturing CUDA graph|torch.compile|Compiling|Memory profiling|Loading model",
-    re.IGNORECASE,
-)
-
-
-_EXITED = re.compile(
-    r"Container called exit\(|Traceback \(most recent call last\)|Engine core initialization failed"
-    r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
-    re.IGNORECASE,
-)
+from mcp_tools.vocabulary import STARTUP, STARTUP_EXITED, STARTUP_LOADING
 
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = list(v.grep(PATTERN))
-    conds = match_conditions(obs, PATTERN)
+    hits = list(v.grep(STARTUP))
+    conds = match_conditions(obs, STARTUP)
     if not hits and not conds:
         return []
     # The probe gave up because the process had already died: that is not a slow start.
@@ -57,7 +28,7 @@ def analyze(obs: Observation) -> list[Finding]:
     start = v.last(START_MARK, before=first)
     died = [
         ln
-        for ln in v.grep(_EXITED, after=start.n if start else 0, before=first)
+        for ln in v.grep(STARTUP_EXITED, after=start.n if start else 0, before=first)
         if "exit(0)" not in ln.text  # a clean exit is not a crash
     ]
     if died:
@@ -65,7 +36,7 @@ def analyze(obs: Observation) -> list[Finding]:
     probe = obs.service.startup_probe if obs.service and obs.service.startup_probe else None
     budget = f" (the probe allows {probe.budget_seconds} s)" if probe else ""
     before = hits[0].n if hits else v.total + 1
-    loading = v.last(_LOADING, before=before)
+    loading = v.last(STARTUP_LOADING, before=before)
     lines = hits[:2] + ([loading] if loading else [])
     summary = (
         "The startup probe gave up before vLLM listened on its port"
@@ -82,7 +53,7 @@ def analyze(obs: Observation) -> list[Finding]:
         0.85 if loading else 0.7,
         summary,
         lines,
-        pattern=re.compile(PATTERN.pattern + "|" + _LOADING.pattern, re.IGNORECASE),
+        pattern=re.compile(STARTUP.pattern + "|" + STARTUP_LOADING.pattern, re.IGNORECASE),
         analyzer="startup_timeout",
         specific=False,
         extra=conds[:1],

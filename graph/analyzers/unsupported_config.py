@@ -12,51 +12,25 @@ The GPU named in the spec is checked against the planner's support table as well
 
 from __future__ import annotations
 
-import re
-
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
 from mcp_tools.logs import redact_args
-from mcp_tools.vocabulary import Phase
-
-PATTERN = re.compile(
-    r"only supported on GPUs with compute capability|is not supported for the current GPU"
-    r"|Minimum capability: \d+"
-    r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
-    r"|Failed to find a kernel that can implement|architectures? \[[^\]]*\] (?:are|is) not supported"
-    r"|Model architectures? .* failed to be inspected|unrecognized arguments|error: argument --?\S+"
-    r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
-    r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
-    r"|bfloat\d\d|fp\d)"
-    r"|unsupported (?:quantization|dtype|kv[_ ]cache[_ ]dtype)|Unknown quantization method"
-    r"|Transformers does not recognize this architecture|has model type `[^`]+` but"
-    r"|is not supported for quantization method|only supports (?:\w+ )?GPUs or newer"
-    r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)"
-    # An image older than the model: transformers or vLLM must be upgraded; a kernel the GPU cannot fit
-    r"|(?:upgrade|update) (?:your )?transformers|requires transformers|out of resource: shared memory",
-    re.IGNORECASE,
-)
-#: What an error (never a warning or an info line) says when a feature is missing here: judged only
-#: on error records written before the server came up, where they are about the configuration.
-GENERIC = re.compile(
-    r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
-    r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
-    re.IGNORECASE,
-)
-
-
-_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
+from mcp_tools.vocabulary import UNSUPPORTED, UNSUPPORTED_GENERIC, UNSUPPORTED_WARNING, Phase
 
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = [ln for ln in v.grep(PATTERN) if not _WARNING.search(ln.text) and ln.severity != "WARNING"]
+    hits = [
+        ln
+        for ln in v.grep(UNSUPPORTED)
+        if not UNSUPPORTED_WARNING.search(ln.text) and ln.severity != "WARNING"
+    ]
     if not hits:
         hits = [
             ln
-            for ln in v.grep(GENERIC)
+            for ln in v.grep(UNSUPPORTED_GENERIC)
             if ln.severity in ("ERROR", "CRITICAL")
-            and not _WARNING.search(ln.text)
+            and not UNSUPPORTED_WARNING.search(ln.text)
             and v.phase_at(ln.n) < Phase.API_UP
         ]
     if hits:
@@ -66,7 +40,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 0.9,
                 f"A setting is not supported on this GPU / vLLM (line {hits[0].n}).",
                 hits[:3],
-                pattern=PATTERN,
+                pattern=UNSUPPORTED,
                 analyzer="unsupported_config",
             )
         ]
