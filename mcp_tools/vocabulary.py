@@ -420,6 +420,10 @@ IMAGE_PULL = re.compile(
 # kv_cache_oom  (graph/analyzers/kv_cache_oom.py)
 # --------------------------------------------------------------------------------------------------
 
+#: GPU memory held by other processes (the figures are read by mcp_tools.capacity.startup).
+GPU_MEMORY_IN_USE = re.compile(
+    r"Free memory on device|less than desired GPU memory utilization|Error in memory profiling", _I
+)
 KV_SHORT = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV"

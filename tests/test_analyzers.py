@@ -441,3 +441,95 @@ def test_spec_evidence_never_carries_a_secret_argument() -> None:
     findings = run_analyzers(obs)
     assert any(f.category == "unsupported_config" for f in findings)
     assert all("s3cr3tvalue123" not in e.text for f in findings for e in f.evidence)
+
+
+# --------------------------------------------------------------------------------------------------
+# The server's life: healthy is earned, a dead engine is a symptom, stalls, memory held by others.
+# Lines are verbatim from public threads (vllm-project/vllm#5443, #14025, #15016; the V1 free-memory
+# refusal of vllm/v1/worker/gpu_worker.py).
+# --------------------------------------------------------------------------------------------------
+
+_STATS_FLAT = (
+    "INFO 06-12 07:32:47 metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+    "0.0 tokens/s, Running: 30 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 15.0%, CPU KV "
+    "cache usage: 0.0%."
+)
+
+
+def test_quiet_logs_that_never_show_the_server_up_are_not_healthy() -> None:
+    o = obs(["INFO 03-18 08:51:20 [api_server.py:912] vLLM API server version 0.8.0rc3"])
+    assert root(o) == "unknown"
+    up = obs(
+        [
+            "INFO 03-18 08:51:20 [api_server.py:912] vLLM API server version 0.8.0rc3",
+            "INFO:     Started server process [764150]",
+            "INFO:     Application startup complete.",
+        ]
+    )
+    rc = choose_root_cause(run_analyzers(up), up)
+    assert rc.category == "healthy"
+    assert [e.line for e in rc.evidence] == [2, 3]  # it cites when the server came up
+
+
+def test_a_stalled_engine_is_engine_hung_before_the_engine_dies_of_it() -> None:
+    o = obs(
+        [
+            _STATS_FLAT,
+            _STATS_FLAT.replace("07:32:47", "07:32:52"),
+            "ERROR 06-12 07:32:53 async_llm_engine.py:524] Engine iteration timed out. This should never happen!",
+            "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
+        ]
+    )
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "engine_hung"
+    assert 3 in {e.line for e in rc.evidence}
+    waits = obs(["DEBUG 02-27 20:17:48 client.py:192] Waiting for output from MQLLMEngine."] * 5)
+    assert root(waits) == "engine_hung"
+    assert (
+        root(obs(["DEBUG 02-27 20:17:48 client.py:192] Waiting for output from MQLLMEngine."]))
+        != "engine_hung"
+    )
+
+
+def test_a_dead_engine_after_an_unexplained_exception_is_unknown_citing_the_exception() -> None:
+    o = obs(
+        [
+            "ERROR 12-25 15:08:47 engine.py:135] IndexError('Error in model execution: tuple index out of range')",
+            "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
+        ]
+    )
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "unknown"
+    assert [e.line for e in rc.evidence] == [1]
+    alone = obs(["vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."])
+    assert root(alone) == "engine_crash"
+
+
+def test_gpu_memory_held_by_other_processes_is_a_cause_with_its_figures() -> None:
+    o = obs(
+        [
+            "(EngineCore_DP0 pid=1) ValueError: Free memory on device (5.2/23.6 GiB) on startup is less than "
+            "desired GPU memory utilization (0.9, 21.24 GiB). Decrease GPU memory utilization or reduce GPU "
+            "memory used by other processes."
+        ]
+    )
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "kv_cache_oom"
+    assert rc.finding is not None and rc.finding.facts["gpu_memory_used_by_others_gib"] == 18.4
+
+
+def test_an_oom_in_one_rank_takes_its_phase_from_that_ranks_frames() -> None:
+    """Interleaved tracebacks: rank 1's load_model frame does not make rank 0's sampler OOM a weights OOM."""
+    o = obs(
+        [
+            "(VllmWorker rank=1 pid=11) ERROR 03-16 06:12:38 [multiproc_executor.py:375]   File "
+            '"/workspace/vllm/vllm/v1/worker/gpu_model_runner.py", line 1167, in load_model',
+            "(VllmWorker rank=0 pid=10) ERROR 03-16 06:12:38 [multiproc_executor.py:375] Traceback (most "
+            "recent call last):",
+            "(VllmWorker rank=0 pid=10) ERROR 03-16 06:12:38 [multiproc_executor.py:375]   File "
+            '"/workspace/vllm/vllm/v1/worker/gpu_model_runner.py", line 1292, in _dummy_sampler_run',
+            "(VllmWorker rank=0 pid=10) ERROR 03-16 06:12:38 [multiproc_executor.py:375] torch.OutOfMemoryError: "
+            "CUDA out of memory. Tried to allocate 1.74 GiB.",
+        ]
+    )
+    assert root(o) == "runtime_oom"

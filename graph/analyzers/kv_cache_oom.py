@@ -16,10 +16,47 @@ import re
 from graph.analyzers._oom import OOM, oom_events
 from graph.analyzers.base import Finding, finding, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import KV_CAP, KV_MAXLEN, KV_SHORT
+from mcp_tools.vocabulary import GPU_MEMORY_IN_USE, KV_CAP, KV_MAXLEN, KV_SHORT
 
 
 def analyze(obs: Observation) -> list[Finding]:
+    return _held_by_others(obs) or _kv_short(obs)
+
+
+def _held_by_others(obs: Observation) -> list[Finding]:
+    """Other processes (a desktop, another server, a leaked worker) hold GPU memory, so vLLM cannot
+    have the share it asks for: "Free memory on device (5.2/23.6 GiB) on startup is less than
+    desired GPU memory utilization (0.9, 21.2 GiB)" (the planner's start-up parser reads the figures)."""
+    from mcp_tools.capacity.startup import parse_gpu_memory_in_use
+
+    v = view(obs)
+    lines = list(v.grep(GPU_MEMORY_IN_USE))
+    held = parse_gpu_memory_in_use(ln.text for ln in lines)
+    if held is None:
+        return []
+    at = next((ln for ln in lines if held.line in ln.text or ln.text in held.line), lines[-1])
+    facts: dict[str, object] = {"gpu_memory_used_by_others_gib": held.used_by_others_gib}
+    if held.free_gib is not None:
+        facts["gpu_free_gib"] = held.free_gib
+    if held.total_gib:
+        facts["gpu_total_gib"] = held.total_gib
+    if held.gpu_memory_utilization is not None:
+        facts["gpu_memory_utilization"] = held.gpu_memory_utilization
+    return [
+        finding(
+            "kv_cache_oom",
+            0.9,
+            f"Other processes hold about {held.used_by_others_gib:g} GiB of this GPU (line {at.n}): vLLM "
+            "cannot reserve the share --gpu-memory-utilization asks for.",
+            [at],
+            pattern=GPU_MEMORY_IN_USE,
+            analyzer="kv_cache_oom",
+            facts=facts,
+        )
+    ]
+
+
+def _kv_short(obs: Observation) -> list[Finding]:
     v = view(obs)
     hits = list(v.grep(KV_SHORT))
     ooms = [e for e in oom_events(obs) if e.phase == "kv_cache"]
