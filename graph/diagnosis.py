@@ -139,6 +139,21 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
         # is the cause, and when no analyzer explains it the answer is unknown, citing it.
         first = min(f.first_line for f in active)
         exc = first_unexplained_failure(obs, active, before=first)
+        died = next((f for f in active if f.category == "engine_crash"), None)
+        if exc is not None and died is not None:
+            # An exception no family explains, and the engine died of it: the engine crashed.
+            return RootCause(
+                category="engine_crash",
+                confidence=0.75,
+                summary=f"An exception no known failure family explains (line {exc.n}) killed the engine "
+                f"(line {died.first_line}).",
+                evidence=[
+                    Evidence(line=exc.n, text=excerpt(exc.raw or exc.text, EXCEPTION)[:300]),
+                    *died.evidence,
+                ],
+                finding=died,
+                notes=notes,
+            )
         if exc is not None:
             notes.append(
                 f"also seen, after the failure at line {exc.n}: " + ", ".join(f.category for f in active)

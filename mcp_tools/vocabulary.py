@@ -197,14 +197,13 @@ TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
 STARTED = re.compile(
     "|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in (*UP_PHASES, Phase.SERVING)), _I
 )
+#: An answer that is a server error (a 5xx after a crash is the failure, not service).
+SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
+
 #: The OpenAI-compatible server listening.
 API_UP = next(p for ph, p in MILESTONES if ph is Phase.API_UP)
 #: A fresh server start (not just traffic, which other instances may be serving).
 RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)
-#: An answered inference request (tested line by line within the access-log shapes).
-SERVED = re.compile(r"\"(?:GET|POST) /v1/\S+ HTTP/\d\.\d\" 200")
-SERVED_PREFILTER = re.compile(r"\"(?:GET|POST) /v\d/")
-
 
 #: An orderly shutdown: tracebacks after it are not causes.
 SHUTDOWN = re.compile(
@@ -322,7 +321,8 @@ CRASH = re.compile(
 #: choice prefers any earlier failure, explained or not), the cause only when nothing came before.
 CRASH_DIED = re.compile(
     r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
-    r"|Engine loop is not running|MQEngineDeadError",
+    r"|Engine loop is not running|MQEngineDeadError|MQLLMEngine is already dead"
+    r"|Got fatal signal from worker processes|Engine core proc \S+ died unexpectedly|EngineCore_\w* died",
     _I,
 )
 

@@ -419,7 +419,7 @@ def test_patterns_with_literal_digits_are_known() -> None:
     from graph.analyzers import base
     from mcp_tools import vocabulary
 
-    allowed = {"AUTH", "SERVED", "HOST_MEMORY_WEAK", "OVERLOAD_REJECT", "FATAL"}
+    allowed = {"AUTH", "HOST_MEMORY_WEAK", "OVERLOAD_REJECT", "FATAL", "SERVER_ERROR_STATUS"}
     found = {
         name
         for name, value in vars(vocabulary).items()
@@ -491,18 +491,25 @@ def test_a_stalled_engine_is_engine_hung_before_the_engine_dies_of_it() -> None:
     )
 
 
-def test_a_dead_engine_after_an_unexplained_exception_is_unknown_citing_the_exception() -> None:
-    o = obs(
-        [
-            "ERROR 12-25 15:08:47 engine.py:135] IndexError('Error in model execution: tuple index out of range')",
-            "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
-        ]
+def test_an_unexplained_exception_is_unknown_unless_the_engine_died_of_it() -> None:
+    bug = (
+        "ERROR 12-25 15:08:47 engine.py:135] IndexError('Error in model execution: tuple index out of range')"
     )
+    o = obs([bug, "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already."])
     rc = choose_root_cause(run_analyzers(o), o)
-    assert rc.category == "unknown"
-    assert [e.line for e in rc.evidence] == [1]
+    assert rc.category == "engine_crash"  # SPEC: the engine died for another reason
+    assert [e.line for e in rc.evidence][:2] == [1, 2]  # the exception first, then the death
+    alive = obs([bug, 'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK'])
+    assert root(alive) == "healthy"  # the server went on answering: not an outage
+    only = obs([bug])
+    rc = choose_root_cause(run_analyzers(only), only)
+    assert rc.category == "unknown" and [e.line for e in rc.evidence] == [1]
     alone = obs(["vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."])
     assert root(alone) == "engine_crash"
+    # A 500 after the engine died is not service.
+    dead = obs([bug, "ERROR 12-25 15:08:48 [engine.py:160] MQLLMEngine is already dead, terminating server process",
+                'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error'])  # fmt: skip
+    assert root(dead) == "engine_crash"
 
 
 def test_gpu_memory_held_by_other_processes_is_a_cause_with_its_figures() -> None:

@@ -22,15 +22,15 @@ from mcp_tools.vocabulary import (
     LOADED,
     MILESTONES,
     RESTARTED,
-    SERVED,
-    SERVED_PREFILTER,
+    SERVER_ERROR_STATUS,
     SHUTDOWN,
     START_MARK,
     STARTED,
+    UP_PHASES,
     Phase,
 )
 
-__all__ = ["LOADED", "RESTARTED", "SERVED", "SHUTDOWN", "START_MARK", "STARTED"]
+__all__ = ["LOADED", "RESTARTED", "SHUTDOWN", "START_MARK", "STARTED"]
 
 
 class Evidence(BaseModel):
@@ -189,6 +189,8 @@ class LogView:
             out: list[tuple[int, Phase]] = []
             for ln in self.matching(ANY_MILESTONE)[0]:
                 phase = max((ph for ph, p in MILESTONES if p.search(ln.text)), default=None)
+                if phase is Phase.SERVING and SERVER_ERROR_STATUS.search(ln.text):
+                    continue  # a 5xx answer is not service
                 if phase is not None:
                     out.append((ln.n, phase))
             self._milestones = out
@@ -305,25 +307,20 @@ def finding(
 
 
 def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
-    """The last sign of a running server (start-up complete, stats, a 200 answer) in (after, before)."""
-    a = v.last(STARTED, after=after, before=before)
-    lines, nums = _served(v)
-    idx = bisect_left(nums, before) if before is not None else len(nums)
-    b = lines[idx - 1] if idx > 0 and nums[idx - 1] > after else None
-    if a is None or (b is not None and b.n > a.n):
-        return b
-    return a
+    """The last sign of a running server in (after, before): the engine ready, the API up, or an
+    answer that is not a server error (``LogView.milestones``)."""
+    best = None
+    for n, ph in v.milestones:
+        if n <= after:
+            continue
+        if before is not None and n >= before:
+            break
+        if ph in _RUNNING:
+            best = n
+    return v.lines[best - 1] if best is not None else None
 
 
-def _served(v: LogView) -> tuple[list[Line], list[int]]:
-    """Answered inference requests (cached): access-log shapes, then a cheap per-line status check."""
-    key = ("<served>", 0, "")
-    hit = v._cache.get(key)
-    if hit is None:
-        cands, _ = v.matching(SERVED_PREFILTER)
-        out = [ln for ln in cands if '" 200' in ln.text and SERVED.search(ln.text)]
-        v._cache[key] = hit = (out, [ln.n for ln in out])
-    return hit
+_RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
 
 
 def condition_texts(obs: Observation) -> list[str]:
