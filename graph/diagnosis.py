@@ -41,8 +41,14 @@ from mcp_tools.vocabulary import (
     EXCEPTION_PREFILTER,
     FATAL,
     FATAL_PREFILTER,
+    KIND_CHECKPOINT,
+    KIND_CONFIG,
+    KIND_DENIED,
+    KIND_ENVIRONMENT,
+    KIND_MISSING,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
+    Phase,
 )
 
 log = logging.getLogger(__name__)
@@ -154,6 +160,9 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 finding=died,
                 notes=notes,
             )
+        by_life = _by_life(obs, exc, notes) if exc is not None else None
+        if by_life is not None:
+            return by_life
         if exc is not None:
             notes.append(
                 f"also seen, after the failure at line {exc.n}: " + ", ".join(f.category for f in active)
@@ -187,6 +196,49 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
     return _no_finding(obs, notes)
 
 
+def classify_by_life(obs: Observation, ln: Line) -> str | None:
+    """The family of an exception no family's wording names, from where in the server's life it
+    happened and what kind of error it is (None: the life and the kind do not say).
+
+    Before the weights start loading, a rejected value, type or key is a configuration this engine does
+    not accept (unsupported_config), a missing file or repo is model_not_found, a refusal auth_denied,
+    a missing module an image too old or broken for this model (unsupported_config). While loading, a
+    checkpoint that does not match the model is unsupported_config, a missing file model_not_found.
+    Later (serving), a bare exception is a bug: it stays unknown (or engine_crash when the engine died).
+    """
+    v = view(obs)
+    phase = v.phase_at(ln.n)
+    text = ln.text
+    if phase in (Phase.NONE, Phase.CONTAINER) or phase > Phase.LOADING:
+        return None
+    if KIND_DENIED.search(text):
+        return "auth_denied"
+    if KIND_MISSING.search(text) and phase <= Phase.LOADING:
+        return "model_not_found"
+    if KIND_ENVIRONMENT.search(text):
+        return "unsupported_config"
+    if phase == Phase.LOADING and KIND_CHECKPOINT.search(text):
+        return "unsupported_config"
+    if phase in (Phase.ARGS, Phase.CONFIG) and KIND_CONFIG.search(text):
+        return "unsupported_config"
+    return None
+
+
+def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
+    category = classify_by_life(obs, ln)
+    if category is None:
+        return None
+    phase = view(obs).phase_at(ln.n)
+    return RootCause(
+        category=category,
+        confidence=0.55,
+        summary=f"The first failure (line {ln.n}) matches no known wording; it happened while the server was "
+        f"at '{phase.name.lower()}', and an error of that kind there means {category}.",
+        evidence=[Evidence(line=ln.n, text=excerpt(ln.raw or ln.text, EXCEPTION)[:300])],
+        notes=notes,
+    )
+
+
 def first_unexplained_failure(obs: Observation, findings: list[Finding], before: int) -> Line | None:
     """The first exception line before ``before`` that no finding cites and that does not merely
     report another failure (nor follows an orderly shutdown)."""
@@ -212,6 +264,10 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
         if str(c.get("state") or c.get("status") or "").upper() in ("CONDITION_FAILED", "FALSE", "FAILED")
     ]
+    first_exc = first_unexplained_failure(obs, [], before=unresolved[-1].n + 1) if unresolved else None
+    by_life = _by_life(obs, first_exc, notes) if first_exc is not None else None
+    if by_life is not None:
+        return by_life
     if unresolved or obs.health is False or bad_conditions:
         ev = [
             Evidence(line=ln.n, text=excerpt(ln.raw if ln.text not in ln.raw else ln.text, FATAL)[:300])

@@ -190,6 +190,25 @@ REPORTS_ONLY = re.compile(
 )
 EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
 
+#: Kinds of error, by what the exception says of itself (its class and its first words), for an
+#: exception no family's wording explains: with the phase it happened in, they name the family.
+KIND_MISSING = re.compile(
+    r"FileNotFoundError|No such file or directory|does not exist|EntryNotFound|not found\b", _I
+)
+KIND_DENIED = re.compile(r"PermissionError|Permission denied|Unauthori[sz]ed|Forbidden|\b40[13]\b", _I)
+KIND_CONFIG = re.compile(
+    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|KeyError|AssertionError|NotImplementedError|"
+    r"argparse\.ArgumentError|ValidationError|pydantic[\w.]*ValidationError)\b"
+)
+KIND_ENVIRONMENT = re.compile(
+    r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot import name"
+    r"|No module named",
+    _I,
+)
+KIND_CHECKPOINT = re.compile(
+    r"size mismatch|Error\(s\) in loading state_dict|unexpected key|Missing key|KeyError: '[\w.]*weight", _I
+)
+
 #: The banner of a Python traceback (what failed is the exception line that ends it).
 TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
 
