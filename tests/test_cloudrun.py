@@ -17,6 +17,7 @@ from mcp_tools.cloudrun import (
     validate_service_name,
 )
 from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.google_api import READ
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.settings import Settings
 
@@ -178,8 +179,8 @@ def test_unreachable_api_is_one_external_error_after_bounded_retries() -> None:
         anonymous_credentials=True,
         http_timeout_s=2,
     )
-    cr = CloudRun(settings, retry_attempts=2, retry_max_wait_s=0.1)
-    with pytest.raises(ExternalError, match=r"Cloud Run API unavailable after 2 attempts"):
+    cr = CloudRun(settings, policy=READ.with_(attempts=2, max_delay_s=0.1))
+    with pytest.raises(ExternalError, match=r"unavailable after 2 attempts"):
         cr.get_service("gemma")
 
 
@@ -216,7 +217,7 @@ def two_revisions() -> Iterator[tuple[Sandbox, CloudRun]]:
         scenario="weights-oom-with-good-revision", time_scale=TEST_TIME_SCALE, zero_latency=True
     )
     try:
-        yield sb, CloudRun(_settings(sb), retry_attempts=2, retry_max_wait_s=0.1)
+        yield sb, CloudRun(_settings(sb), policy=READ.with_(attempts=2, max_delay_s=0.1))
     finally:
         sb.stop()
 
