@@ -24,7 +24,8 @@ from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import RESTARTED, SHUTDOWN, START_MARK, condition_texts, started_between
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
-from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
+from mcp_tools.redact import redact, redact_args
 from mcp_tools.remediation import RemediationPlan
 
 log = logging.getLogger(__name__)

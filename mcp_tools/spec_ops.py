@@ -158,7 +158,7 @@ def render(spec: ServiceSpec) -> str:
 
 def _shown(spec: ServiceSpec) -> str:
     """A spec rendered for people: secrets in args (``--api-key VALUE``) and env values redacted."""
-    from mcp_tools.logs import redact, redact_args, redact_data
+    from mcp_tools.redact import redact, redact_args, redact_data
 
     safe = spec.model_copy(
         update={

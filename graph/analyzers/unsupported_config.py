@@ -16,7 +16,7 @@ import re
 
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
-from mcp_tools.logs import redact_args
+from mcp_tools.redact import redact_args
 
 PATTERN = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
