@@ -25,7 +25,7 @@ two-step mutations).
 from mcp_tools.server.build import SERVER_NAME, Registrar, build_server
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore, fingerprint
 from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool_errors
-from mcp_tools.server.http import BearerAuth, check_http_binding, http_app, is_loopback_host, serve_http
+from mcp_tools.server.http import BearerAuth, check_http_binding, http_app, serve_http
 from mcp_tools.server.state import EndpointResult, ServerState
 from mcp_tools.server.tools_capacity import BenchRunResult
 from mcp_tools.server.tools_endpoint import (
@@ -74,7 +74,6 @@ __all__ = [
     "check_http_binding",
     "fingerprint",
     "http_app",
-    "is_loopback_host",
     "result",
     "serve_http",
     "tool_errors",
