@@ -9,8 +9,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import yaml
-
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.remediation import PlanStep, RemediationKind
@@ -153,6 +151,8 @@ def apply_steps(spec: ServiceSpec, steps: list[PlanStep]) -> ServiceSpec:
 
 def render(spec: ServiceSpec) -> str:
     """A stable YAML rendering of a spec, for diffs and reports."""
+    import yaml
+
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 

@@ -29,12 +29,14 @@ def register(app: typer.Typer) -> None:
 
         from agent.mcp_agent_faces import register_agent_faces
         from agent.mcp_agent_tools import register_agent_tools
-        from mcp_tools.server import build_server, check_http_binding, serve_http
+        from mcp_tools.server import build_server
         from mcp_tools.settings import get_settings
 
         settings = get_settings()
         token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
         if transport == "http":
+            from mcp_tools.server.http import check_http_binding
+
             check_http_binding(host, token)
         server = build_server(
             settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
@@ -43,4 +45,6 @@ def register(app: typer.Typer) -> None:
             # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
             anyio.run(server.run_stdio_async)
         else:
+            from mcp_tools.server.http import serve_http
+
             anyio.run(serve_http, server, host, port, token)
