@@ -197,17 +197,11 @@ def test_mutations_need_an_approval_id() -> None:
 from collections.abc import Iterator  # noqa: E402
 
 from sandbox.server import Sandbox, start_sandbox  # noqa: E402
-from sandbox.testing import TEST_TIME_SCALE  # noqa: E402
+from sandbox.testing import TEST_TIME_SCALE, sandbox_fields  # noqa: E402
 
 
 def _settings(sb: Sandbox) -> Settings:
-    return Settings(
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
-    )
+    return Settings(**sandbox_fields(sb))
 
 
 @pytest.fixture
