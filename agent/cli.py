@@ -1,85 +1,126 @@
 """The ``gemma-sre`` command line. Only this layer prints; library code logs to stderr.
 
 Each command lives in its own module under ``agent/commands/`` and imports heavy libraries inside
-the command function, so ``gemma-sre --help`` stays fast.
+the command function, so ``gemma-sre --help`` stays fast. ``gemma-sre mcp`` with no options (how an
+MCP client spawns the server) is served without building the CLI at all: typer and the other
+commands cost start-up time an MCP client waits for.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from agent.commands import register_all
 from mcp_tools.errors import ExternalError, UserError
 
-app = typer.Typer(
-    name="gemma-sre",
-    help="An SRE agent for vLLM on Cloud Run GPUs and GKE GPU nodes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+if TYPE_CHECKING:
+    import typer
 
 _state = {"debug": False}
+_app: typer.Typer | None = None
 
 
-@app.callback()
-def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress to stderr."),
-) -> None:
-    _state["debug"] = debug
+def configure_logging(debug: bool, verbose: bool) -> None:
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
 
-register_all(app)
+def get_app() -> typer.Typer:
+    """The typer application with every command registered (built once)."""
+    global _app
+    if _app is None:
+        import typer
+
+        from agent.commands import register_all
+
+        app = typer.Typer(
+            name="gemma-sre",
+            help="An SRE agent for vLLM on Cloud Run GPUs and GKE GPU nodes.",
+            no_args_is_help=True,
+            add_completion=False,
+            pretty_exceptions_enable=False,
+            rich_markup_mode=None,  # plain help: rendering it with rich costs ~0.1 s of start-up
+        )
+
+        @app.callback()
+        def _root(
+            debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
+            verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress to stderr."),
+        ) -> None:
+            _state["debug"] = debug
+            configure_logging(debug, verbose)
+
+        register_all(app)
+        _app = app
+    return _app
+
+
+def __getattr__(name: str) -> Any:  # ``from agent.cli import app``
+    if name == "app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _run(argv: list[str]) -> None:
+    if argv == ["mcp"]:
+        from agent.commands.mcp import serve
+
+        configure_logging(False, False)
+        serve()
+        return
+    # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``.
+    rc = get_app()(args=argv, standalone_mode=False)
+    if isinstance(rc, int) and rc != 0:
+        sys.exit(rc)
+
+
+def _exit_code(e: BaseException) -> int | None:
+    """The exit code for ``e`` after printing its one line; None when it must propagate."""
+    debug = _state["debug"]
+    if isinstance(e, UserError | ExternalError):
+        if debug:
+            return None
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, UserError) else 1
+    if isinstance(e, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        return 130
+    typer = sys.modules.get("typer")
+    if typer is not None:
+        if isinstance(e, typer.Exit):
+            return int(e.exit_code)
+        if isinstance(e, typer.Abort):
+            print("aborted", file=sys.stderr)
+            return 130
+        if isinstance(e, typer.TyperException):  # usage errors (typer vendors click's exception classes)
+            show = getattr(e, "show", None)
+            if callable(show):
+                show()
+            else:
+                print(f"error: {e}", file=sys.stderr)
+            usage = type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter")
+            return 2 if usage else int(getattr(e, "exit_code", 1))
+    if isinstance(e, Exception) and not debug:
+        print(
+            f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    return None
 
 
 def main() -> None:
     """Console-script entry point: bad input is one line on stderr and exit 2, never a traceback."""
     try:
-        # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``.
-        rc = app(standalone_mode=False)
-        if isinstance(rc, int) and rc != 0:
-            sys.exit(rc)
-    except UserError as e:
-        if _state["debug"]:
+        _run(sys.argv[1:])
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as e:
+        code = _exit_code(e)
+        if code is None:
             raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except ExternalError as e:
-        if _state["debug"]:
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except typer.TyperException as e:  # usage errors (typer vendors click's exception classes)
-        show = getattr(e, "show", None)
-        if callable(show):
-            show()
-        else:
-            print(f"error: {e}", file=sys.stderr)
-        usage = type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter")
-        sys.exit(2 if usage else int(getattr(e, "exit_code", 1)))
-    except Exception as e:
-        if _state["debug"]:
-            raise
-        print(
-            f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)",
-            file=sys.stderr,
-        )
-        sys.exit(1)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

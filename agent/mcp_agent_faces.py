@@ -212,8 +212,6 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
     """Register investigate / approve_remediation / reject_remediation / get_incident_report."""
     import anyio.to_thread
 
-    from agent.loop import resume_cycle, run_cycle, thread_result
-
     policy = state.policy
 
     @mcp.tool(annotations=INVESTIGATE)
@@ -227,6 +225,8 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         for approve_remediation or reject_remediation. An optional question is answered by the model
         with read-only tools (needs GEMMA_SRE_MODEL_URL or VLLM_BASE_URL)."""
         # Investigating never applies: under 'auto' the loop still stops at the approval request.
+        from agent.loop import run_cycle  # imported where used: the server starts without LangGraph
+
         run_policy = Policy.APPROVE if policy is Policy.AUTO else policy
         cfg = _cfg(state, service, policy=run_policy)
         on_update = _progress(ctx)
@@ -249,6 +249,8 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
             rolled back to the last good revision if verification fails. Returns the outcome."""
             if not approver or not approver.strip():
                 raise UserError("approver: name the person who approves (it is recorded in the audit log)")
+            from agent.loop import resume_cycle
+
             on_update = _progress(ctx, offset=STEPS.index("preflight") + 1)
             res = await anyio.to_thread.run_sync(
                 lambda: resume_cycle(thread_id, decision="approve", approver=approver, on_update=on_update)
@@ -268,6 +270,8 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         """Reject the plan waiting on thread_id: nothing is applied; the report records who and why."""
         if not reason or not reason.strip():
             raise UserError("reason: say why the plan is rejected (it is recorded in the report)")
+        from agent.loop import resume_cycle
+
         res = await anyio.to_thread.run_sync(
             lambda: resume_cycle(thread_id, decision="reject", approver=approver, reason=reason.strip())
         )
@@ -282,6 +286,8 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
 
         def read() -> ReportOut:
             import json
+
+            from agent.loop import thread_result
 
             res = thread_result(thread_id)
             if res.waiting:

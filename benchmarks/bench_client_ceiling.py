@@ -294,6 +294,8 @@ def main() -> None:
     print(f"  ours (mcp_tools.bench, aiohttp):      {statistics.median(ours_rps):8,.0f} req/s")
     if aio_rps:
         print(f"  aiohttp loop (vllm bench style):      {statistics.median(aio_rps):8,.0f} req/s")
+        ratio = statistics.median(ours_rps) / statistics.median(aio_rps)
+        print(f"  ratio ours / aiohttp loop (medians of this run): {ratio:.2f}")
     if guide_rps:
         print(f"  GuideLLM (guidellm run, concurrent):  {statistics.median(guide_rps):8,.0f} req/s")
     if ours_ttft_c:

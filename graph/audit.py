@@ -47,7 +47,7 @@ def audit_path(state_dir: Path | str) -> Path:
 
 
 def _redact(text: str) -> str:
-    from mcp_tools.logs import redact
+    from mcp_tools.redact import redact
 
     return redact(text)
 

@@ -33,7 +33,8 @@ from graph.analyzers.base import (
 from graph.analyzers.base import STARTED as STARTED_MARK
 from graph.observation import Observation
 from mcp_tools.incident import CATEGORIES, Incident
-from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact, redact_args
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
+from mcp_tools.redact import redact, redact_args
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (

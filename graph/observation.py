@@ -178,7 +178,7 @@ def redacted(lines: list[LogLine]) -> list[LogLine]:
     """Log lines with credentials masked: what the state, the checkpoints, a model and a report see."""
     import json
 
-    from mcp_tools.logs import redact
+    from mcp_tools.redact import redact
 
     out: list[LogLine] = []
     for ln in lines:

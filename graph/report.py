@@ -56,7 +56,7 @@ def outcome_of(state: SREState, policy: Policy) -> Outcome:
 
 
 def _redact(text: str) -> str:
-    from mcp_tools.logs import redact
+    from mcp_tools.redact import redact
 
     return redact(text)
 

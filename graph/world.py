@@ -3,31 +3,44 @@
 One ``World`` per node run, built from the run's ``Configuration``: the Cloud Run client, the
 Cloud Logging reader and the vLLM endpoint client, each with the configuration's endpoints and
 credentials. Keeping this seam in one module means the nodes read as the loop, not as client code.
+
+Retries: each Google call is tried ``cfg.retries`` times by ``mcp_tools.google_api`` (once, not again
+here); the vLLM endpoint's reads are retried the same way through ``World.retrying``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from graph.config import Configuration
+from mcp_tools.google_api import READ, CallPolicy, retrying
 from mcp_tools.incident import LogLine, ServiceSpec
+
+T = TypeVar("T")
 
 
 class World:
     def __init__(self, cfg: Configuration) -> None:
         self.cfg = cfg
         self.settings = cfg.settings()
+        self.policy: CallPolicy = READ.with_(
+            attempts=cfg.retries, base_delay_s=cfg.retry_base_s, timeout_s=self.settings.http_timeout_s
+        )
         self._cloudrun: Any = None
+
+    def retrying(self, fn: Callable[[], T], what: str) -> T:
+        """``fn`` (a read of the vLLM endpoint) tried as a Google read is: ``cfg.retries`` times."""
+        return retrying(fn, what=what, policy=self.policy, retry_on=(Exception,))
 
     @property
     def cloudrun(self) -> Any:
         if self._cloudrun is None:
             from mcp_tools.cloudrun import CloudRun
 
-            # The loop does its own bounded retries around each step; keep the client's short.
-            self._cloudrun = CloudRun(self.settings, retry_attempts=2, retry_max_wait_s=2.0)
+            self._cloudrun = CloudRun(self.settings, policy=self.policy)
         return self._cloudrun
 
     # -- Cloud Run --
@@ -64,7 +77,9 @@ class World:
         boundary: set[tuple[str | None, str, str]] = set()
         while total < limit:
             want = min(MAX_LIMIT, limit - total + len(boundary))
-            batch = list_entries(service, since=since, until=end, limit=want, settings=self.settings)
+            batch = list_entries(
+                service, since=since, until=end, limit=want, settings=self.settings, policy=self.policy
+            )
             fresh = [ln for ln in batch if (ln.timestamp, ln.severity, ln.message) not in boundary]
             fresh = fresh[-(limit - total) :] if len(fresh) > limit - total else fresh
             if fresh:

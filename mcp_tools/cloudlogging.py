@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mcp_tools.cloudrun import validate_revision_name, validate_service_name
-from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.errors import UserError
+from mcp_tools.google_api import READ, CallPolicy, build_client, call
 from mcp_tools.incident import SEVERITIES, LogLine
 from mcp_tools.settings import Settings, get_settings
 
@@ -149,33 +150,27 @@ def entry_to_logline(entry: Any) -> LogLine:
 class CloudLogging:
     """Read Cloud Run service logs from Cloud Logging."""
 
-    def __init__(self, settings: Settings | None = None, *, retry_attempts: int = 3) -> None:
+    def __init__(self, settings: Settings | None = None, *, policy: CallPolicy | None = None) -> None:
         self.settings = settings or get_settings()
-        self.retry_attempts = max(1, retry_attempts)
+        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
         self._client: Any = None
 
     @property
     def client(self) -> Any:
         if self._client is None:
-            from google.auth import exceptions as auth_exc
             from google.cloud import logging as gcl
 
             if not self.settings.project:
                 raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
-            kw: dict[str, Any] = {"project": self.settings.project, "_use_grpc": False}
-            if self.settings.logging_api_endpoint:
-                kw["client_options"] = {"api_endpoint": self.settings.logging_api_endpoint}
-            if self.settings.anonymous_credentials:
-                from google.auth.credentials import AnonymousCredentials
-
-                kw["credentials"] = AnonymousCredentials()
-            try:
-                self._client = gcl.Client(**kw)
-            except auth_exc.DefaultCredentialsError:
-                raise ExternalError(
-                    "no Google credentials found: run `gcloud auth application-default login` "
-                    "or set GOOGLE_APPLICATION_CREDENTIALS"
-                ) from None
+            self._client = build_client(
+                gcl.Client,
+                self.settings,
+                endpoint=self.settings.logging_api_endpoint,
+                handwritten=True,
+                timeout_s=self.policy.timeout_s,
+                project=self.settings.project,
+                _use_grpc=False,
+            )
         return self._client
 
     def list_entries(
@@ -195,8 +190,6 @@ class CloudLogging:
         With ``newest`` (default) the newest ``limit`` entries in the window are kept; otherwise the
         oldest (useful for start-up failures).
         """
-        from google.api_core import exceptions as gexc
-
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise UserError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
         now = datetime.now(UTC)
@@ -216,46 +209,20 @@ class CloudLogging:
         order = "timestamp desc" if newest else "timestamp asc"
         log.debug("Cloud Logging filter:\n%s", filt)
 
-        import requests
-
-        transient = (
-            gexc.TooManyRequests,
-            gexc.InternalServerError,
-            gexc.BadGateway,
-            gexc.ServiceUnavailable,
-            gexc.GatewayTimeout,
-            requests.exceptions.ConnectionError,
-            requests.exceptions.Timeout,
-        )
-        last: BaseException | None = None
-        for attempt in range(1, self.retry_attempts + 1):
-            try:
-                entries = self.client.list_entries(
+        lines = call(
+            "Cloud Logging (list entries)",
+            lambda: [
+                entry_to_logline(e)
+                for e in self.client.list_entries(
                     resource_names=[f"projects/{self.settings.project}"],
                     filter_=filt,
                     order_by=order,
                     max_results=limit,
                     page_size=min(limit, 1000),
                 )
-                lines = [entry_to_logline(e) for e in entries]
-                break
-            except transient as e:
-                last = e
-                if attempt < self.retry_attempts:
-                    import time
-
-                    log.warning("Cloud Logging: %s; retrying", e.__class__.__name__)
-                    time.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
-            except gexc.InvalidArgument as e:
-                raise UserError(f"Cloud Logging rejected the query ({_describe(e)})") from None
-            except gexc.PermissionDenied as e:
-                raise ExternalError(f"Cloud Logging: permission denied ({_describe(e)})") from None
-            except gexc.GoogleAPICallError as e:
-                raise ExternalError(f"Cloud Logging error ({_describe(e)})") from None
-        else:
-            raise ExternalError(
-                f"Cloud Logging unavailable after {self.retry_attempts} attempts ({_describe(last)})"
-            )
+            ],
+            policy=self.policy,
+        )
         if newest:
             lines.reverse()
         return lines
@@ -271,9 +238,10 @@ def list_entries(
     revision: str | None = None,
     limit: int = 1000,
     settings: Settings | None = None,
+    policy: CallPolicy | None = None,
 ) -> list[LogLine]:
     """Entries of a Cloud Run service, oldest first (see ``CloudLogging.list_entries``)."""
-    return CloudLogging(settings).list_entries(
+    return CloudLogging(settings, policy=policy).list_entries(
         service,
         since=since,
         until=until,
@@ -282,10 +250,3 @@ def list_entries(
         revision=revision,
         limit=limit,
     )
-
-
-def _describe(e: BaseException | None) -> str:
-    if e is None:
-        return "unknown error"
-    msg = " ".join(str(getattr(e, "message", None) or e).split())
-    return f"{e.__class__.__name__}: {msg[:300]}" if msg else e.__class__.__name__

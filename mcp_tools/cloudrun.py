@@ -5,9 +5,9 @@ ambient Google credentials and ``GOOGLE_CLOUD_PROJECT`` / ``GOOGLE_CLOUD_LOCATIO
 ``run_api_endpoint`` + ``anonymous_credentials`` point it at another endpoint (the local sandbox).
 
 Everything here is synchronous: async callers use ``asyncio.to_thread`` (the async REST client does
-not work). Transient failures (429, 5xx, timeouts, connection errors) are retried with backoff a
-bounded number of times, then raised as one-line ``ExternalError``; an unknown service or revision is
-a ``UserError``. Every mutation carries the approval id as ``x-gemma-sre-approval`` request metadata.
+not work). Every call goes through ``mcp_tools.google_api`` (bounded retries on transient failures,
+a timeout per attempt, one error map: an unknown service or revision is a ``NotFoundError``).
+Every mutation carries the approval id as ``x-gemma-sre-approval`` request metadata.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from mcp_tools.errors import ExternalError, NotFoundError, UserError
+from mcp_tools.errors import UserError, short_error
+from mcp_tools.google_api import READ, CallPolicy, build_client, call
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.settings import Settings, get_settings
 
@@ -369,30 +370,6 @@ def add_gcs_volume(svc: run_v2.Service, bucket: str, mount_path: str = MODELS_MO
 # --- the client ------------------------------------------------------------------------------------
 
 
-def _transient_types() -> tuple[type[BaseException], ...]:
-    import requests
-    from google.api_core import exceptions as gexc
-
-    return (
-        gexc.TooManyRequests,
-        gexc.InternalServerError,
-        gexc.BadGateway,
-        gexc.ServiceUnavailable,
-        gexc.GatewayTimeout,
-        gexc.DeadlineExceeded,
-        requests.exceptions.ConnectionError,
-        requests.exceptions.Timeout,
-    )
-
-
-def _not_processed_types() -> tuple[type[BaseException], ...]:
-    """Failures that mean a mutation was not applied, so retrying it cannot apply it twice."""
-    import requests
-    from google.api_core import exceptions as gexc
-
-    return (gexc.TooManyRequests, gexc.ServiceUnavailable, requests.exceptions.ConnectTimeout)
-
-
 def _check_approval(approval_id: str) -> str:
     if not isinstance(approval_id, str) or not _APPROVAL_RE.fullmatch(approval_id):
         raise UserError(
@@ -408,12 +385,11 @@ class CloudRun:
         self,
         settings: Settings | None = None,
         *,
-        retry_attempts: int = 4,
-        retry_max_wait_s: float = 8.0,
+        policy: CallPolicy | None = None,
     ) -> None:
         self.settings = settings or get_settings()
-        self.retry_attempts = max(1, retry_attempts)
-        self.retry_max_wait_s = retry_max_wait_s
+        #: how each read is tried; mutations use the same attempts but retry only what was not processed
+        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
         self._services: Any = None
         self._revisions: Any = None
 
@@ -435,24 +411,14 @@ class CloudRun:
     def parent(self) -> str:
         return f"projects/{self.project}/locations/{self.location}"
 
-    def _client_kwargs(self) -> dict[str, Any]:
-        from google.api_core.client_options import ClientOptions
-
-        kw: dict[str, Any] = {"transport": "rest"}
-        if self.settings.run_api_endpoint:
-            kw["client_options"] = ClientOptions(api_endpoint=self.settings.run_api_endpoint)
-        if self.settings.anonymous_credentials:
-            from google.auth.credentials import AnonymousCredentials
-
-            kw["credentials"] = AnonymousCredentials()
-        return kw
-
     @property
     def services(self) -> Any:
         if self._services is None:
             from google.cloud import run_v2
 
-            self._services = self._make(run_v2.ServicesClient)
+            self._services = build_client(
+                run_v2.ServicesClient, self.settings, endpoint=self.settings.run_api_endpoint
+            )
         return self._services
 
     @property
@@ -460,19 +426,10 @@ class CloudRun:
         if self._revisions is None:
             from google.cloud import run_v2
 
-            self._revisions = self._make(run_v2.RevisionsClient)
+            self._revisions = build_client(
+                run_v2.RevisionsClient, self.settings, endpoint=self.settings.run_api_endpoint
+            )
         return self._revisions
-
-    def _make(self, cls: Any) -> Any:
-        from google.auth import exceptions as auth_exc
-
-        try:
-            return cls(**self._client_kwargs())
-        except auth_exc.DefaultCredentialsError:
-            raise ExternalError(
-                "no Google credentials found: run `gcloud auth application-default login` "
-                "or set GOOGLE_APPLICATION_CREDENTIALS"
-            ) from None
 
     def service_path(self, name: str) -> str:
         """The full resource name for a short service name (or a full one in this project/region)."""
@@ -483,56 +440,10 @@ class CloudRun:
         return f"{self.parent}/services/{validate_service_name(name)}"
 
     def _call(self, what: str, fn: Any, *args: Any, mutation: bool = False, **kwargs: Any) -> Any:
-        """Run one API call with bounded retries; map failures to one-line errors."""
-        from google.api_core import exceptions as gexc
-        from google.auth import exceptions as auth_exc
-        from tenacity import (
-            RetryError,
-            Retrying,
-            retry_if_exception_type,
-            stop_after_attempt,
-            wait_exponential,
-        )
-
-        retry_on = _not_processed_types() if mutation else _transient_types()
-        retrying = Retrying(
-            stop=stop_after_attempt(self.retry_attempts),
-            wait=wait_exponential(multiplier=0.5, max=self.retry_max_wait_s),
-            retry=retry_if_exception_type(retry_on),
-            reraise=False,
-            before_sleep=lambda rs: log.warning(
-                "%s: %s; retrying (attempt %d of %d)",
-                what,
-                type(rs.outcome.exception()).__name__ if rs.outcome else "error",
-                rs.attempt_number,
-                self.retry_attempts,
-            ),
-        )
-        kwargs.setdefault("timeout", self.settings.http_timeout_s)
-        kwargs.setdefault("retry", None)  # ours, not the library's default
-        try:
-            return retrying(fn, *args, **kwargs)
-        except RetryError as e:
-            last = e.last_attempt.exception()
-            raise ExternalError(
-                f"{what}: Cloud Run API unavailable after {self.retry_attempts} attempts ({_describe(last)})"
-            ) from None
-        except gexc.NotFound:
-            raise NotFoundError(
-                f"{what}: not found in project {self.project}, region {self.location}"
-            ) from None
-        except gexc.PermissionDenied as e:
-            raise ExternalError(f"{what}: permission denied ({_describe(e)})") from None
-        except gexc.Unauthenticated as e:
-            raise ExternalError(f"{what}: not authenticated ({_describe(e)})") from None
-        except (gexc.InvalidArgument, gexc.FailedPrecondition, gexc.Aborted, gexc.AlreadyExists) as e:
-            raise UserError(f"{what}: rejected by Cloud Run ({_describe(e)})") from None
-        except auth_exc.GoogleAuthError as e:
-            raise ExternalError(f"{what}: credentials problem ({e.__class__.__name__})") from None
-        except retry_on as e:  # a transient failure on the last allowed attempt
-            raise ExternalError(f"{what}: Cloud Run API unavailable ({_describe(e)})") from None
-        except gexc.GoogleAPICallError as e:
-            raise ExternalError(f"{what}: Cloud Run API error ({_describe(e)})") from None
+        """One API call through ``google_api.call`` (bounded retries, a timeout, one error map)."""
+        policy = self.policy.with_(mutation=True) if mutation else self.policy
+        not_found = f"{what}: not found in project {self.project}, region {self.location}"
+        return call(what, lambda: fn(*args, **kwargs, **policy.rpc), policy=policy, not_found=not_found)
 
     # -- reads --
 
@@ -549,8 +460,8 @@ class CloudRun:
         return info
 
     def list_services(self) -> list[ServiceInfo]:
-        pager = self._call("list services", self.services.list_services, parent=self.parent)
-        return [_service_info(s) for s in pager]
+        services = self._call("list services", _all(self.services.list_services), parent=self.parent)
+        return [_service_info(s) for s in services]
 
     def list_revisions(
         self, name: str, *, limit: int = 50, _traffic: list[TrafficEntry] | None = None
@@ -559,9 +470,9 @@ class CloudRun:
         path = self.service_path(name)
         if _traffic is None:
             _traffic = _service_info(self.get_raw(name)).traffic
-        pager = self._call(
+        revisions = self._call(
             f"revisions of {_short(path)!r}",
-            self.revisions.list_revisions,
+            _all(self.revisions.list_revisions, limit=limit),
             request={"parent": path, "page_size": min(limit, 100)},
         )
         percent: dict[str, int] = {}
@@ -569,10 +480,8 @@ class CloudRun:
             if t.revision:
                 percent[t.revision] = percent.get(t.revision, 0) + t.percent
         out: list[RevisionInfo] = []
-        for r in pager:
+        for r in revisions:
             out.append(_revision_info(r, percent))
-            if len(out) >= limit:
-                break
         out.sort(key=lambda r: r.create_time or "", reverse=True)
         return out
 
@@ -615,7 +524,7 @@ class CloudRun:
         except (concurrent.futures.TimeoutError, TimeoutError):
             return None, f"{what}: not finished after {deadline_s:.0f} s (still rolling out)"
         except gexc.GoogleAPICallError as e:
-            return None, f"{what}: {_describe(e)}"
+            return None, f"{what}: {short_error(e)}"
 
     def update_service(
         self,
@@ -733,14 +642,12 @@ class CloudRun:
         )
 
 
-def _describe(e: BaseException | None) -> str:
-    if e is None:
-        return "unknown error"
-    msg = getattr(e, "message", None) or str(e)
-    msg = " ".join(str(msg).split())
-    if len(msg) > 300:
-        msg = msg[:300] + "..."
-    return f"{e.__class__.__name__}: {msg}" if msg else e.__class__.__name__
+def _all(method: Any, limit: int | None = None) -> Any:
+    """``method``'s pager read to the end (or ``limit`` items) inside one call, so that every page's
+    request is retried and mapped like the first."""
+    from itertools import islice
+
+    return lambda *a, **kw: list(islice(method(*a, **kw), limit))
 
 
 def _failed_message(svc: Any) -> str:

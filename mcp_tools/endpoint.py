@@ -31,7 +31,6 @@ from mcp_tools.errors import ExternalError, UserError
 log = logging.getLogger(__name__)
 
 AuthMode = Literal["auto", "none", "id_token"]
-_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
 _TOKEN_MARGIN_S = 120.0
 
 
@@ -95,9 +94,20 @@ def _fetch_id_token(audience: str) -> str:
     )
 
 
-def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host in _LOOPBACK or host.startswith("127.")
+def is_loopback(url_or_host: str) -> bool:
+    """Whether a URL's host (or a bare host) is this machine's loopback: ``localhost``, 127.0.0.0/8,
+    ``::1``. ``0.0.0.0`` is not: it means every interface."""
+    import ipaddress
+
+    text = url_or_host.strip()
+    host = urlsplit(text).hostname if "://" in text else text.strip("[]")
+    host = (host or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # --- results ---------------------------------------------------------------------------------------

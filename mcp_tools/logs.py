@@ -1,10 +1,10 @@
-"""Log compression for a model's context: redaction, template mining, and the lines that matter.
+"""Log compression for a model's context: template mining, and the lines that matter.
 
 ``compress_logs`` turns tens of thousands of log lines into a few thousand tokens that still hold
 the root cause:
 
-- every line is redacted first (``redact``): nothing secret reaches a template, a kept line, a
-  prompt or a report;
+- every line is redacted first (``mcp_tools.redact``): nothing secret reaches a template, a kept
+  line, a prompt or a report;
 - numbers, hex, UUIDs, IPs and paths are masked and the masked lines are mined into templates with
   drain3 (in memory, no persistence), each with its count and first / last line number;
 - raw lines are kept, by priority, within the token budget: known root-cause signatures (CUDA OOM,
@@ -28,144 +28,16 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from mcp_tools.incident import LogLine
+from mcp_tools.redact import might_hold_secret, redact
 
 log = logging.getLogger(__name__)
-
-# --------------------------------------------------------------------------------------------------
-# Redaction
-# --------------------------------------------------------------------------------------------------
-
-# Cheap gate, run on the lower-cased line: only lines that might hold a secret go through every pattern.
-_SECRET_HINT = re.compile(
-    r"bearer|basic |hf_|aiza|ya\d+\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
-    r"|api.?key|access.?key|credential|auth\w*[\"']?\s*[:=]|eyj|akia|asia|://[^/\s:@]+:[^/\s@]+@"
-    r"|gh[pousr]_|github_pat_|sk-|xox[abpr]-"
-)
-
-_KEY_NAMES = (
-    r"[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|credentials?|auth)"
-)
-
-
-def _keep_quotes(value: str) -> str:
-    """A quoted value stays quoted, so redacted JSON or YAML still parses."""
-    q = value[0] if value[:1] in ("'", '"') else ""
-    return f"{q}[REDACTED]{q}"
-
-
-#: (pattern, replacement) in order. Each replacement keeps enough context to read the line.
-_REDACTIONS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    # PEM private keys (whole block, or a block cut by the log line)
-    (
-        re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|$)", re.DOTALL),
-        "[REDACTED:private_key]",
-    ),
-    # Authorization headers: "Authorization: Bearer x", "authorization=Basic x"
-    (
-        re.compile(r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?)(bearer|basic|token)\s+[^\s\"',;]+"),
-        r"\1\2 [REDACTED]",
-    ),
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/\-]{8,}=*"), r"\1 [REDACTED]"),
-    # JSON Web Tokens (three base64url segments, the first two JSON objects)
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), "[REDACTED:jwt]"),
-    # Hugging Face tokens
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "[REDACTED:hf_token]"),
-    # Google API keys and OAuth access tokens
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), "[REDACTED:google_api_key]"),
-    (re.compile(r"\bya29\.[0-9A-Za-z_.\-]{10,}"), "[REDACTED:oauth_token]"),
-    # GitHub, OpenAI-style and Slack tokens
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"), "[REDACTED:token]"),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}"), "[REDACTED:api_key]"),
-    (re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"), "[REDACTED:token]"),
-    # AWS access key ids
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED:aws_key_id]"),
-    # user:password@ in URLs
-    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1[REDACTED]@"),
-    # key=value / key: value / "key": "value" for secret-looking keys (values None/null/empty are kept)
-    (
-        re.compile(
-            r"(?i)(?<![A-Za-z0-9])(" + _KEY_NAMES + r")([\"']?\s*[:=]\s*)"
-            r"(?!(?:None|null|''|\"\"|False|True|\[REDACTED)\b)"
-            r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)"
-        ),
-        lambda m: m.group(1) + m.group(2) + _keep_quotes(m.group(3)),
-    ),
-]
-
-
-def redact(text: str) -> str:
-    """``text`` with credentials replaced by ``[REDACTED...]`` markers.
-
-    Covers bearer/basic authorization headers, Hugging Face ``hf_`` tokens, Google API keys
-    (``AIza...``), OAuth access tokens (``ya29.``), PEM private keys, JWTs, AWS key ids, GitHub /
-    OpenAI-style / Slack tokens, ``user:pass@`` in URLs, and the values of ``password=``, ``token=``,
-    ``secret=``, ``api_key=`` (and ``: `` / JSON forms, any prefix such as ``HF_TOKEN=``).
-    """
-    if not text or not _SECRET_HINT.search(text.lower()):
-        return text
-    for pattern, repl in _REDACTIONS:
-        text = pattern.sub(repl, text)
-    return text
-
-
-#: A mapping key that names a secret (``HF_TOKEN``, ``db_password``, ``api_key``, ``credentials``).
-_SECRET_KEY = re.compile(r"(?i)^" + _KEY_NAMES + r"s?$")
-
-
-def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:
-    """A JSON-like value with secrets hidden: string values under secret-looking keys (and the ``value``
-    of ``{"name": "HF_TOKEN", "value": ...}`` pairs, as Cloud Run lists env vars) become
-    ``[REDACTED]``; every other string goes through ``redact``. Keys in ``keep`` are left as they are."""
-    if isinstance(obj, dict):
-        name = obj.get("name")
-        secret_pair = isinstance(name, str) and bool(_SECRET_KEY.match(name)) and "value" in obj
-        out: dict[Any, Any] = {}
-        for k, v in obj.items():
-            if k in keep:
-                out[k] = v
-            elif (
-                isinstance(v, str)
-                and v
-                and ((isinstance(k, str) and _SECRET_KEY.match(k)) or (secret_pair and k == "value"))
-            ):
-                out[k] = "[REDACTED]"
-            else:
-                out[k] = redact_data(v, keep)
-        return out
-    if isinstance(obj, list | tuple):
-        return [redact_data(v, keep) for v in obj]
-    if isinstance(obj, str):
-        return redact(obj)
-    return obj
-
-
-_SECRET_FLAG = re.compile(
-    r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)s?$", re.I
-)
-
-
-def redact_args(args: Sequence[str]) -> list[str]:
-    """A command line with secrets removed: ``--api-key VALUE`` (value in the next item) as well as
-    everything ``redact`` catches inside single items (``--api-key=VALUE``, tokens, keys)."""
-    out: list[str] = []
-    hide_next = False
-    for a in args:
-        if hide_next and not a.startswith("--"):
-            out.append("[REDACTED]")
-            hide_next = False
-            continue
-        hide_next = bool(_SECRET_FLAG.match(a))
-        out.append(redact(a))
-    return out
-
 
 # --------------------------------------------------------------------------------------------------
 # Token estimate
@@ -371,7 +243,7 @@ def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
         seen = per_shape.get(shape)
         if seen is None:
             m = _VLLM_PREFIX.match(msg)
-            seen = (bool(_SECRET_HINT.search(shape.lower())), m.group(1) if m else None)
+            seen = (might_hold_secret(shape), m.group(1) if m else None)
             per_shape[shape] = seen
         hinted, level = seen
         if hinted:

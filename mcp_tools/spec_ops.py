@@ -9,8 +9,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import yaml
-
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.remediation import PlanStep, RemediationKind
@@ -153,12 +151,14 @@ def apply_steps(spec: ServiceSpec, steps: list[PlanStep]) -> ServiceSpec:
 
 def render(spec: ServiceSpec) -> str:
     """A stable YAML rendering of a spec, for diffs and reports."""
+    import yaml
+
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
 def _shown(spec: ServiceSpec) -> str:
     """A spec rendered for people: secrets in args (``--api-key VALUE``) and env values redacted."""
-    from mcp_tools.logs import redact, redact_args, redact_data
+    from mcp_tools.redact import redact, redact_args, redact_data
 
     safe = spec.model_copy(
         update={

@@ -20,7 +20,6 @@ the status asked for, hang until the client gives up (or ``seconds`` pass), or d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from sandbox.clock import rfc3339
 from sandbox.cloudlogging import http as logging_http
 from sandbox.cloudrun import http as run_http
 from sandbox.errors import ApiError, bad_request, status_for_http
-from sandbox.faults import Fault
+from sandbox.faults import Fault, wait_disconnect
 from sandbox.journal import APPROVAL_HEADER, JournalEntry
 
 if TYPE_CHECKING:
@@ -113,7 +112,7 @@ class SandboxApp:
             )
             return JSONResponse(err.body(), status_code=fault.status)
         if fault.kind == "hang":
-            await _wait_disconnect(request, fault.seconds)
+            await wait_disconnect(request, fault.seconds)
             return None
         _drop(request.scope)
         raise _Dropped("injected drop")
@@ -330,17 +329,6 @@ async def _text(send: Send, status: int, text: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-async def _wait_disconnect(request: Request, seconds: float | None) -> None:
-    async def _until_gone() -> None:
-        while True:
-            message = await request.receive()
-            if message["type"] == "http.disconnect":
-                return
-
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(_until_gone(), timeout=seconds)
 
 
 def _drop(scope: Scope) -> None:

@@ -13,11 +13,16 @@ Everything is plain data guarded by a lock, so the sandbox may arm faults from a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 FaultKind = Literal["status", "hang", "drop"]
 
@@ -97,3 +102,16 @@ class FaultInjector:
                             del self._faults[i]
                     return f.model_copy()
         return None
+
+
+async def wait_disconnect(request: Request, seconds: float | None) -> None:
+    """Act out a ``hang``: send nothing until the client leaves (or ``seconds`` pass)."""
+
+    async def _until_gone() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_until_gone(), timeout=seconds)

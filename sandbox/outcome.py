@@ -23,7 +23,7 @@ class StartupOutcome:
     failure_message: str | None = None  # the revision's Ready condition message when it fails
     failure_reason: str = "HEALTH_CHECK_CONTAINER_ERROR"  # Condition.RevisionReason
     category: str | None = None  # the SPEC failure category the sandbox meant (not on the wire)
-    sim_config: Any = None  # sandbox.vllm_sim.SimConfig for a ready revision
+    sim_config: Any = None  # sandbox.vllm_sim.config.SimConfig for a ready revision
     notes: dict[str, Any] = field(default_factory=dict)  # figures behind the decision (debugging)
 
 

@@ -467,7 +467,7 @@ def sim_config(
     cfg: PhysicsConfig,
 ) -> Any:
     """The simulated vLLM server of a ready revision: the planner's KV figures and a roofline."""
-    from sandbox.vllm_sim import SimConfig
+    from sandbox.vllm_sim.config import SimConfig
 
     bw = (gpu.bandwidth_gbps or 300.0) * 1e9 * max(1, plan.tensor_parallel_size)
     itl = plan.weights_gib * GIB / (bw * DECODE_EFFICIENCY)

@@ -187,7 +187,7 @@ def _incident_fate(sb: Any, spec: ServiceSpec, inc: Incident) -> None:
     whatever the planner would say about its spec; its log lines are the incident's own."""
     from sandbox import logtext as lt
     from sandbox.outcome import StartupOutcome
-    from sandbox.vllm_sim import SimConfig
+    from sandbox.vllm_sim.config import SimConfig
 
     if inc.expected is not None:
         up = inc.expected.category in _UP

@@ -114,7 +114,7 @@ class Sandbox:
 
     # ------------------------------------------------------------------------------ serving
     def _make_revision_app(self, rev: Revision) -> tuple[Any, Any]:
-        from sandbox.vllm_sim import VllmSim
+        from sandbox.vllm_sim.app import VllmSim
 
         if rev.outcome.sim_config is None:
             raise ValueError(f"revision {rev.short} is ready but has no serving config")

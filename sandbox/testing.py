@@ -24,33 +24,44 @@ from sandbox.server import Sandbox, start_sandbox
 TEST_TIME_SCALE = 1000.0
 
 
-def client_options(sb: Sandbox) -> Any:
-    from google.api_core.client_options import ClientOptions
+def sandbox_fields(sb: Sandbox) -> dict[str, Any]:
+    """The fields that point gemma-sre's ``Settings`` (or a loop ``Configuration``) at this sandbox."""
+    return {
+        "project": sb.project,
+        "location": sb.location,
+        "run_api_endpoint": sb.url,
+        "logging_api_endpoint": sb.url,
+        "anonymous_credentials": True,
+    }
 
-    return ClientOptions(api_endpoint=sb.url)
+
+def _settings(sb: Sandbox) -> Any:
+    from mcp_tools.settings import Settings
+
+    return Settings(**sandbox_fields(sb))
 
 
 def run_clients(sb: Sandbox) -> tuple[Any, Any]:
     """(ServicesClient, RevisionsClient) of ``google-cloud-run`` over REST with anonymous credentials."""
-    from google.auth.credentials import AnonymousCredentials
     from google.cloud import run_v2
 
-    kw: dict[str, Any] = dict(
-        credentials=AnonymousCredentials(), transport="rest", client_options=client_options(sb)
+    from mcp_tools.google_api import build_client
+
+    settings = _settings(sb)
+    return (
+        build_client(run_v2.ServicesClient, settings, endpoint=sb.url),
+        build_client(run_v2.RevisionsClient, settings, endpoint=sb.url),
     )
-    return run_v2.ServicesClient(**kw), run_v2.RevisionsClient(**kw)
 
 
 def logging_client(sb: Sandbox) -> Any:
     """A ``google.cloud.logging.Client`` (JSON/REST API) pointed at the sandbox."""
-    from google.auth.credentials import AnonymousCredentials
     from google.cloud import logging as gcl
 
-    return gcl.Client(
-        project=sb.project,
-        credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": sb.url},
-        _use_grpc=False,
+    from mcp_tools.google_api import build_client
+
+    return build_client(
+        gcl.Client, _settings(sb), endpoint=sb.url, handwritten=True, project=sb.project, _use_grpc=False
     )
 
 

@@ -22,7 +22,9 @@ from mcp_tools.errors import UserError
 from sandbox.faults import FaultInjector
 from sandbox.serve import start_in_thread
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from sandbox.vllm_sim import SimConfig, VllmSim, tokenize
+from sandbox.vllm_sim.app import VllmSim
+from sandbox.vllm_sim.config import SimConfig
+from sandbox.vllm_sim.tokenizer import tokenize
 
 MODEL = "google/gemma-4-12B-it"
 

@@ -17,6 +17,7 @@ from mcp_tools.cloudrun import (
     validate_service_name,
 )
 from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.google_api import READ
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.settings import Settings
 
@@ -178,8 +179,8 @@ def test_unreachable_api_is_one_external_error_after_bounded_retries() -> None:
         anonymous_credentials=True,
         http_timeout_s=2,
     )
-    cr = CloudRun(settings, retry_attempts=2, retry_max_wait_s=0.1)
-    with pytest.raises(ExternalError, match=r"Cloud Run API unavailable after 2 attempts"):
+    cr = CloudRun(settings, policy=READ.with_(attempts=2, max_delay_s=0.1))
+    with pytest.raises(ExternalError, match=r"unavailable after 2 attempts"):
         cr.get_service("gemma")
 
 
@@ -196,17 +197,11 @@ def test_mutations_need_an_approval_id() -> None:
 from collections.abc import Iterator  # noqa: E402
 
 from sandbox.server import Sandbox, start_sandbox  # noqa: E402
-from sandbox.testing import TEST_TIME_SCALE  # noqa: E402
+from sandbox.testing import TEST_TIME_SCALE, sandbox_fields  # noqa: E402
 
 
 def _settings(sb: Sandbox) -> Settings:
-    return Settings(
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
-    )
+    return Settings(**sandbox_fields(sb))
 
 
 @pytest.fixture
@@ -216,7 +211,7 @@ def two_revisions() -> Iterator[tuple[Sandbox, CloudRun]]:
         scenario="weights-oom-with-good-revision", time_scale=TEST_TIME_SCALE, zero_latency=True
     )
     try:
-        yield sb, CloudRun(_settings(sb), retry_attempts=2, retry_max_wait_s=0.1)
+        yield sb, CloudRun(_settings(sb), policy=READ.with_(attempts=2, max_delay_s=0.1))
     finally:
         sb.stop()
 

@@ -134,4 +134,6 @@ def test_id_token_cached_until_expiry_and_sent_for_https(monkeypatch: pytest.Mon
 def test_loopback_detection() -> None:
     assert is_loopback("http://127.0.0.1:8000") and is_loopback("http://localhost:1")
     assert not is_loopback("https://gemma-abc-uc.a.run.app")
+    assert is_loopback("http://[::1]:8000") and is_loopback("127.0.0.2") and is_loopback("::1")
+    assert not is_loopback("http://0.0.0.0:8000") and not is_loopback("0.0.0.0")  # every interface
     assert VllmEndpoint("http://127.0.0.1:8000").headers() == {}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.errors import ExternalError, NotFoundError, UserError
 from mcp_tools.settings import get_settings
 from sandbox.extras import (
     ExtrasState,
@@ -321,7 +321,7 @@ def test_check_gpu_quotas_one_region_and_errors(extras: Extras) -> None:
     )
     (only,) = check_gpu_quotas(region="asia-south1", project="other-project").quotas
     assert (only.region, only.zonal_redundancy, only.limit) == ("asia-south1", True, 2)
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(NotFoundError, match="not found"):
         check_gpu_quotas(project="missing-project")
     with pytest.raises(UserError, match="region"):
         check_gpu_quotas(region="Europe West")
@@ -409,7 +409,7 @@ def test_list_bucket_models_is_bounded(extras: Extras) -> None:
 def test_list_bucket_models_errors(extras: Extras) -> None:
     from mcp_tools.extras import list_bucket_models
 
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(NotFoundError, match="not found"):
         list_bucket_models("no-such-bucket")
     with pytest.raises(UserError, match="bucket"):
         list_bucket_models("Not A Bucket")

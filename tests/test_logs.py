@@ -7,7 +7,8 @@ import pytest
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK, noisy_oom_log
 
 from mcp_tools.incident import LogLine
-from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens, redact
+from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
+from mcp_tools.redact import redact
 
 # Realistic credential shapes (all fake): each must disappear, the line around it must stay readable.
 SECRETS = [
@@ -144,7 +145,7 @@ def test_empty_logs() -> None:
 
 
 def test_redact_args() -> None:
-    from mcp_tools.logs import redact_args
+    from mcp_tools.redact import redact_args
 
     args = [
         "serve",
@@ -197,7 +198,7 @@ def test_redacted_json_still_parses() -> None:
 
 
 def test_redact_data_hides_secret_keys_and_env_pairs_but_keeps_what_it_is_told() -> None:
-    from mcp_tools.logs import redact_data
+    from mcp_tools.redact import redact_data
 
     doc = {
         "env": {"HF_TOKEN": "plain-value-without-a-known-shape", "LOG_LEVEL": "debug"},

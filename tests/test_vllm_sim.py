@@ -15,7 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.faults import FaultInjector
 from sandbox.serve import start_in_thread
-from sandbox.vllm_sim import SimConfig, VllmSim, count_tokens, create_vllm_app, synthetic_reply
+from sandbox.vllm_sim.app import VllmSim, create_vllm_app
+from sandbox.vllm_sim.config import SimConfig
+from sandbox.vllm_sim.tokenizer import count_tokens, synthetic_reply
 
 MODEL = "google/gemma-4-12B-it"
 

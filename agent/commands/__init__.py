@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS: list[str] = [

@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
 def _sandbox_endpoint(time_scale: float, zero_latency: bool) -> Iterator[str]:
     """The simulated vLLM endpoint in-process on a free loopback port (a Gemma-12B-on-L4-like profile)."""
     from sandbox.serve import start_in_thread
-    from sandbox.vllm_sim import SimConfig, create_vllm_app
+    from sandbox.vllm_sim.app import create_vllm_app
+    from sandbox.vllm_sim.config import SimConfig
 
     cfg = SimConfig(
         served_model_name="google/gemma-4-12B-it",

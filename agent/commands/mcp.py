@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import typer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import typer
 
 
 def register(app: typer.Typer) -> None:
+    import typer
+
     @app.command()
     def mcp(
         transport: str = typer.Option("stdio", "--transport", help="stdio or http (streamable HTTP)."),
@@ -19,28 +24,37 @@ def register(app: typer.Typer) -> None:
         Over HTTP, binding anything but loopback requires GEMMA_SRE_MCP_TOKEN; clients send
         'Authorization: Bearer <token>'. GEMMA_SRE_POLICY=read-only hides the mutating tools.
         """
-        from mcp_tools.errors import UserError
+        serve(transport, host, port)
 
-        if transport not in ("stdio", "http"):
-            raise UserError(f"--transport must be 'stdio' or 'http', not {transport!r}")
-        if not 0 < port < 65536:
-            raise UserError(f"--port must be from 1 to 65535, not {port}")
-        import anyio
 
-        from agent.mcp_agent_faces import register_agent_faces
-        from agent.mcp_agent_tools import register_agent_tools
-        from mcp_tools.server import build_server, check_http_binding, serve_http
-        from mcp_tools.settings import get_settings
+def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Build the tool server and serve it until the client leaves (stdio) or the process stops."""
+    from mcp_tools.errors import UserError
 
-        settings = get_settings()
-        token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
-        if transport == "http":
-            check_http_binding(host, token)
-        server = build_server(
-            settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
-        )
-        if transport == "stdio":
-            # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
-            anyio.run(server.run_stdio_async)
-        else:
-            anyio.run(serve_http, server, host, port, token)
+    if transport not in ("stdio", "http"):
+        raise UserError(f"--transport must be 'stdio' or 'http', not {transport!r}")
+    if not 0 < port < 65536:
+        raise UserError(f"--port must be from 1 to 65535, not {port}")
+    import anyio
+
+    from agent.mcp_agent_faces import register_agent_faces
+    from agent.mcp_agent_tools import register_agent_tools
+    from mcp_tools.server import build_server
+    from mcp_tools.settings import get_settings
+
+    settings = get_settings()
+    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+    if transport == "http":
+        from mcp_tools.server.http import check_http_binding
+
+        check_http_binding(host, token)
+    server = build_server(
+        settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
+    )
+    if transport == "stdio":
+        # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
+        anyio.run(server.run_stdio_async)
+    else:
+        from mcp_tools.server.http import serve_http
+
+        anyio.run(serve_http, server, host, port, token)

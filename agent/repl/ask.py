@@ -62,7 +62,7 @@ MAX_TOOL_RESULT_CHARS = 4000
 
 def _tool_text(result: Any) -> str:
     """A tool result as text for the model: content blocks joined, secrets redacted, bounded."""
-    from mcp_tools.logs import redact
+    from mcp_tools.redact import redact
 
     if isinstance(result, str):
         text = result

@@ -204,7 +204,7 @@ class ReplCommands:
         t.add_row("serving", str(info.serving_revision or "-"))
         spec = info.spec
         t.add_row("GPU", f"{spec.gpu_count} x {spec.gpu_type or '-'}")
-        from mcp_tools.logs import redact_args
+        from mcp_tools.redact import redact_args
 
         t.add_row("vLLM args", " ".join(redact_args(spec.args)) or "-")  # e.g. --api-key VALUE
         health = "not read"

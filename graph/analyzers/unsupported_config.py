@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
-from mcp_tools.logs import redact_args
+from mcp_tools.redact import redact_args
 from mcp_tools.vocabulary import UNSUPPORTED, UNSUPPORTED_GENERIC, UNSUPPORTED_WARNING, Phase
 
 

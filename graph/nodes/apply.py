@@ -22,10 +22,9 @@ from graph import audit
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
 from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
-from graph.retry import short_error, with_retries
 from graph.state import ApplyResult, Approval, ObservationSummary, SREState, event
 from graph.world import World
-from mcp_tools.errors import UserError
+from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import RemediationKind, RemediationPlan
 from mcp_tools.settings import Policy
@@ -71,13 +70,8 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if rollback_steps:  # a plan that only routes traffic back: naturally idempotent
         target = str(rollback_steps[0].change.get("revision") or summary.latest_ready_revision or "")
         try:
-            res = with_retries(
-                lambda: world.rollback(
-                    name, target, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
-                ),
-                what=f"route traffic to {target}",
-                attempts=cfg.retries,
-                base_delay_s=cfg.retry_base_s,
+            res = world.rollback(
+                name, target, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
             )
             result.revision = res.revision
             if not res.ready:
@@ -98,12 +92,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     first = True
     for attempt in range(1, max(1, cfg.retries) + 1):
         try:
-            info = with_retries(
-                lambda: world.get_service(name),
-                what=f"get service {name}",
-                attempts=cfg.retries,
-                base_delay_s=cfg.retry_base_s,
-            )
+            info = world.get_service(name)
         except Exception as e:
             result.error = f"could not read the service before applying: {short_error(e)}"
             break

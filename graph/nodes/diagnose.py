@@ -18,8 +18,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.config import Configuration
-from graph.retry import short_error
 from graph.state import SREState, event
+from mcp_tools.errors import short_error
 
 log = logging.getLogger(__name__)
 

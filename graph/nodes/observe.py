@@ -1,6 +1,7 @@
 """observe: the service spec and revision conditions, the logs since the last cycle, /health, /metrics.
 
-Every read can fail. Each is tried a bounded number of times with backoff; what still cannot be read
+Every read can fail. Each is tried a bounded number of times with backoff (Google reads by their
+client, the endpoint's through ``World.retrying``); what still cannot be read
 is named in the observation summary (``unread``) and the loop goes on with what it has: a degraded
 observation, never a crash.
 """
@@ -14,10 +15,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.config import Configuration
-from graph.retry import short_error, with_retries
 from graph.state import ObservationSummary, SREState, event
 from graph.world import World
-from mcp_tools.errors import UserError
+from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import LogLine
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,9 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     since = _parse_ts(state.get("since")) or until - timedelta(seconds=cfg.log_window_s)
     unread: list[str] = []
 
-    def retry(fn: Any, what: str) -> Any:
-        return with_retries(fn, what=what, attempts=cfg.retries, base_delay_s=cfg.retry_base_s)
-
     info: Any = None
     try:
-        info = retry(lambda: world.get_service(name), f"get service {name}")
+        info = world.get_service(name)
     except UserError:
         raise  # an unknown service or a bad name is the caller's mistake, not a degraded read
     except Exception as e:
@@ -69,10 +66,7 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     logs: list[LogLine] = []
     try:
-        logs = retry(
-            lambda: world.list_entries(name, since=since, until=until, limit=cfg.log_limit),
-            f"list log entries of {name}",
-        )
+        logs = world.list_entries(name, since=since, until=until, limit=cfg.log_limit)
     except Exception as e:
         unread.append(f"logs: {short_error(e)}")
 
@@ -82,13 +76,13 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if base_url:
         ep = world.endpoint(base_url)
         try:
-            health = bool(retry(ep.health, "vLLM /health"))
+            health = bool(world.retrying(ep.health, "vLLM /health"))
         except Exception as e:
             health = False
             unread.append(f"/health: {short_error(e)}")
         if health:
             try:
-                metrics = retry(ep.metrics_text, "vLLM /metrics")
+                metrics = world.retrying(ep.metrics_text, "vLLM /metrics")
             except Exception as e:
                 unread.append(f"/metrics: {short_error(e)}")
     else:

@@ -13,9 +13,9 @@ from langchain_core.runnables import RunnableConfig
 from graph import audit
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
-from graph.retry import short_error, with_retries
 from graph.state import ApplyResult, Approval, RollbackResult, SREState, Verification, event
 from graph.world import World
+from mcp_tools.errors import short_error
 
 
 def _last_good(world: World, name: str, applied: ApplyResult) -> str | None:
@@ -38,12 +38,7 @@ def rollback(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     thread_id = thread_id_of(config)
 
     try:
-        target = with_retries(
-            lambda: _last_good(world, name, applied),
-            what="find the last good revision",
-            attempts=cfg.retries,
-            base_delay_s=cfg.retry_base_s,
-        )
+        target = _last_good(world, name, applied)
     except Exception as e:
         result = RollbackResult(
             attempted=False, reason=reason, error=f"could not list revisions: {short_error(e)}"
@@ -59,14 +54,7 @@ def rollback(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     result = RollbackResult(attempted=True, to_revision=target, reason=reason)
     try:
-        res = with_retries(
-            lambda: world.rollback(
-                name, target, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
-            ),
-            what=f"route traffic to {target}",
-            attempts=cfg.retries,
-            base_delay_s=cfg.retry_base_s,
-        )
+        res = world.rollback(name, target, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s)
         result.ok = bool(res.ready)
         if not res.ready:
             result.error = res.message

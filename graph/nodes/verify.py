@@ -11,9 +11,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.config import Configuration
-from graph.retry import short_error, with_retries
 from graph.state import ApplyResult, SREState, Verification, event
 from graph.world import World
+from mcp_tools.errors import short_error
 
 
 def _revision_failed(info: Any, revision: str) -> str | None:
@@ -43,12 +43,7 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     info: Any = None
     while True:
         try:
-            info = with_retries(
-                lambda: world.get_service(name),
-                what=f"get service {name}",
-                attempts=cfg.retries,
-                base_delay_s=cfg.retry_base_s,
-            )
+            info = world.get_service(name)
         except Exception as e:
             v.reasons.append(f"could not read the service: {short_error(e)}")
             info = None
@@ -84,19 +79,14 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         return True
 
     try:
-        v.health = with_retries(
-            healthy, what="vLLM /health", attempts=cfg.retries, base_delay_s=cfg.retry_base_s
-        )
+        v.health = world.retrying(healthy, "vLLM /health")
     except Exception as e:
         v.health = False
         v.reasons.append(f"/health failed after {cfg.retries} attempts: {short_error(e)}")
         return _done(v, started)
     try:
-        reply = with_retries(
-            lambda: ep.chat([{"role": "user", "content": cfg.smoke_prompt}], max_tokens=8),
-            what="smoke completion",
-            attempts=cfg.retries,
-            base_delay_s=cfg.retry_base_s,
+        reply = world.retrying(
+            lambda: ep.chat([{"role": "user", "content": cfg.smoke_prompt}], max_tokens=8), "smoke completion"
         )
         v.smoke = bool(_reply_text(reply).strip())
         if not v.smoke:

@@ -1,28 +1,21 @@
-"""Shared plumbing for the extras: input validation, settings lookup, credentials, retries, errors.
+"""Shared plumbing for the extras: input validation and settings lookup.
 
-Nothing here imports a Google client at module import time; the MCP server must start fast.
+Clients, retries, timeouts and errors for the Google APIs are ``mcp_tools.google_api``'s.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
-from mcp_tools.errors import ExternalError, UserError
+from mcp_tools.errors import UserError
+from mcp_tools.google_api import CallPolicy
 from mcp_tools.settings import Settings, get_settings
-
-if TYPE_CHECKING:
-    from google.api_core.retry import Retry
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-# Total time a call may spend retrying transient failures, and the per-attempt timeout.
-RETRY_DEADLINE_S = 20.0
-ATTEMPT_TIMEOUT_S = 15.0
+#: How the extras' calls are tried: a listing for a person waiting, so short timeouts.
+EXTRAS = CallPolicy(attempts=3, base_delay_s=0.2, max_delay_s=2.0, timeout_s=15.0)
 
 _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]{0,62}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$|^[0-9]{1,20}$")
 _REGION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
@@ -129,75 +122,3 @@ def resolve_region(region: str | None, settings: Settings | None = None) -> str:
     if not value:
         raise UserError("no region: pass region or set GOOGLE_CLOUD_LOCATION")
     return validate_region(value)
-
-
-def credentials(settings: Settings) -> Any:
-    """Anonymous credentials when the settings ask for them (tests, the sandbox); else ambient (ADC)."""
-    if settings.anonymous_credentials:
-        from google.auth.credentials import AnonymousCredentials
-
-        return AnonymousCredentials()
-    return None
-
-
-def retry_policy(deadline_s: float = RETRY_DEADLINE_S) -> Retry:
-    """Bounded exponential back-off on transient failures only (429, 500, 502, 503, 504)."""
-    from google.api_core import exceptions as gexc
-    from google.api_core.retry import Retry, if_exception_type
-
-    return Retry(
-        predicate=if_exception_type(
-            gexc.TooManyRequests,
-            gexc.InternalServerError,
-            gexc.BadGateway,
-            gexc.ServiceUnavailable,
-            gexc.GatewayTimeout,
-        ),
-        initial=0.2,
-        maximum=2.0,
-        multiplier=2.0,
-        timeout=deadline_s,
-    )
-
-
-def call_google(what: str, fn: Callable[[], T], *, not_found: str | None = None) -> T:
-    """Run one client call; turn Google API errors into one clear UserError / ExternalError line.
-
-    ``not_found``: the message for a 404 (bad input: the named thing does not exist). The API's own
-    message is kept short and never includes request bodies.
-    """
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth_exc
-
-    try:
-        return fn()
-    except gexc.NotFound as exc:
-        if not_found:
-            raise UserError(not_found) from None
-        raise ExternalError(f"{what}: not found ({_short(exc)})") from None
-    except (gexc.Forbidden, gexc.Unauthorized) as exc:
-        raise ExternalError(f"{what}: permission denied ({_short(exc)})") from None
-    except gexc.BadRequest as exc:
-        raise UserError(f"{what}: rejected as invalid ({_short(exc)})") from None
-    except gexc.RetryError as exc:
-        raise ExternalError(f"{what}: gave up after retrying ({_short(exc.cause or exc)})") from None
-    except gexc.GoogleAPICallError as exc:
-        raise ExternalError(f"{what}: {_short(exc)}") from None
-    except auth_exc.DefaultCredentialsError:
-        raise ExternalError(
-            f"{what}: no Google credentials found (run 'gcloud auth application-default login' "
-            "or set GOOGLE_APPLICATION_CREDENTIALS)"
-        ) from None
-    except auth_exc.GoogleAuthError as exc:
-        raise ExternalError(f"{what}: authentication failed ({type(exc).__name__})") from None
-    except (ConnectionError, OSError) as exc:
-        raise ExternalError(f"{what}: could not reach the API ({type(exc).__name__})") from None
-
-
-def _short(exc: BaseException) -> str:
-    text = getattr(exc, "message", None) or str(exc)
-    code = getattr(exc, "code", None)
-    text = " ".join(str(text).split())
-    if len(text) > 200:
-        text = text[:197] + "..."
-    return f"{int(code)} {text}" if isinstance(code, int) else text

@@ -16,7 +16,6 @@ import re
 import shlex
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from mcp_tools.cloudrun import validate_service_name
@@ -64,14 +63,14 @@ _MOUNT_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,200}$")
 _MACHINE_RE = re.compile(r"^[a-z][a-z0-9-]{1,40}$")
 
 
-class _NoAliasDumper(yaml.SafeDumper):
-    """Plain YAML for people and kubectl: repeated values written out, never as &anchors / *aliases."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def _dump(doc: dict[str, Any]) -> str:
+    """Plain YAML for people and kubectl: repeated values written out, never as &anchors / *aliases."""
+    import yaml  # imported where used: the MCP server starts without it
+
+    class _NoAliasDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
     return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False)
 
 

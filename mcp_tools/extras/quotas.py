@@ -12,14 +12,8 @@ import re
 
 from pydantic import BaseModel, Field
 
-from mcp_tools.extras._common import (
-    ATTEMPT_TIMEOUT_S,
-    call_google,
-    credentials,
-    resolve_project,
-    retry_policy,
-    validate_region,
-)
+from mcp_tools.extras._common import EXTRAS, resolve_project, validate_region
+from mcp_tools.google_api import build_client, call
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -63,18 +57,14 @@ def check_gpu_quotas(region: str | None = None, project: str | None = None) -> G
 
     from google.cloud import cloudquotas_v1
 
-    options = {"api_endpoint": settings.quotas_api_endpoint} if settings.quotas_api_endpoint else None
-    client = cloudquotas_v1.CloudQuotasClient(
-        transport="rest", credentials=credentials(settings), client_options=options
-    )
+    client = build_client(cloudquotas_v1.CloudQuotasClient, settings, endpoint=settings.quotas_api_endpoint)
     parent = f"projects/{project_id}/locations/global/services/{RUN_SERVICE}"
 
     def _list() -> list[cloudquotas_v1.QuotaInfo]:
         out: list[cloudquotas_v1.QuotaInfo] = []
         pager = client.list_quota_infos(
             request=cloudquotas_v1.ListQuotaInfosRequest(parent=parent, page_size=_PAGE_SIZE),
-            retry=retry_policy(),
-            timeout=ATTEMPT_TIMEOUT_S,
+            **EXTRAS.rpc,
         )
         for n, page in enumerate(pager.pages):
             out.extend(info for info in page.quota_infos if _GPU_QUOTA_RE.match(info.quota_id))
@@ -83,9 +73,10 @@ def check_gpu_quotas(region: str | None = None, project: str | None = None) -> G
                 break
         return out
 
-    infos = call_google(
+    infos = call(
         "Cloud Quotas API (list Cloud Run quotas)",
         _list,
+        policy=EXTRAS,
         not_found=f"project {project_id!r} not found, or the Cloud Quotas API is not enabled in it",
     )
 

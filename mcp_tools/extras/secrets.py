@@ -17,14 +17,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import (
-    ATTEMPT_TIMEOUT_S,
-    call_google,
-    credentials,
-    resolve_project,
-    retry_policy,
-    validate_secret_id,
-)
+from mcp_tools.extras._common import EXTRAS, resolve_project, validate_secret_id
+from mcp_tools.google_api import build_client, call
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -133,11 +127,8 @@ def save_hf_token(
     from google.api_core import exceptions as gexc
     from google.cloud import secretmanager
 
-    options = (
-        {"api_endpoint": settings.secretmanager_api_endpoint} if settings.secretmanager_api_endpoint else None
-    )
-    client = secretmanager.SecretManagerServiceClient(
-        transport="rest", credentials=credentials(settings), client_options=options
+    client = build_client(
+        secretmanager.SecretManagerServiceClient, settings, endpoint=settings.secretmanager_api_endpoint
     )
     name = f"projects/{project_id}/secrets/{secret_id}"
     created = False
@@ -145,7 +136,7 @@ def save_hf_token(
     def _ensure_secret() -> None:
         nonlocal created
         try:
-            client.get_secret(name=name, retry=retry_policy(), timeout=ATTEMPT_TIMEOUT_S)
+            client.get_secret(name=name, **EXTRAS.rpc)
             return
         except gexc.NotFound:
             pass
@@ -156,29 +147,29 @@ def save_hf_token(
                     "secret_id": secret_id,
                     "secret": {"replication": {"automatic": {}}, "labels": {"managed-by": "gemma-sre"}},
                 },
-                retry=retry_policy(),
-                timeout=ATTEMPT_TIMEOUT_S,
+                **EXTRAS.rpc,
             )
             created = True
         except gexc.Conflict:  # created concurrently (409 ALREADY_EXISTS): use it
             pass
 
-    call_google(f"Secret Manager (get or create {name})", _ensure_secret)
+    call(f"Secret Manager (get or create {name})", _ensure_secret, policy=EXTRAS)
 
     data = token.encode("utf-8")
     crc = google_crc32c.Checksum(data)
     del token
 
     def _add() -> str:
-        # No retry here: a retried add after a lost response would store a duplicate version.
+        # Retried only on failures that prove nothing was stored: a retried add after a lost
+        # response would store a duplicate version.
         with _no_payload_debug_logs():
             version = client.add_secret_version(
                 request={"parent": name, "payload": {"data": data, "data_crc32c": int(crc.hexdigest(), 16)}},
-                timeout=ATTEMPT_TIMEOUT_S,
+                **EXTRAS.rpc,
             )
         return str(version.name)
 
-    version_name = call_google(f"Secret Manager (add a version to {name})", _add)
+    version_name = call(f"Secret Manager (add a version to {name})", _add, policy=EXTRAS.with_(mutation=True))
     log.info("stored a new version of %s (token read from %s)", name, source)
     return SavedSecret(
         secret=name,

@@ -14,14 +14,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import (
-    ATTEMPT_TIMEOUT_S,
-    call_google,
-    credentials,
-    retry_policy,
-    validate_bucket,
-    validate_object_prefix,
-)
+from mcp_tools.extras._common import EXTRAS, validate_bucket, validate_object_prefix
+from mcp_tools.google_api import build_client, call
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -74,11 +68,14 @@ def list_bucket_models(bucket: str, prefix: str = "", *, max_objects: int = 5000
 
     from google.cloud import storage  # type: ignore[attr-defined]
 
-    options = {"api_endpoint": settings.storage_api_endpoint} if settings.storage_api_endpoint else None
-    client = storage.Client(
-        project=settings.project, credentials=credentials(settings), client_options=options
+    client = build_client(
+        storage.Client,
+        settings,
+        endpoint=settings.storage_api_endpoint,
+        handwritten=True,
+        timeout_s=EXTRAS.timeout_s,
+        project=settings.project,
     )
-    retry = retry_policy()
 
     folders: dict[str, dict[str, Any]] = {}
     scanned = 0
@@ -92,8 +89,7 @@ def list_bucket_models(bucket: str, prefix: str = "", *, max_objects: int = 5000
             max_results=max_objects + 1,
             page_size=1000,
             fields="items(name,size),nextPageToken",
-            retry=retry,
-            timeout=ATTEMPT_TIMEOUT_S,
+            **EXTRAS.rpc,
         )
         for blob in blobs:
             if scanned >= max_objects:
@@ -108,9 +104,10 @@ def list_bucket_models(bucket: str, prefix: str = "", *, max_objects: int = 5000
             elif base.endswith(".safetensors"):
                 entry["shards"] += 1
 
-    call_google(
+    call(
         f"Cloud Storage (list gs://{bucket_name}/{prefix})",
         _scan,
+        policy=EXTRAS,
         not_found=f"bucket {bucket_name!r} not found",
     )
 
@@ -149,11 +146,10 @@ def _read_config(client: Any, bucket_name: str, name: str, model: BucketModel) -
 
     try:
         blob = client.bucket(bucket_name).blob(name)
-        data = call_google(
+        data = call(
             f"Cloud Storage (read gs://{bucket_name}/{name})",
-            lambda: blob.download_as_bytes(
-                start=0, end=MAX_CONFIG_BYTES - 1, retry=retry_policy(), timeout=ATTEMPT_TIMEOUT_S
-            ),
+            lambda: blob.download_as_bytes(start=0, end=MAX_CONFIG_BYTES - 1, **EXTRAS.rpc),
+            policy=EXTRAS,
         )
         config = json.loads(data)
         if not isinstance(config, dict):

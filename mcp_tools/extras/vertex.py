@@ -13,14 +13,8 @@ import logging
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import (
-    ATTEMPT_TIMEOUT_S,
-    call_google,
-    credentials,
-    resolve_project,
-    resolve_region,
-    retry_policy,
-)
+from mcp_tools.extras._common import EXTRAS, resolve_project, resolve_region
+from mcp_tools.google_api import build_client, call
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -58,9 +52,7 @@ def list_vertex_models(
     from google.cloud.aiplatform_v1 import ListModelsRequest, ModelServiceClient
 
     endpoint = settings.aiplatform_api_endpoint or f"{region_name}-aiplatform.googleapis.com"
-    client = ModelServiceClient(
-        transport="rest", credentials=credentials(settings), client_options={"api_endpoint": endpoint}
-    )
+    client = build_client(ModelServiceClient, settings, endpoint=endpoint)
     parent = f"projects/{project_id}/locations/{region_name}"
     models: list[VertexModel] = []
     truncated = False
@@ -69,8 +61,7 @@ def list_vertex_models(
         nonlocal truncated
         pager = client.list_models(
             request=ListModelsRequest(parent=parent, page_size=min(limit, 100)),
-            retry=retry_policy(),
-            timeout=ATTEMPT_TIMEOUT_S,
+            **EXTRAS.rpc,
         )
         for m in pager:
             if len(models) >= limit:
@@ -89,9 +80,10 @@ def list_vertex_models(
                 )
             )
 
-    call_google(
+    call(
         f"Vertex AI Model Registry (list models in {parent})",
         _list,
+        policy=EXTRAS,
         not_found=f"project {project_id!r} / region {region_name!r} not found for Vertex AI",
     )
     note = None

@@ -15,7 +15,8 @@ streamable HTTP. Design points:
 - Heavy client libraries are imported inside the tools, so ``tools/list`` answers fast.
 
 Modules: ``build`` (build_server), ``core`` (results, bounded text, errors, annotations), ``state``
-(ServerState), ``confirm`` (confirmation tokens), ``http`` (bearer auth, serve_http), and one module
+(ServerState), ``confirm`` (confirmation tokens), ``http`` (bearer auth, serve_http; imported only to serve
+HTTP), and one module
 per tool family, each with ``register(mcp, state)``: ``tools_service`` (Cloud Run: endpoint, status,
 revisions), ``tools_endpoint`` (vLLM: health, model, queries, metrics), ``tools_capacity`` (planner,
 benchmark), ``tools_logs``, ``tools_extras`` (the GCP extras, save_hf_token), ``tools_mutate`` (the
@@ -25,7 +26,6 @@ two-step mutations).
 from mcp_tools.server.build import SERVER_NAME, Registrar, build_server
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore, fingerprint
 from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool_errors
-from mcp_tools.server.http import BearerAuth, check_http_binding, http_app, is_loopback_host, serve_http
 from mcp_tools.server.state import EndpointResult, ServerState
 from mcp_tools.server.tools_capacity import BenchRunResult
 from mcp_tools.server.tools_endpoint import (
@@ -53,7 +53,6 @@ __all__ = [
     "MUTATING_TOOLS",
     "READ_ONLY",
     "SERVER_NAME",
-    "BearerAuth",
     "BenchRunResult",
     "ConfirmationStore",
     "EndpointResult",
@@ -71,11 +70,7 @@ __all__ = [
     "SystemStatus",
     "bounded",
     "build_server",
-    "check_http_binding",
     "fingerprint",
-    "http_app",
-    "is_loopback_host",
     "result",
-    "serve_http",
     "tool_errors",
 ]

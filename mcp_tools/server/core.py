@@ -39,7 +39,7 @@ KEEP_FIELDS = frozenset({"confirmation_token"})
 def result(model: BaseModel, text: str) -> CallToolResult:
     """Structured content plus readable text (bounded), with secrets redacted from both: a service's
     env, a log line or a model's answer may carry one, and no secret leaves through a tool."""
-    from mcp_tools.logs import redact, redact_data
+    from mcp_tools.redact import redact, redact_data
 
     data = model.model_dump(mode="json")
     kept = [str(data[k]) for k in KEEP_FIELDS if isinstance(data.get(k), str) and data[k]]
@@ -55,7 +55,7 @@ def result(model: BaseModel, text: str) -> CallToolResult:
 
 
 def _one_line(e: BaseException) -> str:
-    from mcp_tools.logs import redact
+    from mcp_tools.redact import redact
 
     msg = " ".join(str(e).split()) or e.__class__.__name__
     return redact(msg)[:600]

@@ -7,12 +7,8 @@ from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 
+from mcp_tools.endpoint import is_loopback
 from mcp_tools.errors import UserError
-
-
-def is_loopback_host(host: str) -> bool:
-    h = host.strip("[]").lower()
-    return h in ("localhost", "::1") or h.startswith("127.")
 
 
 class BearerAuth:
@@ -54,7 +50,7 @@ def http_app(server: FastMCP, token: str | None) -> Any:
 
 
 def check_http_binding(host: str, token: str | None) -> None:
-    if not is_loopback_host(host) and not token:
+    if not is_loopback(host) and not token:
         raise UserError(
             f"binding the MCP HTTP server to {host} (not loopback) requires GEMMA_SRE_MCP_TOKEN; "
             "clients then send 'Authorization: Bearer <token>'"

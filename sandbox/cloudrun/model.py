@@ -648,15 +648,8 @@ class CloudRunBackend:
         project, location, service_id = key
         gen = int(svc.get("generation", "1"))
         template = svc["template"]
+        self._check_revision_name(key, template)
         short = template.get("revision") or self._revision_name(service_id, gen)
-        if short in self.revisions.get(key, {}):
-            raise ApiError("ALREADY_EXISTS", f"Revision named '{short}' already exists.")
-        if template.get("revision") and not short.startswith(service_id + "-"):
-            raise bad_request(
-                f"spec.template.metadata.name: Revision name '{short}' must be prefixed by the service name "
-                f"'{service_id}-'",
-                "service.template.revision",
-            )
         now = self._now()
         rt = {k: copy.deepcopy(v) for k, v in template.items() if k != "revision"}
         data: dict[str, Any] = {

@@ -1,305 +1,38 @@
-"""A simulated vLLM OpenAI-compatible endpoint: vLLM's wire format, synthetic replies, honest physics.
-
-The sandbox mounts one of these per ready Cloud Run revision; tests and the benchmark engine talk to
-it with real clients. Everything a client can observe follows vLLM (v0.9 - v0.11 wording):
-
-- ``GET /health`` (200, empty), ``GET /v1/models`` (the served model; ``owned_by`` says the replies are
-  synthetic), ``POST /v1/chat/completions`` and ``POST /v1/completions`` (SSE streaming with
-  ``data: [DONE]``, ``stream_options.include_usage``; non-streaming with ``usage``), ``POST /tokenize``,
-  ``GET /metrics`` (Prometheus text with vLLM's metric names).
-- Tokenization is deterministic and cheap (:func:`tokenize`, about one token per word or per 4
-  characters) and the same function drives ``/tokenize``, ``usage`` and the max-model-len check, so a
-  client may rely on ``/tokenize`` being exact. Chat prompts go through a Gemma-style template.
-- Physics: at most ``max_num_seqs`` sequences decode at once, the rest wait; KV usage is the sum of
-  (prompt + generated) tokens over running sequences divided by ``kv_cache_tokens``; when a new token
-  does not fit, the newest running sequence is preempted (it re-queues and recomputes its prefill).
-  TTFT = queueing + ``ttft_base_s`` + ``prefill_s_per_token`` x prompt tokens, then one token every
-  ``itl_s``, scheduled against absolute deadlines so latencies do not drift.
-- ``zero_latency`` skips every sleep and answers a streaming request with its whole SSE body in one
-  write: it measures clients, not the server.
-
-Run it standalone: ``python -m sandbox.vllm_sim --port 8000 [--zero-latency]``.
-"""
+"""The ASGI app of one simulated vLLM server: vLLM's endpoints and wire format, Cloud Run's
+concurrency gate, and injected faults acted out."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import re
 import time
 import uuid
 import zlib
-from bisect import bisect_left
-from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sandbox.faults import Fault, FaultInjector
+from sandbox.faults import Fault, FaultInjector, wait_disconnect
+from sandbox.vllm_sim.config import OWNED_BY, SYNTHETIC_NOTE, SimConfig
+from sandbox.vllm_sim.engine import Engine, Seq
+from sandbox.vllm_sim.metrics import Metrics, SimCollector
+from sandbox.vllm_sim.tokenizer import (
+    BOS,
+    apply_chat_template,
+    count_tokens,
+    synthetic_reply,
+    token_ids,
+    tokenize,
+)
 
 logger = logging.getLogger(__name__)
-
-OWNED_BY = "gemma-sre-sandbox"
-SYNTHETIC_NOTE = "Simulated vLLM endpoint (gemma-sre sandbox): replies are synthetic text, not model output."
-VOCAB_SIZE = 262_144  # Gemma's vocabulary size; token ids are hashes modulo this
-
-# ---------------------------------------------------------------------------------------------- config
-
-
-class SimConfig(BaseModel):
-    """What the simulated server looks like and how fast it is."""
-
-    served_model_name: str
-    max_model_len: int = Field(gt=0)
-    max_num_seqs: int = Field(default=256, gt=0)
-    kv_cache_tokens: int = Field(gt=0)  # total KV capacity in tokens (the capacity planner's figure)
-    ttft_base_s: float = Field(default=0.05, ge=0)  # fixed part of time-to-first-token
-    prefill_s_per_token: float = Field(default=0.0, ge=0)  # prefill cost per prompt token
-    itl_s: float = Field(default=0.02, ge=0)  # decode time per token for one sequence
-    zero_latency: bool = False  # no sleeps at all (for measuring clients)
-    time_scale: float = Field(default=1.0, gt=0)  # >1 makes the clock faster (sleeps shorter)
-    container_concurrency: int | None = Field(default=None, gt=0)  # above this in flight: HTTP 429
-    revision: str | None = None
-
-
-# ------------------------------------------------------------------------------------------ tokenizer
-
-_TOKEN_RE = re.compile(r"\s*\S{1,4}")
-_BOS = "<bos>"
-
-
-def tokenize(text: str) -> list[str]:
-    """Split ``text`` into token strings: each is optional leading whitespace plus 1-4 non-space chars.
-
-    Trailing whitespace is not a token. Concatenating the pieces gives back ``text`` (minus trailing
-    whitespace), so a reply built from pieces re-tokenizes to the same count.
-    """
-    return _TOKEN_RE.findall(text)
-
-
-def count_tokens(text: str) -> int:
-    return len(_TOKEN_RE.findall(text))
-
-
-def token_ids(pieces: Iterable[str]) -> list[int]:
-    return [zlib.crc32(p.encode()) % VOCAB_SIZE for p in pieces]
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return str(content)
-
-
-def apply_chat_template(messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-    """A Gemma-style chat template (system folds into user turns as Gemma's template does)."""
-    parts = [_BOS]
-    for m in messages:
-        role = str(m.get("role", "user"))
-        role = "model" if role == "assistant" else "user" if role in ("system", "developer") else role
-        parts.append(f"<start_of_turn>{role}\n{_content_text(m.get('content'))}<end_of_turn>\n")
-    if add_generation_prompt:
-        parts.append("<start_of_turn>model\n")
-    return "".join(parts)
-
-
-# Every word is at most 4 characters, so " word" is exactly one token.
-_REPLY_WORDS: tuple[str, ...] = (
-    "the", "sim", "says", "this", "is", "a", "test", "of", "load", "path", "and", "each", "word", "one",
-    "so", "you", "can", "them", "with", "ease", "kv", "hit", "rate", "ok", "fine", "all", "good", "more",
-    "data", "here", "we", "go", "next", "step", "wait",
-)  # fmt: skip
-
-
-def synthetic_reply(seed: int, n_tokens: int) -> list[str]:
-    """``n_tokens`` deterministic token pieces (each one token) for a request with this seed."""
-    words = _REPLY_WORDS
-    k = len(words)
-    x = seed & 0xFFFFFFFF
-    out = []
-    for _ in range(n_tokens):
-        x = (1103515245 * x + 12345) & 0x7FFFFFFF
-        out.append(" " + words[x % k])
-    return out
-
-
-# ------------------------------------------------------------------------------------------- metrics
-
-TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-ITL_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)  # fmt: skip
-E2E_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
-
-
-class _Hist:
-    """A cheap histogram (vLLM's bucket bounds) that can record one value n times at once."""
-
-    __slots__ = ("bounds", "counts", "sum", "count")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, value: float, n: int = 1) -> None:
-        if n <= 0:
-            return
-        self.counts[bisect_left(self.bounds, value)] += n
-        self.sum += value * n
-        self.count += n
-
-    def buckets(self) -> list[tuple[str, float]]:
-        out: list[tuple[str, float]] = []
-        acc = 0
-        for bound, c in zip(self.bounds, self.counts, strict=False):
-            acc += c
-            out.append((repr(float(bound)), float(acc)))
-        out.append(("+Inf", float(self.count)))
-        return out
-
-
-class _Metrics:
-    def __init__(self) -> None:
-        self.ttft = _Hist(TTFT_BUCKETS)
-        self.itl = _Hist(ITL_BUCKETS)
-        self.e2e = _Hist(E2E_BUCKETS)
-        self.queue = _Hist(E2E_BUCKETS)
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.preemptions = 0
-        self.success: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
-
-
-# -------------------------------------------------------------------------------------------- engine
-
-
-class _Seq:
-    __slots__ = ("prompt_tokens", "max_tokens", "generated", "fut", "running", "queued", "epoch", "admitted")
-
-    def __init__(self, prompt_tokens: int, max_tokens: int) -> None:
-        self.prompt_tokens = prompt_tokens
-        self.max_tokens = max_tokens
-        self.generated = 0
-        self.fut: asyncio.Future[None] | None = None
-        self.running = False
-        self.queued = False
-        self.epoch = 0  # bumped on every preemption
-        self.admitted = False
-
-
-class Engine:
-    """The scheduler: a FIFO waiting queue, at most ``max_num_seqs`` running, KV accounting, preemption.
-
-    Single event loop, no threads: every method runs on the loop that serves the app.
-    """
-
-    def __init__(self, config: SimConfig, metrics: _Metrics) -> None:
-        self.config = config
-        self.metrics = metrics
-        self.waiting: deque[_Seq] = deque()
-        self.running: dict[int, _Seq] = {}  # insertion order = admission order; last = newest
-        self.kv_used = 0
-
-    @property
-    def kv_usage(self) -> float:
-        return min(1.0, self.kv_used / self.config.kv_cache_tokens)
-
-    def _admit(self) -> None:
-        cap = self.config.kv_cache_tokens
-        while self.waiting and len(self.running) < self.config.max_num_seqs:
-            seq = self.waiting[0]
-            need = seq.prompt_tokens + seq.generated + 1
-            if self.running and self.kv_used + need > cap:
-                break  # wait for KV to free up (an empty engine admits anyway: nothing to wait for)
-            self.waiting.popleft()
-            seq.queued = False
-            self.running[id(seq)] = seq
-            seq.running = True
-            seq.admitted = True
-            self.kv_used += seq.prompt_tokens + seq.generated
-            if seq.fut is not None and not seq.fut.done():
-                seq.fut.set_result(None)
-
-    async def acquire(self, seq: _Seq) -> bool:
-        """Queue ``seq`` (at the back, or the front after a preemption) and wait until it runs.
-
-        Returns True when it had to wait."""
-        if not seq.running and not seq.queued:
-            if seq.admitted:
-                self.waiting.appendleft(seq)
-            else:
-                self.waiting.append(seq)
-            seq.queued = True
-            self._admit()
-        if not seq.running:
-            seq.fut = asyncio.get_running_loop().create_future()
-            try:
-                await seq.fut
-            finally:
-                seq.fut = None
-            return True
-        return False
-
-    def _preempt(self, victim: _Seq) -> None:
-        del self.running[id(victim)]
-        victim.running = False
-        self.kv_used -= victim.prompt_tokens + victim.generated
-        victim.epoch += 1
-        victim.queued = True
-        self.waiting.appendleft(victim)
-        self.metrics.preemptions += 1
-
-    def add_token(self, seq: _Seq) -> bool:
-        """Grow ``seq`` by one token; preempt the newest running sequences until it fits.
-
-        Returns False when ``seq`` itself was preempted (no token produced).
-        """
-        cap = self.config.kv_cache_tokens
-        while self.kv_used + 1 > cap and len(self.running) > 1:
-            victim = self.running[next(reversed(self.running))]
-            self._preempt(victim)
-            if victim is seq:
-                return False
-        seq.generated += 1
-        self.kv_used += 1
-        return True
-
-    def release(self, seq: _Seq) -> None:
-        if seq.running:
-            del self.running[id(seq)]
-            seq.running = False
-            self.kv_used -= seq.prompt_tokens + seq.generated
-        elif seq.queued:
-            self.waiting.remove(seq)
-            seq.queued = False
-        self._admit()
-
-
-# ----------------------------------------------------------------------------------------------- app
 
 
 class _InjectedDrop(ConnectionAbortedError):
@@ -337,7 +70,7 @@ class VllmSim:
     def __init__(self, config: SimConfig, faults: FaultInjector | None = None) -> None:
         self.config = config
         self.faults = faults or FaultInjector()
-        self.metrics = _Metrics()
+        self.metrics = Metrics()
         self.engine = Engine(config, self.metrics)
         self.in_flight = 0
         self.rejected_429 = 0
@@ -407,20 +140,9 @@ class VllmSim:
         if fault.kind == "status":
             return _error(f"Injected fault: HTTP {fault.status}", "ServiceUnavailableError", fault.status)
         if fault.kind == "hang":
-            await self._wait_disconnect(request, fault.seconds)
+            await wait_disconnect(request, fault.seconds)
             return None  # the client left, or the hang ended: carry on normally
         return self._drop_now(request)
-
-    @staticmethod
-    async def _wait_disconnect(request: Request, seconds: float | None) -> None:
-        async def _until_gone() -> None:
-            while True:
-                message = await request.receive()
-                if message["type"] == "http.disconnect":
-                    return
-
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(_until_gone(), timeout=seconds)
 
     def _drop_now(self, request: Request) -> Response:
         """Close the connection without any response when the server's transport is reachable
@@ -499,7 +221,7 @@ class VllmSim:
         elif "prompt" in body:
             text = str(body["prompt"])
             if body.get("add_special_tokens", True):
-                text = _BOS + text
+                text = BOS + text
         else:
             return _bad_request("Either 'prompt' or 'messages' is required")
         pieces = tokenize(text)
@@ -516,7 +238,7 @@ class VllmSim:
         from prometheus_client.registry import CollectorRegistry
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_SimCollector(self))
+        registry.register(SimCollector(self.config.served_model_name, self.metrics, self.engine))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     # -- generation ---------------------------------------------------------------------------------
@@ -548,7 +270,7 @@ class VllmSim:
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
                 prompt = prompt[0]
             if isinstance(prompt, str):
-                text = _BOS + prompt
+                text = BOS + prompt
                 prompt_tokens = count_tokens(text)
             elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
                 text = " ".join(map(str, prompt))
@@ -629,7 +351,7 @@ class VllmSim:
         scale = cfg.time_scale
         loop = asyncio.get_running_loop()
         reply = synthetic_reply(req.seed, req.max_tokens)
-        seq = _Seq(req.prompt_tokens, req.max_tokens)
+        seq = Seq(req.prompt_tokens, req.max_tokens)
         m.prompt_tokens += req.prompt_tokens
         last_token_t = 0.0
         finished = False
@@ -837,113 +559,7 @@ _CHAT_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 _TEXT_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
 
-class _SimCollector:
-    """Builds vLLM's metric families from the sim's state at scrape time (prometheus_client formats them)."""
-
-    def __init__(self, sim: VllmSim) -> None:
-        self.sim = sim
-
-    def collect(self) -> Iterable[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-
-        sim = self.sim
-        m = sim.metrics
-        eng = sim.engine
-        labels = ["model_name"]
-        lv = [sim.config.served_model_name]
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            g.add_metric(lv, value)
-            return g
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=labels)
-            c.add_metric(lv, value)
-            return c
-
-        def hist(name: str, doc: str, h: _Hist) -> HistogramMetricFamily:
-            f = HistogramMetricFamily(name, doc, labels=labels)
-            f.add_metric(lv, buckets=h.buckets(), sum_value=h.sum)
-            return f
-
-        yield gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", len(eng.running)
-        )
-        yield gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(eng.waiting)
-        )
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", eng.kv_usage)
-        yield gauge(
-            "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", eng.kv_usage
-        )
-        yield counter(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", m.preemptions
-        )
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", m.prompt_tokens)
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", m.generation_tokens)
-        success = CounterMetricFamily(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            labels=["model_name", "finished_reason"],
-        )
-        for reason, v in m.success.items():
-            success.add_metric([*lv, reason], v)
-        yield success
-        yield hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft)
-        yield hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.itl)
-        yield hist(
-            "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl
-        )
-        yield hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", m.e2e)
-        yield hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase.", m.queue)
-
-
 def create_vllm_app(config: SimConfig, faults: FaultInjector | None = None) -> ASGIApp:
     """The ASGI app of one simulated vLLM server. Use :class:`VllmSim` directly when you also need its
     engine, metrics or in-flight count (``sim = VllmSim(config, faults); sim.app``)."""
     return VllmSim(config, faults).app
-
-
-# ------------------------------------------------------------------------------------------ __main__
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    import uvicorn
-
-    p = argparse.ArgumentParser(prog="python -m sandbox.vllm_sim", description=__doc__.split("\n")[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--served-model-name", default="sim-model")
-    p.add_argument("--max-model-len", type=int, default=16384)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--kv-cache-tokens", type=int, default=200_000)
-    p.add_argument("--ttft-base-s", type=float, default=0.05)
-    p.add_argument("--prefill-s-per-token", type=float, default=0.0)
-    p.add_argument("--itl-s", type=float, default=0.02)
-    p.add_argument("--time-scale", type=float, default=1.0)
-    p.add_argument("--container-concurrency", type=int, default=None)
-    p.add_argument("--zero-latency", action="store_true")
-    a = p.parse_args(argv)
-    cfg = SimConfig(
-        served_model_name=a.served_model_name,
-        max_model_len=a.max_model_len,
-        max_num_seqs=a.max_num_seqs,
-        kv_cache_tokens=a.kv_cache_tokens,
-        ttft_base_s=a.ttft_base_s,
-        prefill_s_per_token=a.prefill_s_per_token,
-        itl_s=a.itl_s,
-        time_scale=a.time_scale,
-        container_concurrency=a.container_concurrency,
-        zero_latency=a.zero_latency,
-    )
-    logging.basicConfig(level=logging.WARNING)
-    uvicorn.run(
-        VllmSim(cfg).app, host=a.host, port=a.port, log_level="warning", access_log=False, backlog=4096
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,222 @@
+"""Every Google API call goes through here: one client builder, one call wrapper, one error map.
+
+- ``build_client(cls, settings, endpoint=...)`` makes any Google client (Cloud Run, Logging,
+  Storage, Secret Manager, Cloud Quotas, Vertex AI, Cloud Monitoring, ...): REST transport, the
+  endpoint override for the sandbox (``client_options``), anonymous credentials when the settings ask
+  for them, and for the hand-written clients (Logging, Storage), whose calls take no timeout, an HTTP
+  session that bounds every request.
+- ``call(what, fn, policy=...)`` runs ``fn`` (one API call, or a listing with its pages) under a
+  ``CallPolicy``: a bounded number of attempts with exponential backoff on one set of transient
+  failures, a timeout per attempt. The library's own retry is switched off (``policy.rpc``), so a
+  call is tried ``policy.attempts`` times in all, never retries inside retries.
+- One error map: 404 is ``NotFoundError``; 401/403 and credential problems are ``AuthError``; a
+  rejected request (400, 409) is ``UserError``; anything else, and a transient failure that outlived
+  its attempts, is ``ExternalError``. Each is one line that names the call.
+
+Mutations use ``MUTATION``: only failures that prove the request was not processed (429, 503, a
+connect timeout) are retried, so a retried change cannot be made twice.
+
+Nothing here imports a Google library at module import time: the CLI and the MCP server start fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from mcp_tools.errors import AuthError, ExternalError, NotFoundError, UserError, short_error
+from mcp_tools.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NO_CREDENTIALS = (
+    "no Google credentials found: run `gcloud auth application-default login` "
+    "or set GOOGLE_APPLICATION_CREDENTIALS"
+)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How one call is tried: ``attempts`` in all, backoff between them, ``timeout_s`` per attempt."""
+
+    attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 4.0
+    timeout_s: float = 30.0
+    mutation: bool = False
+
+    def with_(self, **changes: Any) -> CallPolicy:
+        return replace(self, **changes)
+
+    @property
+    def rpc(self) -> dict[str, Any]:
+        """Keyword arguments for a generated (GAPIC) client method: our timeout, not its retry."""
+        return {"retry": None, "timeout": self.timeout_s}
+
+
+READ = CallPolicy()
+MUTATION = CallPolicy(mutation=True)
+
+
+def transient_errors() -> tuple[type[BaseException], ...]:
+    """Failures worth another attempt for a read: 429, 5xx, deadlines, connection problems."""
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    return (
+        gexc.TooManyRequests,
+        gexc.InternalServerError,
+        gexc.BadGateway,
+        gexc.ServiceUnavailable,
+        gexc.GatewayTimeout,  # includes DeadlineExceeded
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+        auth_exc.TransportError,  # the token endpoint (or metadata server) did not answer
+    )
+
+
+def not_processed_errors() -> tuple[type[BaseException], ...]:
+    """Failures that prove a request was not acted on: the only ones a mutation is retried on."""
+    import requests
+    from google.api_core import exceptions as gexc
+
+    return (gexc.TooManyRequests, gexc.ServiceUnavailable, requests.exceptions.ConnectTimeout)
+
+
+def retrying(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    policy: CallPolicy,
+    retry_on: tuple[type[BaseException], ...],
+) -> T:
+    """``fn()`` tried up to ``policy.attempts`` times while it raises one of ``retry_on``.
+
+    The last failure propagates as it was raised. A ``UserError`` is never retried. Used by ``call``
+    for Google APIs, and by the loop for the vLLM endpoint's reads.
+    """
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+    attempts = max(1, policy.attempts)
+
+    def _log(rs: Any) -> None:
+        exc = rs.outcome.exception() if rs.outcome else None
+        n = rs.attempt_number
+        log.warning("%s: %s; retrying (attempt %d of %d)", what, short_error(exc), n, attempts)
+
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=policy.base_delay_s, max=policy.max_delay_s),
+        retry=retry_if_exception(lambda e: isinstance(e, retry_on) and not isinstance(e, UserError)),
+        reraise=True,
+        before_sleep=_log,
+    )(fn)
+
+
+def call(what: str, fn: Callable[[], T], *, policy: CallPolicy = READ, not_found: str | None = None) -> T:
+    """Run one Google API call (``fn`` passes ``**policy.rpc`` to generated clients) under ``policy``.
+
+    ``not_found``: the message for a 404 (default: "<what>: not found").
+    """
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    retry_on = not_processed_errors() if policy.mutation else transient_errors()
+    try:
+        return retrying(fn, what=what, policy=policy, retry_on=retry_on)
+    except (UserError, ExternalError):
+        raise
+    except gexc.NotFound as e:
+        raise NotFoundError(not_found or f"{what}: not found ({short_error(e)})") from None
+    except (gexc.Unauthorized, gexc.Forbidden) as e:
+        raise AuthError(f"{what}: permission denied ({short_error(e)})") from None
+    except auth_exc.DefaultCredentialsError:
+        raise AuthError(f"{what}: {NO_CREDENTIALS}") from None
+    except (gexc.BadRequest, gexc.Conflict) as e:
+        raise UserError(f"{what}: rejected as invalid ({short_error(e)})") from None
+    except retry_on as e:
+        n = max(1, policy.attempts)
+        tried = f" after {n} attempts" if n > 1 else ""
+        raise ExternalError(f"{what}: unavailable{tried} ({short_error(e)})") from None
+    except auth_exc.GoogleAuthError as e:
+        raise AuthError(f"{what}: credentials problem ({short_error(e)})") from None
+    except gexc.GoogleAPICallError as e:
+        raise ExternalError(f"{what}: {short_error(e)}") from None
+    except OSError as e:
+        raise ExternalError(f"{what}: could not reach the API ({short_error(e)})") from None
+
+
+# --- clients ------------------------------------------------------------------------------------------
+
+
+def credentials(settings: Settings, scopes: Any = None) -> Any:
+    """Anonymous credentials when the settings ask for them (tests, the sandbox), else ambient (ADC)."""
+    if settings.anonymous_credentials:
+        from google.auth.credentials import AnonymousCredentials
+
+        return AnonymousCredentials()
+    if scopes is None:
+        return None  # the client resolves ADC itself
+    import google.auth
+    from google.auth import exceptions as auth_exc
+
+    try:
+        creds, _ = google.auth.default(scopes=scopes)
+    except auth_exc.DefaultCredentialsError:
+        raise AuthError(NO_CREDENTIALS) from None
+    return creds
+
+
+def _timeout_session(creds: Any, timeout_s: float) -> Any:
+    """An authorized ``requests`` session whose every request times out after ``timeout_s``."""
+    from google.auth.transport.requests import AuthorizedSession
+
+    class _Session(AuthorizedSession):  # type: ignore[misc]
+        def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            t = kwargs.get("timeout")
+            if not isinstance(t, int | float) or t <= 0 or t > timeout_s:
+                kwargs["timeout"] = timeout_s
+            return super().request(method, url, *args, **kwargs)
+
+    return _Session(creds)
+
+
+def build_client(
+    cls: Any,
+    settings: Settings,
+    *,
+    endpoint: str | None = None,
+    handwritten: bool = False,
+    timeout_s: float | None = None,
+    **kwargs: Any,
+) -> Any:
+    """An instance of the Google client class ``cls`` for these settings.
+
+    Generated (GAPIC) clients get ``transport="rest"``; their calls carry the timeout (``policy.rpc``).
+    ``handwritten`` clients (``google.cloud.logging.Client``, ``google.cloud.storage.Client``) take no
+    transport and, for Logging, no per-call timeout: they get an HTTP session bounded by
+    ``timeout_s`` (default: the settings' ``http_timeout_s``). ``endpoint`` overrides the API host
+    (the sandbox); ``kwargs`` go to ``cls`` as they are (``project=...``).
+    """
+    from google.auth import exceptions as auth_exc
+
+    if endpoint:
+        kwargs["client_options"] = {"api_endpoint": endpoint}
+    try:
+        if handwritten:
+            creds = credentials(settings, scopes=getattr(cls, "SCOPE", None) or ())
+            kwargs.setdefault("credentials", creds)
+            kwargs["_http"] = _timeout_session(creds, timeout_s or settings.http_timeout_s)
+        else:
+            kwargs.setdefault("transport", "rest")
+            creds = credentials(settings)
+            if creds is not None:
+                kwargs.setdefault("credentials", creds)
+        return cls(**kwargs)
+    except auth_exc.DefaultCredentialsError:
+        raise AuthError(NO_CREDENTIALS) from None

@@ -1,0 +1,50 @@
+"""``python -m sandbox.vllm_sim``: one simulated vLLM server on a port."""
+
+from __future__ import annotations
+
+import logging
+
+from sandbox.vllm_sim import __doc__ as _DOC
+from sandbox.vllm_sim.app import VllmSim
+from sandbox.vllm_sim.config import SimConfig
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    import uvicorn
+
+    p = argparse.ArgumentParser(prog="python -m sandbox.vllm_sim", description=(_DOC or "").split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name", default="sim-model")
+    p.add_argument("--max-model-len", type=int, default=16384)
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--kv-cache-tokens", type=int, default=200_000)
+    p.add_argument("--ttft-base-s", type=float, default=0.05)
+    p.add_argument("--prefill-s-per-token", type=float, default=0.0)
+    p.add_argument("--itl-s", type=float, default=0.02)
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--container-concurrency", type=int, default=None)
+    p.add_argument("--zero-latency", action="store_true")
+    a = p.parse_args(argv)
+    cfg = SimConfig(
+        served_model_name=a.served_model_name,
+        max_model_len=a.max_model_len,
+        max_num_seqs=a.max_num_seqs,
+        kv_cache_tokens=a.kv_cache_tokens,
+        ttft_base_s=a.ttft_base_s,
+        prefill_s_per_token=a.prefill_s_per_token,
+        itl_s=a.itl_s,
+        time_scale=a.time_scale,
+        container_concurrency=a.container_concurrency,
+        zero_latency=a.zero_latency,
+    )
+    logging.basicConfig(level=logging.WARNING)
+    uvicorn.run(
+        VllmSim(cfg).app, host=a.host, port=a.port, log_level="warning", access_log=False, backlog=4096
+    )
+
+
+if __name__ == "__main__":
+    main()
