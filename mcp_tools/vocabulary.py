@@ -195,7 +195,7 @@ EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
 KIND_MISSING = re.compile(
     r"FileNotFoundError|No such file or directory|does not exist|EntryNotFound|not found\b", _I
 )
-KIND_DENIED = re.compile(r"PermissionError|Permission denied|Unauthori[sz]ed|Forbidden|\b40[13]\b", _I)
+KIND_DENIED = re.compile(r"PermissionError|Permission denied|Unauthori[sz]ed|Forbidden|AccessDenied", _I)
 KIND_CONFIG = re.compile(
     r"^(?:[\w.]+\.)?(?:ValueError|TypeError|KeyError|AssertionError|NotImplementedError|"
     r"argparse\.ArgumentError|ValidationError|pydantic[\w.]*ValidationError)\b"
