@@ -212,7 +212,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
     """Register investigate / approve_remediation / reject_remediation / get_incident_report."""
     import anyio.to_thread
 
-    from agent.loop import resume_cycle, run_cycle, thread_result
+    from graph.runner import resume_cycle, run_cycle, thread_result
 
     policy = state.policy
 

@@ -126,9 +126,10 @@ class SREState(TypedDict, total=False):
     since: str | None  # logs are read from here (the end of the previous cycle's window)
     observation: dict[str, Any]  # graph.observation.Observation, as JSON
     observation_summary: dict[str, Any]  # ObservationSummary
-    findings: list[dict[str, Any]]  # analyzers' Finding, as JSON
-    diagnosis: dict[str, Any]  # graph.diagnosis.Diagnosis, as JSON
-    plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan
+    diagnosis: dict[str, Any]  # graph.diagnosis.Diagnosis, as JSON (with the analyzers' findings)
+    options: list[dict[str, Any]]  # propose's candidate RemediationPlans, best first
+    plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan: the option preflight chose
+    alternatives: list[dict[str, Any]]  # the other options, as preflight checked them
     preflight: dict[str, Any]  # PreflightResult
     approval: dict[str, Any] | None  # Approval
     applied: dict[str, Any] | None  # ApplyResult

@@ -51,7 +51,7 @@ class ModelEndpoint(BaseModel):
     timeout_s: float = 60.0
     max_retries: int = 1
     temperature: float = 0.0
-    max_tokens: int = 700
+    max_tokens: int | None = 700  # None: no limit
 
     @field_validator("base_url")
     @classmethod
@@ -59,10 +59,11 @@ class ModelEndpoint(BaseModel):
         return v1_url(v)
 
 
-def model_urls(settings: Settings, *, primary: str | None = None) -> list[str]:
-    """The endpoints to try, in order: ``primary`` (default: the diagnosis URL), then the fallback."""
-    urls = [primary or settings.diagnosis_model_url, settings.fallback_model_url]
-    return list(dict.fromkeys(u for u in urls if u))
+def model_urls(settings: Settings, *, primary: str | None = None, monitored: bool = True) -> list[str]:
+    """The endpoints to try, in order: ``primary``, else ``GEMMA_SRE_MODEL_URL``, else (``monitored``)
+    the monitored ``VLLM_BASE_URL``; then the fallback."""
+    first = primary or (settings.diagnosis_model_url if monitored else settings.model_url)
+    return list(dict.fromkeys(u for u in (first, settings.fallback_model_url) if u))
 
 
 def _auth(url: str, api_key: str | None) -> tuple[str | None, dict[str, str]]:
@@ -122,6 +123,17 @@ def resolve_model_endpoint(
             max_retries=max_retries,
         )
     return None
+
+
+def configured_endpoints(
+    settings: Settings, *, primary: str | None = None, monitored: bool = True
+) -> list[ModelEndpoint]:
+    """The configured endpoints, not yet resolved (``graph.diagnosis`` resolves each in turn, noting
+    which did not answer): for a diagnosis that tries the primary, then the fallback."""
+    return [
+        ModelEndpoint(base_url=u, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)
+        for u in model_urls(settings, primary=primary, monitored=monitored)
+    ]
 
 
 def resolve_from_settings(settings: Settings, *, primary: str | None = None) -> ModelEndpoint | None:

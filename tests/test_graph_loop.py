@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from graph_helpers import ScriptedOpenAI
 
-from agent.loop import resume_cycle, run_cycle
+from graph.runner import resume_cycle, run_cycle
 from graph import audit
 from graph.config import Configuration
 from mcp_tools.settings import Policy, get_settings
@@ -407,7 +407,7 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
     another plan than the waiting one is recorded as a rejection."""
     from langgraph.types import Command
 
-    from agent.loop import compiled_graph
+    from graph.runner import compiled_graph
     from mcp_tools.remediation import PlanStep, RemediationKind, RemediationPlan
 
     sb = sandbox_factory(scenario="reference-weights-oom")
@@ -437,7 +437,7 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
 def test_approving_a_thread_that_never_asked_shows_the_request_first(sandbox_factory: Any) -> None:  # noqa: F811
     """A cycle stopped before its approval request: `approve THREAD` carries it to the request and
     returns it, since nobody has seen that plan yet; nothing is applied."""
-    from agent.loop import stream_cycle
+    from graph.runner import stream_cycle
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     stream = stream_cycle(config_for(sb))

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from agent.commands.repl import sandbox_configuration
 from agent.incidents_tracker import TrackerStore
-from agent.loop import resume_cycle
+from graph.runner import resume_cycle
 from agent.watch import Watcher, parse_interval
 from mcp_tools.errors import UserError
 from sandbox.serve import start_in_thread

@@ -270,7 +270,7 @@ class ReplCommands:
         return self.cfg.model_copy(update=update)
 
     def cmd_diagnose(self, args: list[str]) -> Reply:
-        from agent.loop import run_cycle
+        from graph.runner import run_cycle
 
         self._need_service()
         res = run_cycle(self._cfg(policy=Policy.READ_ONLY))
@@ -295,7 +295,7 @@ class ReplCommands:
         return out
 
     def cmd_plan(self, args: list[str]) -> Reply:
-        from agent.loop import run_cycle
+        from graph.runner import run_cycle
 
         self._need_service()
         if self.pending_thread:
@@ -315,7 +315,7 @@ class ReplCommands:
 
     def decide(self, decision: str, *, thread: str | None = None, reason: str | None = None) -> Reply:
         """Answer the waiting (or named) thread's approval request and run it to the end."""
-        from agent.loop import resume_cycle
+        from graph.runner import resume_cycle
 
         tid = thread or self.pending_thread
         if not tid:
@@ -348,7 +348,7 @@ class ReplCommands:
         tid = args[0] if args else self.last_thread
         if not tid:
             return _err("no thread yet: run /diagnose or /plan first, or give a thread id")
-        from agent.loop import thread_result
+        from graph.runner import thread_result
 
         res = thread_result(tid)
         path = res.report.get("markdown")

@@ -1,4 +1,4 @@
-"""Running the loop from a face: one way to run a cycle, for the CLI, the demo, watch mode, the REPL
+"""Running the loop: one way to run a cycle, for the CLI, the demo, watch mode, the REPL
 and the MCP agent tools.
 
 Public API:
