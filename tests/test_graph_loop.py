@@ -115,10 +115,10 @@ def test_fp8_on_t4_is_diagnosed_and_fixed_after_approval(sandbox_factory: Any) -
     # Ranked: drop FP8 and serve float16 on the T4 (does not fit), a w4a16 checkpoint (compressed-
     # tensors needs Marlin, cc 8.0), then an L4 - the GPU Cloud Run offers; a T4 means GKE.
     assert r.status == "awaiting_approval", r.summary
-    [step] = d["plan"]["steps"]
+    [step] = r.values["plan"]["steps"]
     assert step["kind"] == "set_resources" and step["change"] == {"gpu_type": "nvidia-l4"}
     assert step["predicted"]["fits"] is True and "GKE" in step["why"]
-    refused = [a["steps"][0] for a in d["alternatives"] if not a["preflight"]["ok"]]
+    refused = [a["steps"][0] for a in r.values["alternatives"] if not a["preflight"]["ok"]]
     assert {"--quantization": None, "--dtype": "half"} in [s["change"] for s in refused]
     assert any(s["kind"] == "set_model" and "w4a16" in s["change"]["model"] for s in refused)
     r = resume_cycle(r.thread_id, decision="approve", approver="alice")

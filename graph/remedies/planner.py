@@ -190,8 +190,19 @@ def flags_option(cap: Capacity, change: dict[str, Any], why: str) -> Remediation
 
 
 def gpu_option(cap: Capacity, gpu: str, why: str) -> RemediationPlan:
-    """set_resources to another GPU, with the planner's prediction there."""
+    """set_resources to another GPU (with the CPU and memory Cloud Run requires for it), with the
+    planner's prediction there."""
     from graph.remedies.catalog import CLOUD_RUN_GPUS
+    from mcp_tools.cloudrun_limits import GPU_MINIMUMS, cpu_value, memory_gib
+
+    change: dict[str, Any] = {"gpu_type": gpu}
+    if gpu in GPU_MINIMUMS and cap.spec is not None:
+        min_cpu, min_mem = GPU_MINIMUMS[gpu]
+        cpu, mem = cpu_value(cap.spec.cpu), memory_gib(cap.spec.memory)
+        if cpu is not None and cpu < min_cpu:
+            change["cpu"] = min_cpu
+        if mem is not None and mem < min_mem:
+            change["memory"] = f"{min_mem}Gi"
 
     pred = None
     if cap.model is not None and cap.flags is not None:
@@ -207,4 +218,6 @@ def gpu_option(cap: Capacity, gpu: str, why: str) -> RemediationPlan:
             f". Cloud Run offers only {' and '.join(CLOUD_RUN_GPUS)} GPUs, not {cur}: a service on "
             f"{cur} runs on GKE, so this means a GKE node pool with {gpu} GPUs (or moving it to Cloud Run)"
         )
-    return plan(PlanStep(kind=K.SET_RESOURCES, change={"gpu_type": gpu}, why=why, predicted=pred))
+    if len(change) > 1:
+        why += f"; {gpu} instances need at least {GPU_MINIMUMS[gpu][0]} vCPU and {GPU_MINIMUMS[gpu][1]} GiB"
+    return plan(PlanStep(kind=K.SET_RESOURCES, change=change, why=why, predicted=pred))
