@@ -66,7 +66,7 @@ async def _observe(
     state: ServerState, service_name: str | None, since: str, text: str | None
 ) -> tuple[Any, list[str]]:
     """(an Observation, what could not be read): from pasted text, or from the live service through
-    the loop's own observe step (``graph.nodes.observe.observe_service``: retries, a record of blind spots)."""
+    the loop's own observe step (``graph.nodes.observe.observe_service``: retries, blind spots named)."""
     from graph.observation import Observation
 
     if text and text.strip():

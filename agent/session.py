@@ -163,6 +163,6 @@ def _emit_json(opts: CycleOptions, result: Any) -> None:
         "status": result.status,
         "summary": result.summary,
         "report": result.report,
-        "pending": result.pending,
+        "pending": result.pending.model_dump(mode="json") if result.pending else None,
     }
     sys.stdout.write(json.dumps(doc, default=str) + "\n")

@@ -83,7 +83,10 @@ def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFindin
 
     logs = (values.get("observation") or {}).get("logs") or []
     messages = [LogLine.model_validate(ln).message for ln in logs]
-    found = [TrackedFinding.from_finding(f, service, messages) for f in (values.get("diagnosis") or {}).get("findings") or []]
+    found = [
+        TrackedFinding.from_finding(f, service, messages)
+        for f in (values.get("diagnosis") or {}).get("findings") or []
+    ]
     if not found:
         diag = values.get("diagnosis") or {}
         if diag.get("category") not in (None, "healthy", "unknown"):

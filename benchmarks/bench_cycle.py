@@ -46,10 +46,10 @@ def main() -> int:
 
     state = tempfile.mkdtemp(prefix="gemma-sre-bench-")
     os.environ["GEMMA_SRE_STATE_DIR"] = state
-    from graph.runner import resume_cycle, run_cycle
     from graph.config import Configuration
     from graph.diagnosis import build_context
     from graph.observation import Observation
+    from graph.runner import resume_cycle, run_cycle
     from mcp_tools.incident import Incident, LogLine, ServiceSpec
     from mcp_tools.logs import count_tokens
     from sandbox.server import start_sandbox

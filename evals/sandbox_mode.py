@@ -131,8 +131,8 @@ def run_sandbox_case(
     incident: Incident, *, model: Any = None, time_scale: float = SANDBOX_TIME_SCALE
 ) -> CaseResult:
     """One incident through the whole loop in a fresh sandbox; the case's verdict comes from end state."""
-    from graph.runner import resume_cycle, run_cycle
     from graph.config import Configuration
+    from graph.runner import resume_cycle, run_cycle
     from mcp_tools.settings import Policy
     from sandbox.server import start_sandbox
 

@@ -3,11 +3,11 @@
 ``diagnose(obs)`` works with no model at all: the deterministic analyzers name the root cause
 (``choose_root_cause``). It is the diagnose step only: proposing a plan (``graph.propose``) and
 checking it (``graph.preflight``) are the next steps, chained by the graph's nodes and, for the faces
-that run no graph, by ``graph.pipeline``. With a model (an OpenAI-compatible endpoint, e.g. the monitored vLLM server), the model gets the
-compressed, fenced context (``build_context``) plus the findings and answers in JSON validated
-against ``ModelAnswer``: a taxonomy category, evidence line numbers that exist, a confidence. A
-malformed answer gets one retry, then the analyzers' diagnosis stands; an unreachable endpoint
-leaves the analyzers' diagnosis and says so in ``notes``. The model explains and may pick among the
+that run no graph, by ``graph.pipeline``. With a model (an OpenAI-compatible endpoint, e.g. the
+monitored vLLM server), the model gets the compressed, fenced context (``build_context``) plus the
+findings and answers in JSON validated against ``ModelAnswer``: a taxonomy category, evidence line
+numbers that exist, a confidence. A malformed answer gets one retry, then the analyzers' diagnosis
+stands; an unreachable endpoint leaves the analyzers' diagnosis and says so in ``notes``. The model explains and may pick among the
 categories the analyzers support; it never writes plan steps.
 """
 

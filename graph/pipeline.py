@@ -59,9 +59,7 @@ def assess(
     default: settings; the other arguments are ``graph.diagnosis.diagnose``'s)."""
     diag = diagnose(obs, model=model, tools=tools, max_steps=max_steps)
     choice = choose_plan(propose_options(diag, obs), obs.service, policy=policy)
-    return Assessment(
-        **dict(diag), plan=choice.plan, alternatives=choice.alternatives, diff=choice.diff
-    )
+    return Assessment(**dict(diag), plan=choice.plan, alternatives=choice.alternatives, diff=choice.diff)
 
 
 def assess_incident(

@@ -17,6 +17,7 @@ from mcp_tools.taxonomy import Category
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 
+
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

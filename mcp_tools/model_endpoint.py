@@ -75,7 +75,9 @@ def _auth(url: str, api_key: str | None) -> tuple[str | None, dict[str, str]]:
     return bearer, headers
 
 
-def served_model_name(url: str, *, bearer: str | None, headers: dict[str, str], timeout_s: float) -> str | None:
+def served_model_name(
+    url: str, *, bearer: str | None, headers: dict[str, str], timeout_s: float
+) -> str | None:
     """The first id ``/v1/models`` lists, or None when the endpoint does not answer."""
     import httpx
 
@@ -109,7 +111,9 @@ def resolve_model_endpoint(
         except Exception as e:  # bad URL, no credentials: try the next one
             log.warning("model endpoint %s unusable: %s", root_url(url), e.__class__.__name__)
             continue
-        name = served_model_name(url, bearer=bearer, headers=headers, timeout_s=min(timeout_s, PROBE_TIMEOUT_S))
+        name = served_model_name(
+            url, bearer=bearer, headers=headers, timeout_s=min(timeout_s, PROBE_TIMEOUT_S)
+        )
         if name is None:
             continue
         if model_name and model_name != name:

@@ -134,7 +134,9 @@ def apply_step(spec: ServiceSpec, step: PlanStep) -> ServiceSpec:
         for key, value in step.change.items():
             setattr(new, key, _positive_int(kind.value, key, value, 0 if key == "min_instances" else 1))
         bad = violations(
-            Shape(min_instances=new.min_instances, max_instances=new.max_instances, concurrency=new.concurrency)
+            Shape(
+                min_instances=new.min_instances, max_instances=new.max_instances, concurrency=new.concurrency
+            )
         )
         if bad:
             raise UserError("set_scaling: " + "; ".join(bad))

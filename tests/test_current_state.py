@@ -12,13 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.commands.repl import sandbox_configuration
-from graph.runner import resume_cycle, run_cycle, stream_cycle, thread_result
 from agent.repl.commands import ReplCommands
 from agent.watch import Watcher
 from graph.analyzers import run_analyzers
 from graph.diagnosis import build_context
-from graph.pipeline import assess
 from graph.observation import Observation
+from graph.pipeline import assess
+from graph.runner import resume_cycle, run_cycle, stream_cycle, thread_result
 from mcp_tools.incident import LogLine
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)

@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from graph.diagnosis import ModelEndpoint, build_context
-from graph.pipeline import assess, assess_incident
 from graph.observation import Observation
+from graph.pipeline import assess, assess_incident
 from mcp_tools.incident import ServiceSpec, parse_incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN
 from mcp_tools.remediation import RemediationKind

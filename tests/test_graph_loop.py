@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from graph_helpers import ScriptedOpenAI
 
-from graph.runner import resume_cycle, run_cycle
 from graph import audit
 from graph.config import Configuration
+from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import Policy, get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 
@@ -79,8 +79,7 @@ def test_scenario_is_fixed_only_after_approval(sandbox_factory: Any, scenario: s
     assert first.values["diagnosis"]["category"] == EXPECTED[scenario]
     assert first.values["diagnosis"]["evidence"], "the diagnosis cites log lines"
     assert first.values["preflight"]["ok"] is True
-    pending = first.pending or {}
-    assert pending["diff"] and pending["plan"]["steps"]
+    assert first.pending is not None and first.pending.diff and first.pending.plan.steps
     assert mutations(sb) == []  # nothing changed while waiting for a person
 
     done = resume_cycle(first.thread_id, decision="approve", approver="alice")
@@ -412,7 +411,7 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     first = run_cycle(config_for(sb))
-    assert first.status == "awaiting_approval" and first.pending and first.pending["plan_key"]
+    assert first.status == "awaiting_approval" and first.pending and first.pending.plan_key
     other = RemediationPlan(
         steps=[PlanStep(kind=RemediationKind.SET_SCALING, change={"max_instances": 7}, why="edited")]
     )
@@ -421,11 +420,11 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
         g.update_state(thread, {"plan": other.model_dump(mode="json")})
     r = resume_cycle(first.thread_id, decision="approve", approver="alice")
     assert r.status == "awaiting_approval" and r.pending  # asked again, with the plan as it is now
-    assert r.pending["plan"]["steps"][0]["change"] == {"max_instances": 7}
-    assert r.pending["plan_key"] != first.pending["plan_key"]
+    assert r.pending is not None and r.pending.plan.steps[0].change == {"max_instances": 7}
+    assert r.pending.plan_key != first.pending.plan_key
     assert mutations(sb) == []
 
-    stale = {"decision": "approve", "approver": "alice", "plan_key": first.pending["plan_key"]}
+    stale = {"decision": "approve", "approver": "alice", "plan_key": first.pending.plan_key}
     with compiled_graph() as g:
         g.invoke(Command(resume=stale), {**thread, "recursion_limit": 50})
     assert mutations(sb) == []
@@ -445,7 +444,7 @@ def test_approving_a_thread_that_never_asked_shows_the_request_first(sandbox_fac
         if step.node == "diagnose":
             break  # the process "dies" here: checkpoints up to diagnose, no request yet
     r = resume_cycle(stream.thread_id, decision="approve", approver="alice")
-    assert r.status == "awaiting_approval" and r.pending and r.pending["plan"]["steps"]
+    assert r.status == "awaiting_approval" and r.pending and r.pending.plan.steps
     assert mutations(sb) == []
     done = resume_cycle(stream.thread_id, decision="approve", approver="alice")  # now it was shown
     assert done.status == "fixed", done.summary

@@ -9,9 +9,8 @@ import pytest
 
 from evals.harness import LIBRARY_DIR, load_library
 from mcp_tools.incident import Incident, load_incident
-from mcp_tools.remediation import RemediationKind
+from mcp_tools.remediation import MUTATING_KINDS, RemediationKind
 from mcp_tools.taxonomy import Category
-from mcp_tools.remediation import MUTATING_KINDS
 
 FILES = sorted([*LIBRARY_DIR.glob("*.yaml"), *LIBRARY_DIR.glob("*.yml")])
 

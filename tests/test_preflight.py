@@ -55,7 +55,9 @@ def test_a_limit_the_current_spec_already_breaks_is_named_not_blamed_on_the_plan
     small = L4.model_copy(update={"cpu": 2})  # below the L4 minimum already
     checked, _, _ = preflight(_plan(K.SET_SCALING, max_instances=2), small, policy="approve")
     assert checked.preflight.ok
-    assert any(n.startswith("already so in the current spec: nvidia-l4 needs") for n in checked.preflight.notes)
+    assert any(
+        n.startswith("already so in the current spec: nvidia-l4 needs") for n in checked.preflight.notes
+    )
 
 
 def test_options_are_checked_once_each_in_rank_order() -> None:

@@ -46,7 +46,10 @@ def test_healthy_gets_nothing_and_every_other_family_gets_a_typed_option() -> No
 
 def test_a_failed_latest_revision_is_rolled_back_first() -> None:
     obs = Observation(
-        id="x", service=L4, latest_ready_revision="gemma-12b-00001-aaa", latest_created_revision="gemma-12b-00002-bbb"
+        id="x",
+        service=L4,
+        latest_ready_revision="gemma-12b-00001-aaa",
+        latest_created_revision="gemma-12b-00002-bbb",
     )
     first = propose_options(_diag("weights_oom", "torch.OutOfMemoryError: CUDA out of memory"), obs)[0]
     assert [(s.kind, s.change) for s in first.steps] == [(K.ROLLBACK, {"revision": "gemma-12b-00001-aaa"})]
@@ -55,7 +58,9 @@ def test_a_failed_latest_revision_is_rolled_back_first() -> None:
 
 def test_a_longer_startup_probe_stays_within_cloud_run_limits() -> None:
     spec = L4.model_copy(update={"startup_probe": StartupProbe(period_seconds=240, failure_threshold=7)})
-    [opt] = propose_options(_diag("startup_timeout", "STARTUP TCP probe failed"), Observation(id="x", service=spec))
+    [opt] = propose_options(
+        _diag("startup_timeout", "STARTUP TCP probe failed"), Observation(id="x", service=spec)
+    )
     [step] = opt.steps
     assert step.kind is K.SET_PROBE and step.predicted and step.predicted["startup_budget_seconds"] > 1680
     assert violations(shape(apply_steps(spec, opt.steps))) == []
@@ -63,7 +68,9 @@ def test_a_longer_startup_probe_stays_within_cloud_run_limits() -> None:
 
 def test_more_memory_brings_the_cpu_cloud_run_requires() -> None:
     spec = L4.model_copy(update={"memory": "16Gi", "cpu": 4})
-    opts = propose_options(_diag("host_memory_exceeded", "Memory limit of 16384 MiB exceeded"), Observation(id="x", service=spec))
+    opts = propose_options(
+        _diag("host_memory_exceeded", "Memory limit of 16384 MiB exceeded"), Observation(id="x", service=spec)
+    )
     step = opts[-1].steps[0]
     assert step.kind is K.SET_RESOURCES and step.change == {"memory": "24Gi", "cpu": 6}
     assert violations(shape(apply_steps(spec, opts[-1].steps))) == []
@@ -71,9 +78,15 @@ def test_more_memory_brings_the_cpu_cloud_run_requires() -> None:
 
 def test_a_larger_gpu_comes_with_that_gpus_minimum_cpu_and_memory() -> None:
     spec = L4.model_copy(
-        update={"args": ["--model=/mnt/models/Gemma-4-26B-A4B-NVFP4", "--quantization=modelopt_fp4", "--port=8080"]}
+        update={
+            "args": [
+                "--model=/mnt/models/Gemma-4-26B-A4B-NVFP4",
+                "--quantization=modelopt_fp4",
+                "--port=8080",
+            ]
+        }
     )
-    text = "ValueError: NVFP4 quantization requires capability 100, current capability is 89. Minimum capability: 100"
+    text = "ValueError: NVFP4 needs compute capability 100; current is 89. Minimum capability: 100"
     opts = propose_options(_diag("unsupported_config", text), Observation(id="x", service=spec))
     moves = [s for o in opts for s in o.steps if s.kind is K.SET_RESOURCES and "gpu_type" in s.change]
     assert moves and moves[0].change == {"gpu_type": "nvidia-rtx-pro-6000", "cpu": 20, "memory": "80Gi"}

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _make_model(url: str) -> object:
-    """The diagnosing model behind an OpenAI-compatible URL, resolved by ``graph.diagnosis`` when it is asked."""
+    """The diagnosing model behind an OpenAI-compatible URL (resolved when the diagnosis asks it)."""
     from mcp_tools.errors import UserError
     from mcp_tools.settings import get_settings
 

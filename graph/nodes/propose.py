@@ -22,7 +22,5 @@ def propose(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     options = propose_options(diagnosis, Observation.model_validate(state["observation"]))
     first = ", ".join(f"{s.kind.value} {s.change}" for s in options[0].steps) if options else "none"
     more = len(options) - 1
-    msg = f"best option: {first}" + (
-        f" ({more} more ranked below it)" if more > 0 else ""
-    )
+    msg = f"best option: {first}" + (f" ({more} more ranked below it)" if more > 0 else "")
     return {"options": [o.model_dump(mode="json") for o in options], "timeline": event("propose", msg)}

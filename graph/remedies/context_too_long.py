@@ -24,7 +24,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         if limit:
             return [
                 flags_option(
-                    cap, {"--max-model-len": int(limit)}, f"--max-model-len is above the model's {limit}-token limit"
+                    cap,
+                    {"--max-model-len": int(limit)},
+                    f"--max-model-len is above the model's {limit}-token limit",
                 )
             ]
         return [escalate("Set --max-model-len at or below the model's max_position_embeddings.", text[:200])]
@@ -37,7 +39,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         target = min(target, cap.plan.max_model_len_that_fits or target)
         if target > served:
             opt = flags_option(
-                cap, {"--max-model-len": round_max_model_len(target)}, "serve a longer context (the KV cache fits)"
+                cap,
+                {"--max-model-len": round_max_model_len(target)},
+                "serve a longer context (the KV cache fits)",
             )
             if opt.steps[0].predicted and opt.steps[0].predicted.get("fits"):
                 out.append(opt)

@@ -16,6 +16,8 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     out = [restart("the engine died for a reason its configuration does not explain: start a fresh revision")]
     if re.search(r"illegal memory access|CUDA error|cudaError", evidence_text(diag)):
         out.append(
-            flags_option(cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly")
+            flags_option(
+                cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
+            )
         )
     return out

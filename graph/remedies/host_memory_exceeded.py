@@ -29,7 +29,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     if change:
         flags_opt.append(
             flags_option(
-                cap, change, "--swap-space / --cpu-offload-gb reserve host RAM for vLLM: drop them back to defaults"
+                cap,
+                change,
+                "--swap-space / --cpu-offload-gb reserve host RAM for vLLM: drop them back to defaults",
             )
         )
     return flags_opt + _more_memory(obs)

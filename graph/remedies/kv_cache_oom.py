@@ -32,14 +32,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     out = []
     if isinstance(fit, int) and fit > 0:
         n = round_max_model_len(fit)
-        out.append(flags_option(cap, {"--max-model-len": n}, f"vLLM says about {fit} tokens fit in the KV cache"))
+        out.append(
+            flags_option(cap, {"--max-model-len": n}, f"vLLM says about {fit} tokens fit in the KV cache")
+        )
     elif isinstance(cur, int) and cur > 2048:
         n = round_max_model_len(cur // 2)
-        out.append(flags_option(cap, {"--max-model-len": n}, f"halve the context ({cur} -> {n}) so one request fits"))
+        out.append(
+            flags_option(cap, {"--max-model-len": n}, f"halve the context ({cur} -> {n}) so one request fits")
+        )
     if gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
         out.append(flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache holds twice the tokens"))
     if not first:
         out.append(
-            flags_option(cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache")
+            flags_option(
+                cap, {"--gpu-memory-utilization": 0.95}, "give vLLM more of the GPU for the KV cache"
+            )
         )
     return first + out

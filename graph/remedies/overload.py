@@ -30,5 +30,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     kv = fact(diag, "kv_cache_usage")
     kv_full = (isinstance(kv, float) and kv >= 0.95) or "KV cache" in evidence_text(diag)
     if kv_full and gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
-        out.append(flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight"))
+        out.append(
+            flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")
+        )
     return out

@@ -15,11 +15,15 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     text = evidence_text(diag)
     out = []
     if re.search(r"capture_model|cuda_graph|CUDAGraph|capture_graph", text):
-        out.append(flags_option(cap, {"--enforce-eager": True}, "the OOM hit CUDA-graph capture: run eagerly"))
+        out.append(
+            flags_option(cap, {"--enforce-eager": True}, "the OOM hit CUDA-graph capture: run eagerly")
+        )
     if re.search(r"sampler|max_num_seqs", text):
         seqs = cap.flags.max_num_seqs if cap.flags and cap.flags.max_num_seqs else 256
         out.append(
-            flags_option(cap, {"--max-num-seqs": max(8, seqs // 2)}, "the sampler warm-up OOMed: fewer sequences")
+            flags_option(
+                cap, {"--max-num-seqs": max(8, seqs // 2)}, "the sampler warm-up OOMed: fewer sequences"
+            )
         )
     mnbt = cap.plan.max_num_batched_tokens if cap.plan else None
     out.append(

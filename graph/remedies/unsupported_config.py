@@ -25,7 +25,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     if m:
         bad = [a.split("=")[0] for a in m.group(1).split() if a.startswith("--")]
         if bad:
-            out.append(flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it"))
+            out.append(
+                flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
+            )
     if _BF16.search(text):
         out.append(flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
     ref = get_model(obs.service.args) if obs.service else None
@@ -46,7 +48,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             cc = int(need.group(1) or need.group(2)) / 10
             gpu = larger_gpu(cap.gpu, min_cc=cc)
             if gpu:
-                out.append(gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it"))
+                out.append(
+                    gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it")
+                )
     elif re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
         # Drop the online quantization and serve the checkpoint in 16 bits; a GPU without bf16
         # (cc < 8.0, e.g. a T4) needs --dtype half for that.
@@ -65,13 +69,17 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         if min_cc is not None:
             gpu = larger_gpu(cap.gpu, min_cc=min_cc)
             if gpu:
-                gpu_options.append(gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it"))
+                gpu_options.append(
+                    gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it")
+                )
     if (
         re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
         and cap.flags
         and cap.flags.kv_cache_dtype != "auto"
     ):
-        out.append(flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here"))
+        out.append(
+            flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here")
+        )
     out += planner_options(cap, {"set_vllm_args", "set_model"})
     for sib in sibling_checkpoints(ref) if not prequantized else []:
         if not any(s.kind is K.SET_MODEL and s.change.get("model") == sib for o in out for s in o.steps):

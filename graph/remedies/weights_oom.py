@@ -17,7 +17,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         # Ranked last: a larger Cloud Run GPU, for when no checkpoint or flag change passes preflight.
         bigger = larger_gpu(cap.gpu)
         if bigger:
-            opts.append(gpu_option(cap, bigger, f"the weights do not fit {cap.gpu or 'this GPU'}: move to {bigger}"))
+            opts.append(
+                gpu_option(cap, bigger, f"the weights do not fit {cap.gpu or 'this GPU'}: move to {bigger}")
+            )
         return opts
     if cap.plan is not None:  # the planner ran and nothing on this GPU fits
         return [
@@ -32,12 +34,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     ref = get_model(obs.service.args) if obs.service else None
     for sib in sibling_checkpoints(ref):
         out.append(
-            plan(PlanStep(kind=K.SET_MODEL, change={"model": sib}, why=f"a smaller checkpoint of the same model{note}"))
+            plan(
+                PlanStep(
+                    kind=K.SET_MODEL,
+                    change={"model": sib},
+                    why=f"a smaller checkpoint of the same model{note}",
+                )
+            )
         )
     quantized = bool(cap.flags and cap.flags.quantization) or bool(ref and QUANT_SUFFIX.search(ref))
     if not quantized and gpu_supports(cap.gpu, "fp8") is not False:
         out.append(
-            flags_option(cap, {"--quantization": "fp8"}, f"FP8 weights take about half the memory of bf16{note}")
+            flags_option(
+                cap, {"--quantization": "fp8"}, f"FP8 weights take about half the memory of bf16{note}"
+            )
         )
     bigger = larger_gpu(cap.gpu)
     if bigger:
