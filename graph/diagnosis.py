@@ -7,8 +7,8 @@ that run no graph, by ``graph.pipeline``. With a model (an OpenAI-compatible end
 monitored vLLM server), the model gets the compressed, fenced context (``build_context``) plus the
 findings and answers in JSON validated against ``ModelAnswer``: a taxonomy category, evidence line
 numbers that exist, a confidence. A malformed answer gets one retry, then the analyzers' diagnosis
-stands; an unreachable endpoint leaves the analyzers' diagnosis and says so in ``notes``. The model explains and may pick among the
-categories the analyzers support; it never writes plan steps.
+stands; an unreachable endpoint leaves the analyzers' diagnosis and says so in ``notes``. The model
+explains and may pick among the categories the analyzers support; it never writes plan steps.
 """
 
 from __future__ import annotations
