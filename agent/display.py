@@ -67,7 +67,7 @@ def render_request(req: ApprovalRequest) -> RenderableType:
         change = ", ".join(f"{k}={v}" for k, v in s.change.items())
         parts.append(Text.from_markup(f"  {i}. [bold]{escape(s.kind.value)}[/] {escape(change)}"))
         if s.predicted:
-            parts.append(Text(f"     predicted (capacity planner): {_predicted(s.predicted)}", style="cyan"))
+            parts.append(Text(f"     prediction (capacity planner): {_predicted(s.predicted)}", style="cyan"))
         if s.why:
             parts.append(Text(f"     why: {s.why}"))
     if req.diff:
