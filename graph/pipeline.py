@@ -62,18 +62,9 @@ def assess(
     return Assessment(**dict(diag), plan=choice.plan, alternatives=choice.alternatives, diff=choice.diff)
 
 
-def assess_incident(
-    incident: Incident,
-    *,
-    model: ModelEndpoint | str | Any = None,
-    tools: list[Any] | None = None,
-    max_steps: int = 4,
-    policy: Any = None,
-) -> Assessment:
-    """``assess`` on the observation an incident file records."""
-    return assess(
-        Observation.from_incident(incident), model=model, tools=tools, max_steps=max_steps, policy=policy
-    )
+def assess_incident(incident: Incident, **kwargs: Any) -> Assessment:
+    """``assess`` (same keyword arguments) on the observation an incident file records."""
+    return assess(Observation.from_incident(incident), **kwargs)
 
 
 __all__ = ["Assessment", "assess", "assess_incident"]

@@ -8,10 +8,10 @@ from typing import Any
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, evidence_text, plan
+from graph.remedies.base import K, escalate, evidence_text
 from graph.remedies.catalog import QUANT_SUFFIX, gpu_cc, larger_gpu, sibling_checkpoints
 from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
-from mcp_tools.remediation import PlanStep, RemediationPlan
+from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import get_model
 
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
@@ -36,12 +36,8 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     if re.search(r"fp8|FP8|fp4|FP4|quantization", text) and prequantized:
         for sib in sibling_checkpoints(ref):
             out.append(
-                plan(
-                    PlanStep(
-                        kind=K.SET_MODEL,
-                        change={"model": sib},
-                        why=f"{ref} is quantized in a format this GPU cannot run; serve {sib} instead",
-                    )
+                model_option(
+                    cap, sib, f"{ref} is quantized in a format this GPU cannot run; serve {sib} instead"
                 )
             )
         if need:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, plan
+from graph.remedies.base import escalate
 from graph.remedies.catalog import QUANT_SUFFIX, gpu_supports, larger_gpu, sibling_checkpoints
-from graph.remedies.planner import Capacity, flags_option, gpu_option, planner_options
-from mcp_tools.remediation import PlanStep, RemediationPlan
+from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
+from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import get_model
 
 
@@ -33,15 +33,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     note = f" (the planner could not check this: {cap.error})" if cap.error else ""
     ref = get_model(obs.service.args) if obs.service else None
     for sib in sibling_checkpoints(ref):
-        out.append(
-            plan(
-                PlanStep(
-                    kind=K.SET_MODEL,
-                    change={"model": sib},
-                    why=f"a smaller checkpoint of the same model{note}",
-                )
-            )
-        )
+        out.append(model_option(cap, sib, f"a smaller checkpoint of the same model{note}"))
     quantized = bool(cap.flags and cap.flags.quantization) or bool(ref and QUANT_SUFFIX.search(ref))
     if not quantized and gpu_supports(cap.gpu, "fp8") is not False:
         out.append(
