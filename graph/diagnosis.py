@@ -36,7 +36,7 @@ CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
 CONFIDENT = 0.8
 
 #: Categories whose evidence is ongoing request traffic, not a start-up event that can recover.
-_ONGOING = {"overload", "context_too_long"}
+_ONGOING = {Category.OVERLOAD, Category.CONTEXT_TOO_LONG}
 
 
 class Diagnosis(BaseModel):
