@@ -3,7 +3,7 @@
     python benchmarks/eval_replay.py [--runs 5] [--incidents DIR]
 
 Prints the median and the spread of whole runs (load every file, diagnose, score) and of loading alone.
-Uses the real diagnosis (graph.diagnosis.diagnose_incident); with --diagnose MODULE:FUNCTION another one.
+Uses the real diagnosis (graph.pipeline.assess_incident); with --diagnose MODULE:FUNCTION another one.
 """
 
 from __future__ import annotations
