@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from graph.state import ApprovalRequest
 
 _STYLE = {
     "observe": "cyan",
@@ -54,21 +59,38 @@ def _predicted(pred: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def print_request(console: Console, pending: dict[str, Any]) -> None:
-    plan = pending.get("plan") or {}
-    console.print("[bold]Proposed plan[/] (approval required):", highlight=False)
-    for i, s in enumerate(plan.get("steps") or [], 1):
-        change = ", ".join(f"{k}={v}" for k, v in (s.get("change") or {}).items())
-        console.print(f"  {i}. [bold]{s.get('kind', '')}[/] {change}", highlight=False, soft_wrap=True)
-        if s.get("predicted"):
-            console.print(f"     predicted: {_predicted(s['predicted'])}", highlight=False, soft_wrap=True)
-        if s.get("why"):
-            console.print(f"     why: {s['why']}", highlight=False, soft_wrap=True)
-    diff = pending.get("diff") or ""
-    if diff:
-        console.print(Panel(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True), title="Revision diff"))
-    for note in pending.get("preflight_notes") or []:
-        console.print(f"  preflight: {note}", highlight=False)
+def render_request(req: ApprovalRequest) -> RenderableType:
+    """The one rendering of an approval request: the plan's steps (each with its prediction and why),
+    the revision diff, and preflight's notes. The CLI, the REPL and the MCP tools' text all use it."""
+    parts: list[RenderableType] = [Text.from_markup("[bold]Proposed plan[/] (approval required):")]
+    for i, s in enumerate(req.plan.steps, 1):
+        change = ", ".join(f"{k}={v}" for k, v in s.change.items())
+        parts.append(Text.from_markup(f"  {i}. [bold]{escape(s.kind.value)}[/] {escape(change)}"))
+        if s.predicted:
+            parts.append(Text(f"     prediction (capacity planner): {_predicted(s.predicted)}", style="cyan"))
+        if s.why:
+            parts.append(Text(f"     why: {s.why}"))
+    if req.diff:
+        parts.append(
+            Panel(Syntax(req.diff, "diff", theme="ansi_dark", word_wrap=True), title="Revision diff")
+        )
+    parts += [Text(f"  preflight: {n}", style="dim") for n in req.preflight_notes]
+    return Group(*parts)
+
+
+def print_request(console: Console, req: ApprovalRequest) -> None:
+    console.print(render_request(req), highlight=False, soft_wrap=True)
+
+
+def request_text(req: ApprovalRequest, *, width: int = 100) -> str:
+    """``render_request`` as plain text (for an MCP tool's text content)."""
+    import io
+
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, highlight=False).print(
+        render_request(req), soft_wrap=True
+    )
+    return buf.getvalue().rstrip("\n")
 
 
 def print_outcome(console: Console, status: str, summary: str, report: dict[str, str]) -> None:

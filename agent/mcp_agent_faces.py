@@ -25,6 +25,7 @@ from mcp.server.fastmcp import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from graph.state import ApprovalRequest
 from mcp_tools.errors import UserError
 from mcp_tools.server import READ_ONLY, ServerState, result, tool_errors
 from mcp_tools.settings import Policy
@@ -68,6 +69,7 @@ class InvestigateOut(BaseModel):
     question: str | None = None
     answer: str | None = None
     next: str = ""
+    request: ApprovalRequest | None = Field(default=None, exclude=True)  # rendered into the text
 
 
 class OutcomeOut(BaseModel):
@@ -89,7 +91,7 @@ class ReportOut(BaseModel):
     summary: str = ""
     markdown: str = ""
     report: dict[str, Any] = Field(default_factory=dict)
-    pending: dict[str, Any] | None = None
+    pending: ApprovalRequest | None = None
 
 
 def _progress(ctx: Context | None, offset: int = 0) -> Callable[[str, dict[str, Any]], None] | None:
@@ -121,14 +123,12 @@ def _cfg(state: ServerState, service: str, *, policy: Policy) -> Any:
 
 
 def _investigate_out(res: Any, service: str) -> InvestigateOut:
+    from graph.state import ApprovalRequest
+
     v = res.values
     d = v.get("diagnosis") or {}
-    pending = res.pending or {}
     pf = v.get("preflight") or {}
-    plan = pending.get("plan") or v.get("plan") or {}
-    prediction = pending.get("prediction")
-    if prediction is None:
-        prediction = [s.get("predicted") for s in plan.get("steps") or [] if s.get("predicted")]
+    req = res.pending or ApprovalRequest.of_state(v, thread_id=res.thread_id, service=service)
     if res.status == "awaiting_approval":
         nxt = (
             f"approve_remediation(thread_id={res.thread_id!r}, approver=NAME) applies, verifies and rolls "
@@ -148,30 +148,28 @@ def _investigate_out(res: Any, service: str) -> InvestigateOut:
             evidence=list(d.get("evidence") or [])[:12],
             model_used=d.get("model_used"),
         ),
-        plan=plan,
-        diff=str(pending.get("diff") or pf.get("diff") or ""),
-        prediction=[p for p in prediction if isinstance(p, dict)],
+        plan=req.plan.model_dump(mode="json"),
+        diff=req.diff,
+        prediction=req.prediction,
         preflight_ok=pf.get("ok") if pf else None,
-        preflight_notes=list(pending.get("preflight_notes") or pf.get("notes") or []),
+        preflight_notes=req.preflight_notes,
         observation_unread=list((v.get("observation_summary") or {}).get("unread") or []),
         next=nxt,
+        request=req,
     )
 
 
 def _investigate_text(out: InvestigateOut) -> str:
+    from agent.display import request_text
+
     d = out.diagnosis
     lines = [
         f"thread {out.thread_id} ({out.service}): {out.status}",
         f"{d.category} ({d.confidence:.2f}): {d.summary}",
     ]
     lines += [f"  line {e.get('line')}: {e.get('text')}" for e in d.evidence[:6]]
-    for s in out.plan.get("steps") or []:
-        lines.append(f"step {s.get('kind')}: {s.get('change')} - {s.get('why', '')}")
-    if out.diff:
-        lines.append("diff:\n" + out.diff)
-    for p in out.prediction:
-        lines.append("prediction (capacity planner): " + ", ".join(f"{k}={v}" for k, v in p.items()))
-    lines += [f"preflight: {n}" for n in out.preflight_notes]
+    if out.request is not None and out.request.plan.steps:
+        lines.append(request_text(out.request))
     if out.question:
         lines.append(f"question: {out.question}")
         lines.append(f"answer: {out.answer}")
@@ -225,7 +223,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         for approve_remediation or reject_remediation. An optional question is answered by the model
         with read-only tools (needs GEMMA_SRE_MODEL_URL or VLLM_BASE_URL)."""
         # Investigating never applies: under 'auto' the loop still stops at the approval request.
-        from agent.loop import run_cycle  # imported where used: the server starts without LangGraph
+        from graph.runner import run_cycle  # imported where used: the server starts without LangGraph
 
         run_policy = Policy.APPROVE if policy is Policy.AUTO else policy
         cfg = _cfg(state, service, policy=run_policy)
@@ -249,7 +247,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
             rolled back to the last good revision if verification fails. Returns the outcome."""
             if not approver or not approver.strip():
                 raise UserError("approver: name the person who approves (it is recorded in the audit log)")
-            from agent.loop import resume_cycle
+            from graph.runner import resume_cycle
 
             on_update = _progress(ctx, offset=STEPS.index("preflight") + 1)
             res = await anyio.to_thread.run_sync(
@@ -270,7 +268,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         """Reject the plan waiting on thread_id: nothing is applied; the report records who and why."""
         if not reason or not reason.strip():
             raise UserError("reason: say why the plan is rejected (it is recorded in the report)")
-        from agent.loop import resume_cycle
+        from graph.runner import resume_cycle
 
         res = await anyio.to_thread.run_sync(
             lambda: resume_cycle(thread_id, decision="reject", approver=approver, reason=reason.strip())
@@ -287,7 +285,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         def read() -> ReportOut:
             import json
 
-            from agent.loop import thread_result
+            from graph.runner import thread_result
 
             res = thread_result(thread_id)
             if res.waiting:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
 
 MAX_PASTED_CHARS = 200_000
+MAX_LOG_LINES = 2000
 
 
 class FindingOut(BaseModel):
@@ -45,6 +46,7 @@ class DiagnosisOut(BaseModel):
     notes: list[str] = Field(default_factory=list)
     diff: str = ""  # the spec diff of the plan, when the service spec is known
     findings: list[FindingOut] = Field(default_factory=list)
+    observation_unread: list[str] = Field(default_factory=list)  # what could not be read (live service)
 
 
 def _lines_from_text(text: str) -> list[Any]:
@@ -60,12 +62,15 @@ def _lines_from_text(text: str) -> list[Any]:
     return out
 
 
-async def _observe(state: ServerState, service_name: str | None, since: str, text: str | None) -> Any:
-    """An Observation from pasted text, or from the live service (spec, conditions, logs, metrics)."""
+async def _observe(
+    state: ServerState, service_name: str | None, since: str, text: str | None
+) -> tuple[Any, list[str]]:
+    """(an Observation, what could not be read): from pasted text, or from the live service through
+    the loop's own observe step (``graph.nodes.observe.observe_service``: retries, blind spots named)."""
     from graph.observation import Observation
 
     if text and text.strip():
-        return Observation(
+        obs = Observation(
             service=None,
             logs=_lines_from_text(text),
             metrics=None,
@@ -74,25 +79,22 @@ async def _observe(state: ServerState, service_name: str | None, since: str, tex
             model_config={},
             source="text",
         )
+        return obs, []
+    from datetime import UTC, datetime
+
+    from graph.config import Configuration
+    from graph.nodes.observe import observe_service
+    from mcp_tools.cloudlogging import parse_time
+
     name = state.service_name(service_name)
-    info = await state.get_service(name, with_revisions=True)
-    logs = await asyncio.to_thread(state.cloudlogging.list_entries, name, since=since, limit=2000)
-    metrics: str | None = None
-    health: bool | None = None
-    if info.uri:
-        from mcp_tools.endpoint import VllmEndpoint
-
-        ep = VllmEndpoint(info.uri, timeout_s=min(10.0, state.settings.http_timeout_s))
-        try:
-            health = await ep.health()
-            metrics = await ep.metrics_text()
-        except Exception:  # the endpoint being down is itself evidence; the analyzers read the logs
-            health = False if health is None else health
-    # the same observation the agent's observe node builds (history rules, rollback target, redaction)
-    return Observation.from_cloud_run(name, info, logs, metrics=metrics, health=health)
+    until = datetime.now(UTC)
+    start = parse_time(since, now=until)
+    cfg = Configuration.from_settings(state.settings, service=name, log_limit=MAX_LOG_LINES)
+    obs, summary = await asyncio.to_thread(observe_service, cfg, since=start, until=until)
+    return obs, summary.unread
 
 
-def _diagnosis_out(diag: Any, source: str) -> DiagnosisOut:
+def _diagnosis_out(diag: Any, source: str, unread: list[str]) -> DiagnosisOut:
     d = diag.to_spec_json()
     findings = list(diag.findings)
     return DiagnosisOut(
@@ -114,21 +116,19 @@ def _diagnosis_out(diag: Any, source: str) -> DiagnosisOut:
             )
             for f in findings
         ],
+        observation_unread=unread,
     )
 
 
-async def _diagnose(state: ServerState, obs: Any) -> DiagnosisOut:
-    """Analyzers first; the diagnosing model (GEMMA_SRE_MODEL_URL or VLLM_BASE_URL) when one is set."""
-    from graph.diagnosis import ModelEndpoint, diagnose
+async def _diagnose(state: ServerState, obs: Any, unread: list[str]) -> DiagnosisOut:
+    """The loop's steps without the graph (``graph.pipeline.assess``): analyzers first, the configured
+    model (primary, then fallback) when one is set."""
+    from graph.pipeline import assess
+    from mcp_tools.model_endpoint import configured_endpoints
 
-    st = state.settings
-    model = None
-    if st.diagnosis_model_url:
-        model = ModelEndpoint(
-            base_url=st.diagnosis_model_url, api_key=st.model_api_key, timeout_s=st.model_timeout_s
-        )
-    diag = await asyncio.to_thread(diagnose, obs, model=model, policy=state.policy)
-    return _diagnosis_out(diag, obs.source)
+    model = configured_endpoints(state.settings) or None
+    diag = await asyncio.to_thread(assess, obs, model=model, policy=state.policy)
+    return _diagnosis_out(diag, obs.source, unread)
 
 
 def _text(out: DiagnosisOut) -> str:
@@ -143,6 +143,7 @@ def _text(out: DiagnosisOut) -> str:
             "other findings: " + ", ".join(f"{f.category} {f.confidence:.2f}" for f in out.findings[1:])
         )
     lines += out.notes
+    lines += [f"could not read: {u}" for u in out.observation_unread]
     return "\n".join(lines)
 
 
@@ -154,8 +155,8 @@ def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
     ) -> Annotated[CallToolResult, DiagnosisOut]:
         """Diagnose a vLLM-on-Cloud-Run failure and propose a typed remediation plan (never applied here).
         Give error_message (log text or an error), or a service_name to read its live state and logs."""
-        obs = await _observe(state, service_name, since, error_message)
-        out = await _diagnose(state, obs)
+        obs, unread = await _observe(state, service_name, since, error_message)
+        out = await _diagnose(state, obs, unread)
         return result(out, _text(out))
 
     @mcp.tool(annotations=READ_ONLY)
@@ -166,6 +167,6 @@ def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
         """Run the GPU failure analyzers (weights / KV-cache / runtime OOM, unsupported dtype or kernel,
         start-up timeout, quota, engine crash, overload) over a service's recent logs or pasted log
         text; every finding cites its log lines."""
-        obs = await _observe(state, service_name, since, log_text)
-        out = await _diagnose(state, obs)
+        obs, unread = await _observe(state, service_name, since, log_text)
+        out = await _diagnose(state, obs, unread)
         return result(out, _text(out))

@@ -97,7 +97,7 @@ def run_interactive(
 ) -> int:
     """Run one cycle with the person in the loop. The exit code: 0 done or awaiting a decision, 1 failed."""
     from agent.display import current_user, print_outcome, print_request, print_update
-    from agent.loop import resume_cycle, run_cycle
+    from graph.runner import resume_cycle, run_cycle
 
     console = Console(stderr=opts.as_json, highlight=False)
     with maybe_sandbox(opts) as sb:
@@ -163,6 +163,6 @@ def _emit_json(opts: CycleOptions, result: Any) -> None:
         "status": result.status,
         "summary": result.summary,
         "report": result.report,
-        "pending": result.pending,
+        "pending": result.pending.model_dump(mode="json") if result.pending else None,
     }
     sys.stdout.write(json.dumps(doc, default=str) + "\n")

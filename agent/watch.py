@@ -1,6 +1,6 @@
 """Watch mode: the loop, once per interval, reporting incidents once rather than every cycle.
 
-Each cycle is ``agent.loop.run_cycle`` on a new thread, seeded with the end of the previous cycle's
+Each cycle is ``graph.runner.run_cycle`` on a new thread, seeded with the end of the previous cycle's
 observation window (``since``), so it observes only what is new. A quiet healthy cycle writes no
 report (``graph.nodes.report``). The findings go through
 ``agent.incidents_tracker``: an ongoing incident is reported once, then as escalated or resolved.
@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.incidents_tracker import IncidentEvent, IncidentTracker, TrackedFinding, TrackerStore
-from agent.loop import run_cycle
+from graph.runner import run_cycle
 from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def parse_interval(text: str) -> float:
 
 def _thread_status(thread_id: str) -> tuple[bool, str | None]:
     """(still waiting for a decision, outcome status when finished) of a thread."""
-    from agent.loop import thread_result
+    from graph.runner import thread_result
     from mcp_tools.errors import UserError
 
     try:
@@ -83,7 +83,10 @@ def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFindin
 
     logs = (values.get("observation") or {}).get("logs") or []
     messages = [LogLine.model_validate(ln).message for ln in logs]
-    found = [TrackedFinding.from_finding(f, service, messages) for f in values.get("findings") or []]
+    found = [
+        TrackedFinding.from_finding(f, service, messages)
+        for f in (values.get("diagnosis") or {}).get("findings") or []
+    ]
     if not found:
         diag = values.get("diagnosis") or {}
         if diag.get("category") not in (None, "healthy", "unknown"):

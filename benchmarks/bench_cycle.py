@@ -46,10 +46,10 @@ def main() -> int:
 
     state = tempfile.mkdtemp(prefix="gemma-sre-bench-")
     os.environ["GEMMA_SRE_STATE_DIR"] = state
-    from agent.loop import resume_cycle, run_cycle
     from graph.config import Configuration
     from graph.diagnosis import build_context
     from graph.observation import Observation
+    from graph.runner import resume_cycle, run_cycle
     from mcp_tools.incident import Incident, LogLine, ServiceSpec
     from mcp_tools.logs import count_tokens
     from sandbox.server import start_sandbox
@@ -73,7 +73,7 @@ def main() -> int:
     )
     med = statistics.median
     # 1. from the observation to the approval interrupt
-    from agent.loop import compiled_graph
+    from graph.runner import compiled_graph
 
     cfg0 = Configuration.from_settings(service="gemma-4-12b", use_model=False)
     obs = Observation(id=incident.id, title=incident.title, service=incident.service, logs=incident.logs)

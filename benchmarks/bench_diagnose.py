@@ -20,8 +20,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # the realistic log samples live with t
 
 from log_samples import noisy_oom_log  # noqa: E402
 
-from graph.diagnosis import build_context, diagnose  # noqa: E402
+from graph.diagnosis import build_context  # noqa: E402
 from graph.observation import Observation  # noqa: E402
+from graph.pipeline import assess  # noqa: E402
 from mcp_tools.incident import LogLine, ServiceSpec  # noqa: E402
 from mcp_tools.logs import count_tokens  # noqa: E402
 
@@ -47,7 +48,7 @@ def main() -> None:
     for _ in range(a.runs):
         obs = Observation(id="bench", service=SPEC, logs=logs)  # a fresh observation: no cached views
         t0 = time.perf_counter()
-        d = diagnose(obs, policy="approve")
+        d = assess(obs, policy="approve")
         diag_times.append(time.perf_counter() - t0)
         obs = Observation(id="bench", service=SPEC, logs=logs)
         t0 = time.perf_counter()

@@ -4,7 +4,7 @@
 
 Prints the median and the spread of whole runs (load every file, diagnose, score) and of loading alone,
 and each split's figures (the composed library, the real corpus's dev and blind splits).
-Uses the real diagnosis (graph.diagnosis.diagnose_incident); with --diagnose MODULE:FUNCTION another one.
+Uses the real diagnosis (graph.pipeline.assess_incident); with --diagnose MODULE:FUNCTION another one.
 """
 
 from __future__ import annotations

@@ -97,14 +97,11 @@ def load_library(directory: Path | str) -> tuple[list[Incident], list[tuple[Path
 
 
 def load_diagnose() -> DiagnoseFn:
-    """The diagnosis the harness scores: ``graph.diagnosis.diagnose_incident``."""
-    try:
-        from graph.diagnosis import diagnose_incident
-    except ImportError as e:
-        raise UserError(
-            f"the diagnosis engine is not available in this build (graph.diagnosis.diagnose_incident: {e})"
-        ) from None
-    return diagnose_incident  # type: ignore[no-any-return]
+    """The diagnosis the harness scores: ``graph.pipeline.assess_incident`` (diagnose, propose,
+    preflight: the loop's own steps)."""
+    from graph.pipeline import assess_incident
+
+    return assess_incident
 
 
 def _diagnose_once(

@@ -6,7 +6,7 @@ from typing import Any
 
 from evals.harness import EvalResult
 from evals.scoring import ERROR_COLUMN, CaseResult
-from mcp_tools.incident import CATEGORIES
+from mcp_tools.taxonomy import Category
 
 
 def _pct(x: float) -> str:
@@ -41,7 +41,7 @@ def _matrix_labels(result: EvalResult) -> list[str]:
     seen = set(result.confusion)
     for row in result.confusion.values():
         seen |= set(row)
-    order = [*CATEGORIES, ERROR_COLUMN]
+    order = [*Category.values(), ERROR_COLUMN]
     return [c for c in order if c in seen] + sorted(seen - set(order))
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from evals.scoring import CaseResult, diagnosis_to_dict, error_case, score_case
 from mcp_tools.incident import Incident
+from mcp_tools.taxonomy import Category
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +35,15 @@ MUTATING_METHODS = ("POST", "PATCH", "PUT", "DELETE")
 
 #: Expected categories whose first revision the sandbox's physics reproduces from the service spec alone.
 REPRODUCIBLE = {
-    "weights_oom",
-    "kv_cache_oom",
-    "runtime_oom",
-    "context_too_long",
-    "host_memory_exceeded",
-    "startup_timeout",
-    "unsupported_config",
-    "model_not_found",
-    "healthy",
+    Category.WEIGHTS_OOM,
+    Category.KV_CACHE_OOM,
+    Category.RUNTIME_OOM,
+    Category.CONTEXT_TOO_LONG,
+    Category.HOST_MEMORY_EXCEEDED,
+    Category.STARTUP_TIMEOUT,
+    Category.UNSUPPORTED_CONFIG,
+    Category.MODEL_NOT_FOUND,
+    Category.HEALTHY,
 }
 
 
@@ -131,8 +132,8 @@ def run_sandbox_case(
     incident: Incident, *, model: Any = None, time_scale: float = SANDBOX_TIME_SCALE
 ) -> CaseResult:
     """One incident through the whole loop in a fresh sandbox; the case's verdict comes from end state."""
-    from agent.loop import resume_cycle, run_cycle
     from graph.config import Configuration
+    from graph.runner import resume_cycle, run_cycle
     from mcp_tools.settings import Policy
     from sandbox.server import start_sandbox
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_tools.incident import CATEGORIES, Incident
+from mcp_tools.incident import Incident
+from mcp_tools.taxonomy import Category
 
 #: The column used in the confusion matrix for a case that produced no diagnosis at all.
 ERROR_COLUMN = "error"
@@ -230,7 +231,7 @@ def per_category(cases: Iterable[CaseResult]) -> dict[str, dict[str, Any]]:
         rows[key]["cases"] += 1
         rows[key]["passed"] += int(c.pass_)
         rows[key]["category_ok"] += int(c.category_ok)
-    order = [*CATEGORIES, ERROR_COLUMN]
+    order = [*Category.values(), ERROR_COLUMN]
     return {
         k: {**rows[k], "category_accuracy": _ratio(rows[k]["category_ok"], rows[k]["cases"])}
         for k in sorted(rows, key=lambda k: order.index(k) if k in order else len(order))

@@ -38,7 +38,6 @@ class Configuration(BaseModel):
     model_url: str | None = None
     fallback_model_url: str | None = None
     model_name: str | None = None
-    model_factory: str = "agent.model:diagnosis_endpoint"
     mcp_servers_file: str | None = None
     max_tool_steps: int = 4
     # Bounds and retries.
@@ -49,7 +48,8 @@ class Configuration(BaseModel):
     verify_deadline_s: float = 300.0
     verify_poll_s: float = 1.0
     smoke_prompt: str = "Reply with the word ok."
-    # Live objects (never persisted): a ModelEndpoint (or URL) to use as is, extra LangChain tools.
+    # Live objects (never persisted): the model a face resolved (a ``ModelEndpoint``, a URL or a chat
+    # model: used as is, instead of resolving model_url / fallback_model_url), extra LangChain tools.
     model: Any = Field(default=None, exclude=True)
     tools: Any = Field(default=None, exclude=True)
 

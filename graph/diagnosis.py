@@ -1,13 +1,14 @@
 """Diagnosis: the analyzers' root cause first, a model's explanation second (when one is reachable).
 
 ``diagnose(obs)`` works with no model at all: the deterministic analyzers name the root cause
-(``choose_root_cause``), the planner-backed proposer builds a typed plan and preflight checks it.
-With a model (an OpenAI-compatible endpoint, e.g. the monitored vLLM server), the model gets the
-compressed, fenced context (``build_context``) plus the findings and answers in JSON validated
-against ``ModelAnswer``: a taxonomy category, evidence line numbers that exist, a confidence. A
-malformed answer gets one retry, then the analyzers' diagnosis stands; an unreachable endpoint
-leaves the analyzers' diagnosis and says so in ``notes``. The model explains and may pick among the
-categories the analyzers support; it never writes plan steps.
+(``choose_root_cause``). It is the diagnose step only: proposing a plan (``graph.propose``) and
+checking it (``graph.preflight``) are the next steps, chained by the graph's nodes and, for the faces
+that run no graph, by ``graph.pipeline``. With a model (an OpenAI-compatible endpoint, e.g. the
+monitored vLLM server), the model gets the compressed, fenced context (``build_context``) plus the
+findings and answers in JSON validated against ``ModelAnswer``: a taxonomy category, evidence line
+numbers that exist, a confidence. A malformed answer gets one retry, then the analyzers' diagnosis
+stands; an unreachable endpoint leaves the analyzers' diagnosis and says so in ``notes``. The model
+explains and may pick among the categories the analyzers support; it never writes plan steps.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import (
@@ -32,10 +33,10 @@ from graph.analyzers.base import (
 )
 from graph.analyzers.base import STARTED as STARTED_MARK
 from graph.observation import Observation
-from mcp_tools.incident import CATEGORIES, Incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
+from mcp_tools.model_endpoint import ModelEndpoint, resolve_model_endpoint
 from mcp_tools.redact import redact, redact_args
-from mcp_tools.remediation import RemediationPlan
+from mcp_tools.taxonomy import Category
 from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (
     EXCEPTION,
@@ -60,44 +61,21 @@ CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
 CONFIDENT = 0.8
 
 #: Categories whose evidence is ongoing request traffic, not a start-up event that can recover.
-_ONGOING = {"overload", "context_too_long"}
+_ONGOING = {Category.OVERLOAD, Category.CONTEXT_TOO_LONG}
 
 
 class Diagnosis(BaseModel):
-    """SPEC.md section 4 ``diagnose --json`` (plus optional extension keys)."""
+    """What the diagnose step concluded (the SPEC section 4 keys but the plan, plus extensions)."""
 
     id: str
     category: str
     confidence: float
     summary: str
     evidence: list[Evidence] = Field(default_factory=list)
-    plan: RemediationPlan = Field(default_factory=RemediationPlan)
     prompt_tokens: int | None = None
     model_used: str | None = None
     notes: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
-    alternatives: list[RemediationPlan] = Field(default_factory=list)  # other ranked plans
-    diff: str = ""  # the spec diff of the plan, when the observation has a spec
-
-    def to_spec_json(self) -> dict[str, Any]:
-        """The SPEC section 4 document (steps carry ``predicted`` when the planner computed one)."""
-        steps = []
-        for s in self.plan.steps:
-            d: dict[str, Any] = {"kind": s.kind.value, "change": s.change, "why": s.why}
-            if s.predicted is not None:
-                d["predicted"] = s.predicted
-            steps.append(d)
-        return {
-            "id": self.id,
-            "category": self.category,
-            "confidence": round(self.confidence, 2),
-            "summary": self.summary,
-            "evidence": [e.model_dump() for e in self.evidence],
-            "plan": {"steps": steps, "preflight": self.plan.preflight.model_dump()},
-            "prompt_tokens": self.prompt_tokens,
-            "model_used": self.model_used,
-            "notes": self.notes,
-        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -477,27 +455,6 @@ def build_context(
 # --------------------------------------------------------------------------------------------------
 
 
-class ModelEndpoint(BaseModel):
-    """An OpenAI-compatible chat endpoint (vLLM's /v1, or any other)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    base_url: str  # ".../v1" (added when missing)
-    api_key: SecretStr | None = None
-    model: str | None = None  # None: the first id /v1/models lists
-    headers: dict[str, str] = Field(default_factory=dict)  # e.g. X-Serverless-Authorization for Cloud Run
-    timeout_s: float = 60.0
-    max_retries: int = 1
-    temperature: float = 0.0
-    max_tokens: int = 700
-
-    @field_validator("base_url")
-    @classmethod
-    def _v1(cls, v: str) -> str:
-        v = v.rstrip("/")
-        return v if v.endswith("/v1") else v + "/v1"
-
-
 class ModelAnswer(BaseModel):
     """What a model must answer (validated; evidence line numbers are checked against the logs)."""
 
@@ -510,8 +467,8 @@ class ModelAnswer(BaseModel):
     @classmethod
     def _cat(cls, v: str) -> str:
         v = v.strip().lower()
-        if v not in CATEGORIES:
-            raise ValueError(f"category {v!r} is not one of {', '.join(CATEGORIES)}")
+        if v not in Category.values():
+            raise ValueError(f"category {v!r} is not one of {', '.join(Category.values())}")
         return v
 
     @field_validator("evidence", mode="before")
@@ -565,37 +522,20 @@ def _validate(text: str, obs: Observation) -> ModelAnswer:
     return ans
 
 
-def _discover_model_name(ep: ModelEndpoint) -> str:
-    import httpx
-
-    headers = dict(ep.headers)
-    if ep.api_key:
-        headers["Authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
-    try:
-        r = httpx.get(f"{ep.base_url}/models", headers=headers, timeout=min(ep.timeout_s, 10.0))
-        r.raise_for_status()
-        data = r.json().get("data") or []
-    except (httpx.HTTPError, ValueError) as e:
-        raise ModelUnreachable(f"{ep.base_url}/models: {e.__class__.__name__}") from None
-    if not data:
-        raise ModelUnreachable(f"{ep.base_url}/models lists no model")
-    return str(data[0]["id"])
-
-
-def _chat_model(ep: ModelEndpoint) -> Any:
+def chat_model(ep: ModelEndpoint) -> Any:
+    """The LangChain chat client for a resolved endpoint (``mcp_tools.model_endpoint``)."""
     from langchain_openai import ChatOpenAI
 
-    name = ep.model or _discover_model_name(ep)
     return ChatOpenAI(
         base_url=ep.base_url,
         api_key=ep.api_key or SecretStr("not-needed"),
-        model=name,
+        model=ep.model or "model",
         timeout=ep.timeout_s,
         max_retries=ep.max_retries,
         temperature=ep.temperature,
         max_completion_tokens=ep.max_tokens,
         default_headers=ep.headers or None,
-    ), name
+    )
 
 
 def _usage(msg: Any) -> int:
@@ -633,8 +573,8 @@ def ask_model(
     from prompts import load_prompt
 
     if isinstance(endpoint, ModelEndpoint):
-        llm, name = _chat_model(endpoint)
-        where = endpoint.base_url
+        endpoint = _resolved(endpoint)
+        llm, name, where = chat_model(endpoint), str(endpoint.model), endpoint.base_url
     else:  # a chat model built by the caller
         llm = endpoint
         name = str(getattr(endpoint, "model_name", None) or getattr(endpoint, "model", None) or "model")
@@ -703,24 +643,36 @@ def _endpoint(model: ModelEndpoint | str | Any) -> ModelEndpoint | Any:
     return model
 
 
+def _resolved(ep: ModelEndpoint) -> ModelEndpoint:
+    """An endpoint given by URL only goes through the one resolver (auth, served name)."""
+    if ep.model:
+        return ep
+    found = resolve_model_endpoint(
+        [ep.base_url], api_key=ep.api_key, timeout_s=ep.timeout_s, max_retries=ep.max_retries
+    )
+    if found is None:
+        raise ModelUnreachable(f"{ep.base_url}/models did not answer")
+    return found.model_copy(update={"temperature": ep.temperature, "max_tokens": ep.max_tokens})
+
+
 def diagnose(
     obs: Observation,
     *,
+    findings: list[Finding] | None = None,
     model: ModelEndpoint | str | Any = None,
     tools: list[Any] | None = None,
     max_steps: int = 4,
-    policy: Any = None,
 ) -> Diagnosis:
-    """Diagnose an observation: analyzers first, then the model if one is given, then a typed plan
-    (the planner ranks memory fixes) that preflight checked when the observation has a spec.
+    """Diagnose an observation: the analyzers' root cause, then the model's view if one is given.
 
+    ``findings``: the analyzers' findings when the caller ran them already (default: run them here).
     ``model``: None (analyzers only), a base URL, a ``ModelEndpoint``, a LangChain chat model, or a
     list of those tried in order while unreachable (the primary endpoint, then the fallback).
     ``tools``: read-only LangChain tools the model may call, at most ``max_steps`` rounds.
-    ``policy``: the ``mcp_tools.settings.Policy`` preflight checks against (default: settings).
     """
     t0 = time.perf_counter()
-    findings = run_analyzers(obs)
+    if findings is None:
+        findings = run_analyzers(obs)
     root = choose_root_cause(findings, obs)
     notes = list(root.notes)
     category, confidence, summary, evidence = root.category, root.confidence, root.summary, root.evidence
@@ -747,43 +699,12 @@ def diagnose(
                     + ("trying the fallback" if more else "the analyzers' diagnosis stands")
                 )
         if answer is not None:
-            allowed = {f.category for f in findings} | {root.category, "unknown"}
-            if not findings:
-                allowed = set(CATEGORIES)
-            history = obs.history_lines()
-            if (
-                answer.category not in ("healthy", "unknown")
-                and answer.category != category
-                and answer.evidence
-                and all(n in history for n in answer.evidence)
-            ):
-                notes.append(
-                    f"the model said {answer.category} citing only lines of superseded revisions "
-                    f"(history, not the current state); kept {category}"
-                )
-            elif answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
-                notes.append(
-                    f"the model said {answer.category}; the analyzers' {category} (confidence "
-                    f"{root.confidence:.2f}) is kept"
-                )
-            elif answer.category in allowed:
-                if answer.category != category:
-                    notes.append(f"the model chose {answer.category} over the analyzers' {category}")
-                cited = [
-                    Evidence(line=n, text=(obs.line_text(n) or "").strip()[:300]) for n in answer.evidence
-                ]
-                if answer.category == category:
-                    evidence = _merge_evidence(cited, evidence)
-                else:
-                    match = next((f for f in findings if f.category == answer.category), None)
-                    evidence = _merge_evidence(cited, match.evidence if match else [])
-                category = answer.category
-                confidence = answer.confidence
-                summary = redact(answer.summary.strip())
-            else:
-                notes.append(f"the model said {answer.category}, which no analyzer supports; kept {category}")
+            category, confidence, summary, evidence = _weigh(
+                answer, root, findings, obs, notes, (category, confidence, summary, evidence)
+            )
 
-    diag = Diagnosis(
+    log.info("diagnosed %s as %s in %.3fs", obs.id, category, time.perf_counter() - t0)
+    return Diagnosis(
         id=obs.id,
         category=category,
         confidence=confidence,
@@ -794,16 +715,52 @@ def diagnose(
         notes=notes,
         findings=findings,
     )
-    from graph.preflight import choose_plan
-    from graph.propose import propose_options
 
-    options = propose_options(diag, obs)
-    plan, alternatives, diff = choose_plan(options, obs, policy=policy)
-    diag.plan = plan
-    diag.alternatives = alternatives
-    diag.diff = diff
-    log.info("diagnosed %s as %s in %.3fs", obs.id, category, time.perf_counter() - t0)
-    return diag
+
+def _weigh(
+    answer: ModelAnswer,
+    root: RootCause,
+    findings: list[Finding],
+    obs: Observation,
+    notes: list[str],
+    current: tuple[str, float, str, list[Evidence]],
+) -> tuple[str, float, str, list[Evidence]]:
+    """The model's answer against the analyzers': which category, confidence, summary and evidence stand."""
+    category, confidence, summary, evidence = current
+    allowed = {f.category for f in findings} | {root.category, "unknown"}
+    if not findings:
+        allowed = set(Category.values())
+    history = obs.history_lines()
+    if (
+        answer.category not in ("healthy", "unknown")
+        and answer.category != category
+        and answer.evidence
+        and all(n in history for n in answer.evidence)
+    ):
+        notes.append(
+            f"the model said {answer.category} citing only lines of superseded revisions "
+            f"(history, not the current state); kept {category}"
+        )
+    elif answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
+        notes.append(
+            f"the model said {answer.category}; the analyzers' {category} (confidence "
+            f"{root.confidence:.2f}) is kept"
+        )
+    elif answer.category in allowed:
+        if answer.category != category:
+            notes.append(f"the model chose {answer.category} over the analyzers' {category}")
+        cited = [Evidence(line=n, text=(obs.line_text(n) or "").strip()[:300]) for n in answer.evidence]
+        if answer.category == category:
+            evidence = _merge_evidence(cited, evidence)
+        else:
+            match = next((f for f in findings if f.category == answer.category), None)
+            evidence = _merge_evidence(cited, match.evidence if match else [])
+        category = answer.category
+        confidence = answer.confidence
+        summary = redact(answer.summary.strip())
+    else:
+        notes.append(f"the model said {answer.category}, which no analyzer supports; kept {category}")
+    return category, confidence, summary, evidence
 
 
 def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidence]:
@@ -818,20 +775,6 @@ def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidenc
     return out[:6]
 
 
-def diagnose_incident(
-    incident: Incident,
-    *,
-    model: ModelEndpoint | str | Any = None,
-    tools: list[Any] | None = None,
-    max_steps: int = 4,
-    policy: Any = None,
-) -> Diagnosis:
-    """``diagnose`` on the observation an incident file records."""
-    return diagnose(
-        Observation.from_incident(incident), model=model, tools=tools, max_steps=max_steps, policy=policy
-    )
-
-
 __all__ = [
     "Diagnosis",
     "ModelAnswer",
@@ -839,8 +782,8 @@ __all__ = [
     "RootCause",
     "ask_model",
     "build_context",
+    "chat_model",
     "choose_root_cause",
     "count_tokens",
     "diagnose",
-    "diagnose_incident",
 ]

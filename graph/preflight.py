@@ -3,20 +3,23 @@
 For a plan and the current spec: apply the typed steps (``spec_ops.apply_steps``), render the diff,
 validate the vLLM flags (``capacity.parse_vllm_args``), have the planner predict the fit of the new
 spec, check GPU / dtype support, the Cloud Run limits a new revision must respect, and the policy.
-A plan that fails is not offered as it stands: ``choose_plan`` tries the next-ranked option and,
-when none passes, offers an escalation that says why.
+A plan that fails is not offered as it stands: ``choose_plan`` (the preflight step) checks the
+options in their rank order, once each, and takes the first that passes; when none passes, it offers an
+escalation that says why.
 """
 
 from __future__ import annotations
 
 import logging
 
-from graph.observation import Observation
+from pydantic import BaseModel, Field
+
+from mcp_tools.cloudrun_limits import violations
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, Preflight, RemediationKind, RemediationPlan
 from mcp_tools.settings import Policy
-from mcp_tools.spec_ops import apply_steps, get_model, spec_diff
+from mcp_tools.spec_ops import apply_steps, get_model, shape, spec_diff
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +38,6 @@ def _auto_kinds() -> set[str]:
     from mcp_tools.settings import get_settings
 
     return set(get_settings().auto_kinds)
-
-
-def _mem_gib(mem: str | None) -> float | None:
-    from graph.propose import _gib
-
-    return _gib(mem)
 
 
 def preflight(
@@ -93,7 +90,7 @@ def preflight(
         ok = False
         notes.append("the plan changes nothing in the spec")
 
-    ok &= _check_cloud_run_limits(new, notes)
+    ok &= _check_cloud_run_limits(spec, new, notes)
     ok &= _check_offline_hub(plan.steps, new, notes)
     if any(_changes_fit(s) for s in plan.steps):
         ok &= _check_capacity(plan.steps, new, notes)
@@ -133,50 +130,17 @@ def _check_offline_hub(steps: list[PlanStep], new: ServiceSpec, notes: list[str]
     return True
 
 
-def _check_cloud_run_limits(new: ServiceSpec, notes: list[str]) -> bool:
+def _check_cloud_run_limits(old: ServiceSpec, new: ServiceSpec, notes: list[str]) -> bool:
+    """The new revision within Cloud Run's limits (``mcp_tools.cloudrun_limits``): a limit the plan
+    would break fails it; one the current spec already breaks is named, not blamed on the plan."""
+    before = set(violations(shape(old)))
     ok = True
-    p = new.startup_probe
-    if p is not None:
-        from graph.propose import (
-            PROBE_MAX_DELAY_S,
-            PROBE_MAX_PERIOD_S,
-            PROBE_MAX_WINDOW_GPU_S,
-            PROBE_MAX_WINDOW_S,
-        )
-
-        if p.period_seconds > PROBE_MAX_PERIOD_S or p.timeout_seconds > PROBE_MAX_PERIOD_S:
+    for v in violations(shape(new)):
+        if v in before:
+            notes.append(f"already so in the current spec: {v}")
+        else:
             ok = False
-            notes.append(f"startup probe: period and timeout must be at most {PROBE_MAX_PERIOD_S} s")
-        if p.timeout_seconds > p.period_seconds:
-            ok = False
-            notes.append("startup probe: timeout_seconds must not exceed period_seconds")
-        if p.initial_delay_seconds > PROBE_MAX_DELAY_S:
-            ok = False
-            notes.append(f"startup probe: initial_delay_seconds must be at most {PROBE_MAX_DELAY_S} s")
-        window = PROBE_MAX_WINDOW_GPU_S if new.gpu_type else PROBE_MAX_WINDOW_S
-        if p.failure_threshold * p.period_seconds > window:
-            ok = False
-            notes.append(f"startup probe: failure_threshold x period_seconds must be at most {window} s")
-    mem = _mem_gib(new.memory)
-    if mem is not None:
-        from graph.propose import _min_cpu_for
-
-        try:
-            cpu = float(new.cpu) if new.cpu is not None else None
-        except (TypeError, ValueError):
-            cpu = None
-        need = _min_cpu_for(mem)
-        if cpu is not None and cpu < need:
-            ok = False
-            notes.append(
-                f"{new.memory} of memory needs at least {need} vCPU on Cloud Run (spec has {new.cpu})"
-            )
-    if new.gpu_count > 1:
-        # The apply path is the Cloud Run Admin API, which serves one GPU per instance.
-        ok = False
-        notes.append(
-            f"{new.gpu_count} GPUs per instance: Cloud Run gives one; this needs a multi-GPU GKE node"
-        )
+            notes.append(v)
     return ok
 
 
@@ -208,35 +172,37 @@ def _check_capacity(steps: list[PlanStep], new: ServiceSpec, notes: list[str]) -
     return True
 
 
-def choose_plan(
-    options: list[RemediationPlan], obs: Observation, *, policy: Policy | str | None = None
-) -> tuple[RemediationPlan, list[RemediationPlan], str]:
-    """The first option that passes preflight, the other options (checked), and its diff.
+class Choice(BaseModel):
+    """What the preflight step decided: the plan offered, the other options (checked), the new spec."""
 
-    With no option (a healthy service): an empty plan. With no spec to check against: the first
-    option, marked not checked. When every option fails: an escalation naming why, and the failed
-    options as alternatives.
+    plan: RemediationPlan = Field(default_factory=RemediationPlan)
+    alternatives: list[RemediationPlan] = Field(default_factory=list)
+    diff: str = ""
+    new_spec: ServiceSpec | None = None
+
+
+def choose_plan(
+    options: list[RemediationPlan], spec: ServiceSpec | None, *, policy: Policy | str | None = None
+) -> Choice:
+    """Preflight each option once, in rank order: the first that passes is the plan.
+
+    With no option (a healthy service): an empty plan. With no spec to check against, or under the
+    read-only policy: the first option as checked. When every option fails: an escalation naming why,
+    with the failed options as alternatives.
     """
     if not options:
-        empty, _, _ = preflight(RemediationPlan(), obs.service, policy=policy)
-        return empty, [], ""
-    checked: list[tuple[RemediationPlan, str]] = []
-    for opt in options:
-        c, _new, diff = preflight(opt, obs.service, policy=policy)
-        checked.append((c, diff))
+        empty, _, _ = preflight(RemediationPlan(), spec, policy=policy)
+        return Choice(plan=empty, new_spec=spec)
+    checked = [preflight(opt, spec, policy=policy) for opt in options]
+    plans = [c for c, _, _ in checked]
+    for i, (c, new, diff) in enumerate(checked):
         if c.preflight.ok:
-            others = [o for o, _ in checked if o is not c] + [
-                preflight(o, obs.service, policy=policy)[0] for o in options[len(checked) :]
-            ]
-            return c, others, diff
-    if obs.service is None:
-        first, diff = checked[0]
-        return first, [c for c, _ in checked[1:]], diff
-    if _policy(policy) is Policy.READ_ONLY:
-        first, diff = checked[0]
-        return first, [c for c, _ in checked[1:]], diff
+            return Choice(plan=c, alternatives=plans[:i] + plans[i + 1 :], diff=diff, new_spec=new)
+    if spec is None or _policy(policy) is Policy.READ_ONLY:
+        first, new, diff = checked[0]
+        return Choice(plan=first, alternatives=plans[1:], diff=diff, new_spec=new)
     # Why each option failed: its notes, less the planner's "fits" verdicts (those are not the reason).
-    reasons = "; ".join(n for c, _ in checked for n in c.preflight.notes if not n.startswith("planner: fits"))
+    reasons = "; ".join(n for c in plans for n in c.preflight.notes if not n.startswith("planner: fits"))
     esc = RemediationPlan(
         steps=[
             PlanStep(
@@ -250,4 +216,4 @@ def choose_plan(
         ],
         preflight=Preflight(ok=True, notes=["escalation: no change is applied"]),
     )
-    return esc, [c for c, _ in checked], ""
+    return Choice(plan=esc, alternatives=plans, new_spec=spec)

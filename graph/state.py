@@ -11,8 +11,10 @@ import operator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 from typing_extensions import TypedDict
+
+from mcp_tools.remediation import RemediationPlan
 
 
 def now_iso() -> str:
@@ -56,6 +58,47 @@ class PreflightResult(BaseModel):
 
 
 Decision = Literal["approve", "reject"]
+
+APPROVAL_QUESTION = "Apply this plan? Resume with {'decision': 'approve'|'reject', 'approver': NAME}."
+
+
+class ApprovalRequest(BaseModel):
+    """What a person is asked to decide (the approve node's ``interrupt()`` payload): the plan, its
+    revision diff and the planner's prediction. A decision echoes ``plan_key``: it is bound to this plan."""
+
+    thread_id: str
+    service: str
+    category: str | None = None
+    summary: str | None = None
+    plan: RemediationPlan = Field(default_factory=RemediationPlan)
+    plan_key: str = ""
+    diff: str = ""
+    preflight_notes: list[str] = Field(default_factory=list)
+    question: str = APPROVAL_QUESTION
+
+    @classmethod
+    def of_state(
+        cls, state: SREState | dict[str, Any], *, thread_id: str, service: str, plan_key: str = ""
+    ) -> ApprovalRequest:
+        """The request a thread's state makes (``plan_key`` empty: shown, not yet put to a person)."""
+        pf = state.get("preflight") or {}
+        diag = state.get("diagnosis") or {}
+        return cls(
+            thread_id=thread_id,
+            service=service,
+            category=diag.get("category"),
+            summary=diag.get("summary"),
+            plan=RemediationPlan.model_validate(state.get("plan") or {}),
+            plan_key=plan_key,
+            diff=pf.get("diff", ""),
+            preflight_notes=list(pf.get("notes", [])),
+        )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def prediction(self) -> list[dict[str, Any]]:
+        """The planner's figures, one per step that has them."""
+        return [s.predicted for s in self.plan.steps if s.predicted]
 
 
 class Approval(BaseModel):
@@ -126,9 +169,10 @@ class SREState(TypedDict, total=False):
     since: str | None  # logs are read from here (the end of the previous cycle's window)
     observation: dict[str, Any]  # graph.observation.Observation, as JSON
     observation_summary: dict[str, Any]  # ObservationSummary
-    findings: list[dict[str, Any]]  # analyzers' Finding, as JSON
-    diagnosis: dict[str, Any]  # graph.diagnosis.Diagnosis, as JSON
-    plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan
+    diagnosis: dict[str, Any]  # graph.diagnosis.Diagnosis, as JSON (with the analyzers' findings)
+    options: list[dict[str, Any]]  # propose's candidate RemediationPlans, best first
+    plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan: the option preflight chose
+    alternatives: list[dict[str, Any]]  # the other options, as preflight checked them
     preflight: dict[str, Any]  # PreflightResult
     approval: dict[str, Any] | None  # Approval
     applied: dict[str, Any] | None  # ApplyResult

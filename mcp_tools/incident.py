@@ -12,38 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mcp_tools.errors import UserError
+from mcp_tools.remediation import RemediationKind
+from mcp_tools.taxonomy import Category
 
 SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
-
-CATEGORIES = (
-    "weights_oom",
-    "kv_cache_oom",
-    "runtime_oom",
-    "context_too_long",
-    "host_memory_exceeded",
-    "startup_timeout",
-    "model_not_found",
-    "auth_denied",
-    "gpu_quota",
-    "unsupported_config",
-    "overload",
-    "engine_crash",
-    "image_pull",
-    "engine_hung",
-    "healthy",
-    "unknown",
-)
-
-REMEDIATION_KINDS = (
-    "set_vllm_args",
-    "set_model",
-    "set_resources",
-    "set_scaling",
-    "set_probe",
-    "rollback",
-    "restart",
-    "escalate",
-)
 
 
 class _Lenient(BaseModel):
@@ -125,14 +97,14 @@ class Expected(_Lenient):
     @field_validator("category")
     @classmethod
     def _category(cls, v: str) -> str:
-        if v not in CATEGORIES:
+        if v not in Category.values():
             raise ValueError(f"unknown category {v!r}")
         return v
 
     @field_validator("remediation_kinds", "forbidden_kinds")
     @classmethod
     def _kinds(cls, v: list[str]) -> list[str]:
-        bad = [k for k in v if k not in REMEDIATION_KINDS]
+        bad = [k for k in v if k not in set(RemediationKind)]
         if bad:
             raise ValueError(f"unknown remediation kind(s) {bad}")
         return v

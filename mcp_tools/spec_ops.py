@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from mcp_tools.cloudrun_limits import Shape, violations
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.remediation import PlanStep, RemediationKind
@@ -129,18 +130,44 @@ def apply_step(spec: ServiceSpec, step: PlanStep) -> ServiceSpec:
     elif kind is RemediationKind.SET_SCALING:
         _check_keys(step, _SCALING_KEYS)
         for key, value in step.change.items():
-            value = _positive_int(kind.value, key, value, 0 if key == "min_instances" else 1)
-            setattr(new, key, value)
-        if new.max_instances is not None and new.min_instances > new.max_instances:
-            raise UserError(
-                f"set_scaling: min_instances {new.min_instances} is above max_instances {new.max_instances}"
+            setattr(new, key, _positive_int(kind.value, key, value, 0 if key == "min_instances" else 1))
+        bad = violations(
+            Shape(
+                min_instances=new.min_instances, max_instances=new.max_instances, concurrency=new.concurrency
             )
+        )
+        if bad:
+            raise UserError("set_scaling: " + "; ".join(bad))
     elif kind is RemediationKind.SET_PROBE:
         _check_keys(step, _PROBE_KEYS)
         probe = (new.startup_probe or StartupProbe()).model_dump()
         probe.update(step.change)
         new.startup_probe = StartupProbe.model_validate(probe)
     return new
+
+
+def shape(spec: ServiceSpec) -> Shape:
+    """The fields of a spec that Cloud Run's limits (``mcp_tools.cloudrun_limits``) speak of."""
+    p = spec.startup_probe
+    return Shape(
+        cpu=spec.cpu,
+        memory=spec.memory,
+        gpu_type=spec.gpu_type,
+        gpu_count=spec.gpu_count if spec.gpu_type else 0,
+        min_instances=spec.min_instances,
+        max_instances=spec.max_instances,
+        concurrency=spec.concurrency,
+        probe_initial_delay_s=p.initial_delay_seconds if p else None,
+        probe_period_s=p.period_seconds if p else None,
+        probe_timeout_s=p.timeout_seconds if p else None,
+        probe_failure_threshold=p.failure_threshold if p else None,
+    )
+
+
+def round_max_model_len(n: int) -> int:
+    """A --max-model-len a person would write: a multiple of 1024 (or of 256 below 4096)."""
+    step = 1024 if n >= 4096 else 256
+    return max(step, n // step * step) if n >= step else max(1, n)
 
 
 def apply_steps(spec: ServiceSpec, steps: list[PlanStep]) -> ServiceSpec:

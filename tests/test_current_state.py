@@ -12,12 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.commands.repl import sandbox_configuration
-from agent.loop import resume_cycle, run_cycle, stream_cycle, thread_result
 from agent.repl.commands import ReplCommands
 from agent.watch import Watcher
 from graph.analyzers import run_analyzers
-from graph.diagnosis import build_context, diagnose
+from graph.diagnosis import build_context
 from graph.observation import Observation
+from graph.pipeline import assess
+from graph.runner import resume_cycle, run_cycle, stream_cycle, thread_result
 from mcp_tools.incident import LogLine
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
@@ -45,7 +46,7 @@ def test_after_a_verified_fix_every_later_cycle_is_healthy(
     again = run_cycle(cfg)
     d = again.values["diagnosis"]
     assert again.status == "healthy", (d["category"], d["summary"])
-    assert d["category"] == "healthy" and d["findings"] == [] and not d["plan"]["steps"]
+    assert d["category"] == "healthy" and d["findings"] == [] and not again.values.get("plan")
     assert again.report == {}
     assert "history" in d["summary"] and failed in d["summary"]
     obs = Observation.model_validate(again.values["observation"])
@@ -129,7 +130,7 @@ def test_superseded_revisions_are_history_unknown_ones_are_not() -> None:
     assert [c["message"] for c in obs.current_conditions()] == ["y", "z"]
     assert obs.history_revisions() == ["s-00001-a"]
     assert all(1 not in f.cited_lines for f in run_analyzers(obs))
-    d = diagnose(obs)
+    d = assess(obs)
     assert d.evidence and all(e.line != 1 for e in d.evidence)  # the failing newest revision, not line 1
     # Without the revisions (a recorded incident) nothing is history.
     plain = Observation(logs=obs.logs, conditions=obs.conditions)
@@ -158,7 +159,7 @@ def test_a_model_citing_only_superseded_lines_does_not_overrule_the_current_stat
     answer = {"category": "runtime_oom", "confidence": 0.9, "summary": "CUDA OOM at line 1", "evidence": [1]}
     server = ScriptedOpenAI([{"content": json.dumps(answer)}])
     try:
-        d = diagnose(obs, model=server.url)
+        d = assess(obs, model=server.url)
     finally:
         server.stop()
     assert server.requests, "the model was asked"

@@ -1,4 +1,4 @@
-"""diagnose(): analyzers first, then a model through a LOCAL OpenAI-compatible server with scripted
+"""assess(): analyzers first, then a model through a LOCAL OpenAI-compatible server with scripted
 replies (valid, malformed-then-valid, always malformed, unreachable), the plan, preflight and the CLI."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from graph.diagnosis import ModelEndpoint, build_context, diagnose, diagnose_incident
+from graph.diagnosis import ModelEndpoint, build_context
 from graph.observation import Observation
+from graph.pipeline import assess, assess_incident
 from mcp_tools.incident import ServiceSpec, parse_incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN
 from mcp_tools.remediation import RemediationKind
@@ -151,7 +152,7 @@ GOOD = {
 
 
 def test_diagnose_without_model_plans_with_the_planner() -> None:
-    d = diagnose(oom_obs(), policy="approve")
+    d = assess(oom_obs(), policy="approve")
     assert d.category == "weights_oom" and d.model_used is None and d.prompt_tokens is None
     assert OOM_LINE in [e.line for e in d.evidence]
     assert d.plan.steps and d.plan.preflight.ok
@@ -167,7 +168,7 @@ def test_diagnose_without_model_plans_with_the_planner() -> None:
 
 
 def test_hostile_text_never_becomes_a_plan_step() -> None:
-    d = diagnose(oom_obs(), policy="approve")
+    d = assess(oom_obs(), policy="approve")
     allowed = set(RemediationKind)
     for plan in [d.plan, *d.alternatives]:
         for s in plan.steps:
@@ -177,7 +178,7 @@ def test_hostile_text_never_becomes_a_plan_step() -> None:
 
 def test_healthy_gets_empty_plan() -> None:
     lines = [*STARTUP_OK, *STARTUP_FIGURES]
-    d = diagnose(Observation(id="ok", service=L4_BF16, logs=[{"text": t} for t in lines]), policy="approve")
+    d = assess(Observation(id="ok", service=L4_BF16, logs=[{"text": t} for t in lines]), policy="approve")
     assert d.category == "healthy" and d.plan.steps == [] and d.plan.preflight.ok
 
 
@@ -188,7 +189,7 @@ def test_escalation_for_quota_says_what_to_do() -> None:
         "message": "Revision 'gemma-12b-00003-abc' is not ready and cannot serve traffic. Quota exceeded for "
         "total allowable count of GPUs per project per region.",
     }
-    d = diagnose(Observation(id="q", service=L4_BF16, conditions=[cond]), policy="approve")
+    d = assess(Observation(id="q", service=L4_BF16, conditions=[cond]), policy="approve")
     assert d.category == "gpu_quota"
     assert [s.kind for s in d.plan.steps] == [RemediationKind.ESCALATE]
     assert "quota" in d.plan.steps[0].change["human_action"].lower()
@@ -196,14 +197,14 @@ def test_escalation_for_quota_says_what_to_do() -> None:
 
 def test_rollback_first_when_latest_revision_failed() -> None:
     o = oom_obs(latest_ready_revision="gemma-12b-00001-aaa", latest_created_revision="gemma-12b-00002-bbb")
-    d = diagnose(o, policy="approve")
+    d = assess(o, policy="approve")
     assert d.plan.steps[0].kind is RemediationKind.ROLLBACK
     assert d.plan.steps[0].change == {"revision": "gemma-12b-00001-aaa"}
 
 
 def test_preflight_rejects_and_falls_back() -> None:
     # read-only policy: a mutating plan does not pass preflight
-    d = diagnose(oom_obs(), policy="read-only")
+    d = assess(oom_obs(), policy="read-only")
     assert not d.plan.preflight.ok and any("read-only" in n for n in d.plan.preflight.notes)
 
 
@@ -263,7 +264,7 @@ def test_context_is_fenced_redacted_and_within_budget() -> None:
 
 def test_model_valid_answer(model_server: Any) -> None:
     url, script = model_server([GOOD])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and d.model_used == "gemma-test"
     assert d.prompt_tokens == 1001
     assert d.summary.startswith("The 12B bf16 weights")
@@ -280,7 +281,7 @@ def test_model_valid_answer(model_server: Any) -> None:
 
 def test_model_malformed_then_valid(model_server: Any) -> None:
     url, script = model_server(["I think it is an OOM, probably.", GOOD])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2
     assert d.category == "weights_oom" and d.prompt_tokens == 1001 + 1002
     assert any("malformed" in n and "once more" in n for n in d.notes)
@@ -290,7 +291,7 @@ def test_model_malformed_then_valid(model_server: Any) -> None:
 def test_model_always_malformed_falls_back_to_analyzers(model_server: Any) -> None:
     bad = {"category": "cosmic_rays", "confidence": 2, "summary": "", "evidence": [999999]}
     url, script = model_server([bad])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2  # one retry, no more
     assert d.category == "weights_oom" and d.model_used == "gemma-test"
     assert any("malformed twice" in n for n in d.notes)
@@ -300,7 +301,7 @@ def test_model_always_malformed_falls_back_to_analyzers(model_server: Any) -> No
 def test_model_evidence_must_exist(model_server: Any) -> None:
     invented = dict(GOOD, evidence=[123456])
     url, script = model_server([invented, GOOD])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2 and d.evidence[0].line == OOM_LINE
     assert "do not exist" in script.requests[1]["messages"][-1]["content"]
 
@@ -313,7 +314,7 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
         "evidence": [1],
     }
     url, _ = model_server([hijacked])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom"
     assert any("kept" in n for n in d.notes)
 
@@ -321,7 +322,7 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
 def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
     says_unknown = {"category": "unknown", "confidence": 0.4, "summary": "Not sure.", "evidence": [1]}
     url, _ = model_server([says_unknown])
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
 
 
@@ -335,14 +336,14 @@ def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> No
         "evidence": [9],
     }
     url, _ = model_server([says_unknown])
-    d = diagnose(o, model=ep(url), policy="approve")
+    d = assess(o, model=ep(url), policy="approve")
     assert d.category == "unknown" and d.summary == "Killed, cause unclear."
     assert [s.kind for s in d.plan.steps] == [RemediationKind.ESCALATE]
 
 
 def test_model_unreachable() -> None:
     url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
-    d = diagnose(oom_obs(), model=ep(url), policy="approve")
+    d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and d.prompt_tokens is None
     assert any("unreachable" in n for n in d.notes)
 
@@ -359,13 +360,13 @@ def test_model_with_read_only_tool_bounded(model_server: Any) -> None:
         return "vllm:num_requests_waiting 0.0"
 
     url, script = model_server([{"tool_call": {"id": "call_1", "name": "get_metrics"}}, GOOD])
-    d = diagnose(oom_obs(), model=ep(url), tools=[get_metrics], max_steps=2, policy="approve")
+    d = assess(oom_obs(), model=ep(url), tools=[get_metrics], max_steps=2, policy="approve")
     assert calls == ["get_metrics"] and d.category == "weights_oom"
     tool_msg = script.requests[1]["messages"][-1]
     assert tool_msg["role"] == "tool" and FENCE_OPEN in tool_msg["content"]
     # a model that keeps calling tools is stopped at the bound
     url2, script2 = model_server([{"tool_call": {"id": "call_x", "name": "get_metrics"}}])
-    d2 = diagnose(oom_obs(), model=ep(url2), tools=[get_metrics], max_steps=2, policy="approve")
+    d2 = assess(oom_obs(), model=ep(url2), tools=[get_metrics], max_steps=2, policy="approve")
     assert len(script2.requests) == 3 + 1  # 2 tool rounds, the stopped answer, one retry
     assert d2.category == "weights_oom" and any("tool rounds" in n for n in d2.notes)
 
@@ -393,7 +394,7 @@ def _write_incident(tmp_path: Path) -> Path:
 def test_diagnose_incident(tmp_path: Path) -> None:
     from mcp_tools.incident import load_incident
 
-    d = diagnose_incident(load_incident(_write_incident(tmp_path)))
+    d = assess_incident(load_incident(_write_incident(tmp_path)))
     assert d.id == "l4-oom" and d.category == "weights_oom"
 
 
@@ -439,7 +440,7 @@ def test_cli_bad_file(tmp_path: Path) -> None:
 
 def test_parse_incident_roundtrip() -> None:
     inc = parse_incident({"id": "x", "title": "t", "logs": []}, "x.yaml")
-    d = diagnose_incident(inc)
+    d = assess_incident(inc)
     assert d.category == "unknown" and d.id == "x" and d.plan.steps[0].kind is RemediationKind.ESCALATE
 
 
@@ -451,19 +452,19 @@ def test_model_as_a_chat_model_object(model_server: Any) -> None:
     chat = ChatOpenAI(
         base_url=url + "/v1", api_key=SecretStr("x"), model="gemma-test", timeout=10, max_retries=0
     )
-    d = diagnose(oom_obs(), model=chat, policy="approve")
+    d = assess(oom_obs(), model=chat, policy="approve")
     assert d.model_used == "gemma-test" and d.prompt_tokens == 1001 and len(script.requests) == 1
 
 
 def test_observation_and_diagnosis_roundtrip_through_json() -> None:
     """The graph keeps both in its state as JSON: nothing may be lost on the way back."""
-    from graph.diagnosis import Diagnosis
+    from graph.pipeline import Assessment
 
     o = oom_obs(model_config={"max_position_embeddings": 131072}, latest_ready_revision="r-1")
     back = Observation.model_validate(json.loads(json.dumps(o.model_dump(mode="json"))))
     assert back == o and back.model_config_ == {"max_position_embeddings": 131072}
-    d = diagnose(o, policy="approve")
-    d2 = Diagnosis.model_validate(json.loads(json.dumps(d.model_dump(mode="json"))))
+    d = assess(o, policy="approve")
+    d2 = Assessment.model_validate(json.loads(json.dumps(d.model_dump(mode="json"))))
     assert d2 == d
 
 
@@ -477,7 +478,7 @@ def test_startup_timeout_probe_within_cloud_run_limits() -> None:
         "The instance was not started.",
     ]
     svc = L4_BF16.model_copy(update={"args": ["--model=/mnt/models/gemma-4-12B-it", "--quantization=fp8"]})
-    d = diagnose(Observation(id="p", service=svc, logs=[{"text": t} for t in lines]), policy="approve")
+    d = assess(Observation(id="p", service=svc, logs=[{"text": t} for t in lines]), policy="approve")
     assert d.category == "startup_timeout" and d.plan.preflight.ok
     step = d.plan.steps[0]
     assert step.kind is RemediationKind.SET_PROBE
@@ -491,13 +492,13 @@ def test_startup_timeout_probe_within_cloud_run_limits() -> None:
             )
         }
     )
-    d2 = diagnose(Observation(id="p2", service=maxed, logs=[{"text": t} for t in lines]), policy="approve")
+    d2 = assess(Observation(id="p2", service=maxed, logs=[{"text": t} for t in lines]), policy="approve")
     assert [s.kind for s in d2.plan.steps] == [RemediationKind.ESCALATE]
 
 
 def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
     url, script = model_server([GOOD])
     down = f"http://127.0.0.1:{_free_port()}"
-    d = diagnose(oom_obs(), model=[ep(down), ep(url)], policy="approve")
+    d = assess(oom_obs(), model=[ep(down), ep(url)], policy="approve")
     assert d.model_used == "gemma-test" and len(script.requests) == 1
     assert any("trying the fallback" in n for n in d.notes)

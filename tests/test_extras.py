@@ -164,7 +164,7 @@ def test_cloud_run_command_quotes_hostile_values() -> None:
     [
         ({"model": "not-a-model-id"}, "org/name"),
         ({"model": "google/gemma;rm -rf"}, "org/name"),
-        ({"cpu": 2}, "at least 4 CPU"),
+        ({"cpu": 2}, "at least 4 vCPU"),  # the wording of mcp_tools.cloudrun_limits
         ({"memory_gib": 8}, "16 GiB"),
         ({"gpu_type": "nvidia-h100"}, "not a Cloud Run GPU"),
         ({"service": "Bad_Name"}, "service name"),

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from graph_helpers import ScriptedOpenAI
 
-from agent.loop import resume_cycle, run_cycle
 from graph import audit
 from graph.config import Configuration
+from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import Policy, get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 
@@ -79,8 +79,7 @@ def test_scenario_is_fixed_only_after_approval(sandbox_factory: Any, scenario: s
     assert first.values["diagnosis"]["category"] == EXPECTED[scenario]
     assert first.values["diagnosis"]["evidence"], "the diagnosis cites log lines"
     assert first.values["preflight"]["ok"] is True
-    pending = first.pending or {}
-    assert pending["diff"] and pending["plan"]["steps"]
+    assert first.pending is not None and first.pending.diff and first.pending.plan.steps
     assert mutations(sb) == []  # nothing changed while waiting for a person
 
     done = resume_cycle(first.thread_id, decision="approve", approver="alice")
@@ -115,10 +114,10 @@ def test_fp8_on_t4_is_diagnosed_and_fixed_after_approval(sandbox_factory: Any) -
     # Ranked: drop FP8 and serve float16 on the T4 (does not fit), a w4a16 checkpoint (compressed-
     # tensors needs Marlin, cc 8.0), then an L4 - the GPU Cloud Run offers; a T4 means GKE.
     assert r.status == "awaiting_approval", r.summary
-    [step] = d["plan"]["steps"]
+    [step] = r.values["plan"]["steps"]
     assert step["kind"] == "set_resources" and step["change"] == {"gpu_type": "nvidia-l4"}
     assert step["predicted"]["fits"] is True and "GKE" in step["why"]
-    refused = [a["steps"][0] for a in d["alternatives"] if not a["preflight"]["ok"]]
+    refused = [a["steps"][0] for a in r.values["alternatives"] if not a["preflight"]["ok"]]
     assert {"--quantization": None, "--dtype": "half"} in [s["change"] for s in refused]
     assert any(s["kind"] == "set_model" and "w4a16" in s["change"]["model"] for s in refused)
     r = resume_cycle(r.thread_id, decision="approve", approver="alice")
@@ -407,12 +406,12 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
     another plan than the waiting one is recorded as a rejection."""
     from langgraph.types import Command
 
-    from agent.loop import compiled_graph
+    from graph.runner import compiled_graph
     from mcp_tools.remediation import PlanStep, RemediationKind, RemediationPlan
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     first = run_cycle(config_for(sb))
-    assert first.status == "awaiting_approval" and first.pending and first.pending["plan_key"]
+    assert first.status == "awaiting_approval" and first.pending and first.pending.plan_key
     other = RemediationPlan(
         steps=[PlanStep(kind=RemediationKind.SET_SCALING, change={"max_instances": 7}, why="edited")]
     )
@@ -421,11 +420,11 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
         g.update_state(thread, {"plan": other.model_dump(mode="json")})
     r = resume_cycle(first.thread_id, decision="approve", approver="alice")
     assert r.status == "awaiting_approval" and r.pending  # asked again, with the plan as it is now
-    assert r.pending["plan"]["steps"][0]["change"] == {"max_instances": 7}
-    assert r.pending["plan_key"] != first.pending["plan_key"]
+    assert r.pending is not None and r.pending.plan.steps[0].change == {"max_instances": 7}
+    assert r.pending.plan_key != first.pending.plan_key
     assert mutations(sb) == []
 
-    stale = {"decision": "approve", "approver": "alice", "plan_key": first.pending["plan_key"]}
+    stale = {"decision": "approve", "approver": "alice", "plan_key": first.pending.plan_key}
     with compiled_graph() as g:
         g.invoke(Command(resume=stale), {**thread, "recursion_limit": 50})
     assert mutations(sb) == []
@@ -437,7 +436,7 @@ def test_a_plan_edited_after_it_was_shown_is_not_applied(sandbox_factory: Any) -
 def test_approving_a_thread_that_never_asked_shows_the_request_first(sandbox_factory: Any) -> None:  # noqa: F811
     """A cycle stopped before its approval request: `approve THREAD` carries it to the request and
     returns it, since nobody has seen that plan yet; nothing is applied."""
-    from agent.loop import stream_cycle
+    from graph.runner import stream_cycle
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     stream = stream_cycle(config_for(sb))
@@ -445,7 +444,7 @@ def test_approving_a_thread_that_never_asked_shows_the_request_first(sandbox_fac
         if step.node == "diagnose":
             break  # the process "dies" here: checkpoints up to diagnose, no request yet
     r = resume_cycle(stream.thread_id, decision="approve", approver="alice")
-    assert r.status == "awaiting_approval" and r.pending and r.pending["plan"]["steps"]
+    assert r.status == "awaiting_approval" and r.pending and r.pending.plan.steps
     assert mutations(sb) == []
     done = resume_cycle(stream.thread_id, decision="approve", approver="alice")  # now it was shown
     assert done.status == "fixed", done.summary

@@ -85,8 +85,8 @@ def test_postgres_checkpoints_resume_a_thread(
     monkeypatch: pytest.MonkeyPatch,
     sandbox_factory: Any,  # noqa: F811
 ) -> None:
-    from agent.loop import resume_cycle, run_cycle
     from graph.config import Configuration
+    from graph.runner import resume_cycle, run_cycle
 
     monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
     get_settings.cache_clear()

@@ -13,7 +13,9 @@ import pytest
 
 from evals.harness import REAL_DIR, load_library
 from evals.tools.split import misplaced
-from mcp_tools.incident import CATEGORIES, REMEDIATION_KINDS, Incident
+from mcp_tools.incident import Incident
+from mcp_tools.remediation import RemediationKind
+from mcp_tools.taxonomy import Category
 
 FILES = sorted(REAL_DIR.rglob("*.yaml"))
 
@@ -50,7 +52,7 @@ def test_ids_are_unique(corpus: list[Incident]) -> None:
 
 def test_every_category_six_times_and_ten_healthy_start_ups(corpus: list[Incident]) -> None:
     counts = Counter(i.expected.category for i in corpus if i.expected)
-    assert {c: counts.get(c, 0) for c in CATEGORIES if counts.get(c, 0) < 6} == {}
+    assert {c: counts.get(c, 0) for c in Category if counts.get(c, 0) < 6} == {}
     assert counts["healthy"] >= 10
 
 
@@ -70,6 +72,6 @@ def test_expected_evidence_is_a_verbatim_part_of_the_logs(corpus: list[Incident]
         assert inc.expected is not None
         messages = [line.message for line in inc.logs]
         problems += [f"{inc.id}: {s!r}" for s in inc.expected.evidence if not any(s in m for m in messages)]
-        assert set(inc.expected.remediation_kinds) <= set(REMEDIATION_KINDS), inc.id
+        assert set(inc.expected.remediation_kinds) <= {k.value for k in RemediationKind}, inc.id
         assert not set(inc.expected.remediation_kinds) & set(inc.expected.forbidden_kinds), inc.id
     assert problems == []

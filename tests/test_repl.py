@@ -107,7 +107,7 @@ def test_commands_against_the_sandbox_through_an_approved_fix(
 
     p = c.dispatch("/plan")
     assert p.pending is not None and c.pending_thread == p.thread_id
-    assert p.pending["diff"] and p.pending["plan"]["steps"]
+    assert p.pending is not None and p.pending.diff and p.pending.plan.steps
     again = c.dispatch("/plan")
     assert again.error and "waiting for a decision" in again.text()
     assert sb.journal.entries() == []  # nothing is applied before the approval

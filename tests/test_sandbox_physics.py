@@ -136,12 +136,12 @@ def test_other_physics(sandbox_factory):  # noqa: F811
     # a Hugging Face id is downloaded into Cloud Run's in-memory file system: 22 GiB do not fit in 16 GiB
     services, _ = run_clients(sb)
     svc = services.get_service(name=sb.service_name("gemma-4-12b"))
-    svc.template.containers[0].args = ["--model=google/gemma-4-12B-it-qat-w4a16-ct", "--port=8080"]
-    svc.template.containers[0].resources.limits["memory"] = "8Gi"
+    svc.template.containers[0].args = ["--model=google/gemma-4-12B-it", "--port=8080"]
+    svc.template.containers[0].resources.limits["memory"] = "16Gi"  # the least an L4 instance takes
     with pytest.raises(Exception, match="not ready"):
         services.update_service(service=svc).result(timeout=30)
     texts = _texts(sb, "gemma-4-12b")
-    assert any(t.startswith("Memory limit of 8192 MiB exceeded with") for t in texts)
+    assert any(t.startswith("Memory limit of 16384 MiB exceeded with") for t in texts)
     # an unknown checkpoint: vLLM's own model-not-found error
     svc = services.get_service(name=sb.service_name("gemma-4-12b"))
     svc.template.containers[0].args = ["--model=/mnt/models/no-such-model", "--port=8080"]

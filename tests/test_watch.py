@@ -21,8 +21,8 @@ from starlette.routing import Route
 
 from agent.commands.repl import sandbox_configuration
 from agent.incidents_tracker import TrackerStore
-from agent.loop import resume_cycle
 from agent.watch import Watcher, parse_interval
+from graph.runner import resume_cycle
 from mcp_tools.errors import UserError
 from sandbox.serve import start_in_thread
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)

@@ -16,7 +16,7 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
     from rich.console import Console
 
     from agent.display import current_user, print_outcome, print_update
-    from agent.loop import resume_cycle
+    from graph.runner import resume_cycle
 
     console = Console(stderr=as_json)
     result = resume_cycle(

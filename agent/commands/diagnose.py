@@ -27,10 +27,12 @@ def register(app: typer.Typer) -> None:
         """Diagnose one recorded incident, offline: analyzers first, a model only when one is given."""
         import json
 
-        from graph.diagnosis import ModelEndpoint, build_context, diagnose_incident
+        from graph.diagnosis import build_context
         from graph.observation import Observation
+        from graph.pipeline import assess_incident
         from mcp_tools.incident import load_incident
         from mcp_tools.logs import count_tokens
+        from mcp_tools.model_endpoint import configured_endpoints
         from mcp_tools.settings import get_settings
 
         inc = load_incident(incident)
@@ -44,17 +46,10 @@ def register(app: typer.Typer) -> None:
                 typer.echo(ctx)
                 typer.echo(f"\n({doc['context_tokens']} tokens, estimated)", err=True)
             return
-        urls = [u for u in (model_url or settings.model_url, settings.fallback_model_url) if u]
-        endpoints = [
-            ModelEndpoint(
-                base_url=u,
-                api_key=settings.model_api_key,
-                model=settings.model_name,
-                timeout_s=settings.model_timeout_s,
-            )
-            for u in urls
-        ]
-        d = diagnose_incident(inc, model=endpoints or None, policy=settings.policy)
+        # --model-url, else GEMMA_SRE_MODEL_URL (not the monitored VLLM_BASE_URL: a recorded incident
+        # is not about the endpoint running now), then the fallback.
+        endpoints = configured_endpoints(settings, primary=model_url, monitored=False)
+        d = assess_incident(inc, model=endpoints or None, policy=settings.policy)
         if as_json:
             typer.echo(json.dumps(d.to_spec_json(), ensure_ascii=False))
             return
@@ -67,9 +62,9 @@ def _render(d: object, *, model_asked: bool) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
-    from graph.diagnosis import Diagnosis
+    from graph.pipeline import Assessment
 
-    assert isinstance(d, Diagnosis)
+    assert isinstance(d, Assessment)
     con = Console()
     colour = {"healthy": "green", "unknown": "yellow"}.get(d.category, "red")
     head = f"[bold {colour}]{d.category}[/] (confidence {d.confidence:.2f})\n{escape(d.summary)}"

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         diagnose: str | None = typer.Option(
             None,
             "--diagnose",
-            help="Score another diagnoser, as MODULE:FUNCTION (default: graph.diagnosis:diagnose_incident).",
+            help="Score another diagnoser, as MODULE:FUNCTION (default: graph.pipeline:assess_incident).",
         ),
     ) -> None:
         """Replay incidents, score diagnosis, remediation and safety; exit 1 when any case fails."""
@@ -74,16 +74,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _make_model(url: str) -> object:
-    """The diagnosing model behind an OpenAI-compatible URL, as ``graph.diagnosis`` takes it."""
+    """The diagnosing model behind an OpenAI-compatible URL (resolved when the diagnosis asks it)."""
     from mcp_tools.errors import UserError
     from mcp_tools.settings import get_settings
 
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--model-url must be an http(s) URL, not {url!r}")
-    try:
-        from graph.diagnosis import ModelEndpoint
-    except ImportError as e:
-        raise UserError(f"--model-url needs graph.diagnosis, not in this build: {e}") from None
+    from mcp_tools.model_endpoint import ModelEndpoint
+
     settings = get_settings()
     return ModelEndpoint(base_url=url, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)
 

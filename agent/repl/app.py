@@ -20,7 +20,8 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from rich.console import Console
 from rich.text import Text
 
-from agent.repl.commands import COMMAND_NAMES, ReplCommands, render_request
+from agent.display import render_request
+from agent.repl.commands import COMMAND_NAMES, ReplCommands
 
 HISTORY_FILE = "repl_history"
 

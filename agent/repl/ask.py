@@ -100,19 +100,21 @@ def answer_question(
 ) -> Answer:
     """Ask the model; stream the answer through ``emit``. Raises ``NoModelError`` with what to do."""
     if model is None:
-        from agent.model import chat_model
-        from mcp_tools.settings import get_settings
+        from graph.diagnosis import chat_model
+        from mcp_tools.model_endpoint import model_urls, resolve_from_settings
 
-        url = cfg.model_url or cfg.vllm_base_url
-        if not url:
+        s = cfg.settings()
+        urls = model_urls(s, primary=cfg.model_url)
+        if not urls:
             raise NoModelError(NO_MODEL)
-        s = get_settings()
-        key = s.model_api_key.get_secret_value() if s.model_api_key else None
-        model = chat_model(url, model=cfg.model_name, api_key=key, timeout_s=s.model_timeout_s)
-        if model is None:
+        ep = resolve_from_settings(s, primary=cfg.model_url)
+        if ep is None:
             raise NoModelError(
-                f"the model at {url} does not answer /v1/models; check GEMMA_SRE_MODEL_URL / VLLM_BASE_URL"
+                f"no model at {' or '.join(urls)} answers /v1/models; "
+                "check GEMMA_SRE_MODEL_URL / VLLM_BASE_URL / GEMMA_SRE_FALLBACK_MODEL_URL"
             )
+        ep.max_tokens = None  # a free-form answer: as long as it needs
+        model = chat_model(ep)
     return asyncio.run(_answer(question, cfg, model, emit, repl_figures or {}))
 
 

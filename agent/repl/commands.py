@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from agent.display import current_user
+from agent.display import current_user, render_request
+from graph.state import ApprovalRequest
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.settings import Policy
 
@@ -39,7 +38,7 @@ class Reply:
     """What a command produced: renderables to print, and maybe an approval request to ask about."""
 
     renderables: list[RenderableType] = field(default_factory=list)
-    pending: dict[str, Any] | None = None  # the graph's approval request (plan, diff, prediction)
+    pending: ApprovalRequest | None = None  # the graph's approval request (plan, diff, prediction)
     thread_id: str | None = None
     exit: bool = False
     error: bool = False
@@ -270,7 +269,7 @@ class ReplCommands:
         return self.cfg.model_copy(update=update)
 
     def cmd_diagnose(self, args: list[str]) -> Reply:
-        from agent.loop import run_cycle
+        from graph.runner import run_cycle
 
         self._need_service()
         res = run_cycle(self._cfg(policy=Policy.READ_ONLY))
@@ -295,7 +294,7 @@ class ReplCommands:
         return out
 
     def cmd_plan(self, args: list[str]) -> Reply:
-        from agent.loop import run_cycle
+        from graph.runner import run_cycle
 
         self._need_service()
         if self.pending_thread:
@@ -306,16 +305,15 @@ class ReplCommands:
         if res.status == "awaiting_approval" and res.pending is not None:
             self.pending_thread = res.thread_id
             return Reply(out, pending=res.pending, thread_id=res.thread_id)
-        plan = (res.values.get("plan") or {}).get("steps") or []
-        if plan:
-            pf = res.values.get("preflight") or {}
-            out.append(render_request({"plan": res.values.get("plan"), "diff": pf.get("diff", "")}))
+        shown = ApprovalRequest.of_state(res.values, thread_id=res.thread_id, service=self.cfg.service)
+        if shown.plan.steps:
+            out.append(render_request(shown))
         out.append(Text(f"{res.status}: {res.summary}", style="bold"))
         return Reply(out, thread_id=res.thread_id)
 
     def decide(self, decision: str, *, thread: str | None = None, reason: str | None = None) -> Reply:
         """Answer the waiting (or named) thread's approval request and run it to the end."""
-        from agent.loop import resume_cycle
+        from graph.runner import resume_cycle
 
         tid = thread or self.pending_thread
         if not tid:
@@ -348,7 +346,7 @@ class ReplCommands:
         tid = args[0] if args else self.last_thread
         if not tid:
             return _err("no thread yet: run /diagnose or /plan first, or give a thread id")
-        from agent.loop import thread_result
+        from graph.runner import thread_result
 
         res = thread_result(tid)
         path = res.report.get("markdown")
@@ -439,29 +437,3 @@ class ReplCommands:
             out.append(Text(f"  suggestion ({s.kind}): {s.summary} [{fit}, {s.kv_cache_tokens} KV tokens]"))
         out.append(_note(f"source: capacity planner (mcp_tools.capacity.plan_capacity), from {where}"))
         return Reply(out)
-
-
-def render_request(pending: dict[str, Any]) -> RenderableType:
-    """An approval request as the plan, the diff and the prediction (one renderable)."""
-    plan = pending.get("plan") or {}
-    t = Table(title="Proposed plan", expand=False)
-    t.add_column("#", justify="right")
-    t.add_column("kind")
-    t.add_column("change")
-    t.add_column("why")
-    parts: list[RenderableType] = []
-    for i, s in enumerate(plan.get("steps") or [], 1):
-        t.add_row(str(i), str(s.get("kind", "")), json.dumps(s.get("change") or {}), str(s.get("why", "")))
-    parts.append(t)
-    diff = pending.get("diff") or ""
-    if diff:
-        parts.append(Panel(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True), title="Revision diff"))
-    predictions = pending.get("prediction")
-    if predictions is None:
-        predictions = [s.get("predicted") for s in plan.get("steps") or [] if s.get("predicted")]
-    for p in predictions or []:
-        items = ", ".join(f"{k}={v}" for k, v in (p or {}).items() if not isinstance(v, (dict, list)))
-        parts.append(Text(f"prediction (capacity planner): {items}", style="cyan"))
-    for n in pending.get("preflight_notes") or []:
-        parts.append(Text(f"preflight: {n}", style="dim"))
-    return Group(*parts)

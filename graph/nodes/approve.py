@@ -17,7 +17,7 @@ from langgraph.types import interrupt
 from graph import audit
 from graph.config import Configuration
 from graph.policy import apply_key, approval_id_for, auto_allowed
-from graph.state import Approval, SREState, event, now_iso
+from graph.state import Approval, ApprovalRequest, SREState, event, now_iso
 from mcp_tools.remediation import RemediationPlan
 
 
@@ -30,24 +30,12 @@ def thread_id_of(config: RunnableConfig) -> str:
     return str(tid) if tid else "no-thread"
 
 
-def approval_request(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+def approval_request(state: SREState, config: RunnableConfig) -> ApprovalRequest:
     """What the person is asked to decide: the plan, the diff and the prediction. Pure."""
     cfg = Configuration.from_runnable_config(config)
+    tid = thread_id_of(config)
     plan = RemediationPlan.model_validate(state.get("plan") or {})
-    pf = state.get("preflight") or {}
-    diag = state.get("diagnosis") or {}
-    return {
-        "thread_id": thread_id_of(config),
-        "service": cfg.service,
-        "category": diag.get("category"),
-        "summary": diag.get("summary"),
-        "plan": plan.model_dump(mode="json"),
-        "plan_key": apply_key(thread_id_of(config), plan),  # a decision echoes it: bound to this plan
-        "diff": pf.get("diff", ""),
-        "prediction": [s.predicted for s in plan.steps if s.predicted],
-        "preflight_notes": pf.get("notes", []),
-        "question": "Apply this plan? Resume with {'decision': 'approve'|'reject', 'approver': NAME}.",
-    }
+    return ApprovalRequest.of_state(state, thread_id=tid, service=cfg.service, plan_key=apply_key(tid, plan))
 
 
 def parse_decision(value: Any) -> tuple[str, str, str | None, str | None]:
@@ -82,7 +70,7 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         reason = "every mutating step is of a kind listed in GEMMA_SRE_AUTO_KINDS"
     else:
         # Everything above is pure; the interrupt is the first thing with an effect.
-        answer = interrupt(approval_request(state, config))
+        answer = interrupt(approval_request(state, config).model_dump(mode="json"))
         decision, approver, reason, at = parse_decision(answer)
         shown = answer.get("plan_key") if isinstance(answer, dict) else None
         if decision == "approve" and shown is not None and shown != key:

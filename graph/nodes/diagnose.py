@@ -1,17 +1,16 @@
 """diagnose: the deterministic analyzers first, then the model when one is reachable.
 
 ``graph.diagnosis.diagnose`` runs the analyzers, asks the model (when given an endpoint) with the
-compressed, redacted context, validates its answer, and ranks typed plans. This node picks the
-endpoint (``Configuration.model``, or ``Configuration.model_factory``: the primary endpoint, then the
-fallback, whichever answers) and gives the model read-only MCP tools (``graph.tools``) on sessions
-opened once for the whole diagnosis. With no model configured or reachable, the analyzers'
+compressed, redacted context and validates its answer. This node takes the endpoint a face passed in
+(``Configuration.model``) or resolves the configured one (``mcp_tools.model_endpoint``: the primary,
+then the fallback, whichever answers) and gives the model read-only MCP tools (``graph.tools``) on
+sessions opened once for the whole diagnosis. With no model configured or reachable, the analyzers'
 diagnosis stands and the notes say so.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from typing import Any
 
@@ -34,9 +33,16 @@ def resolve_endpoint(cfg: Configuration) -> tuple[Any, str | None]:
         return cfg.model, None
     if not (cfg.model_url or cfg.fallback_model_url):
         return None, "no model configured"
+    from mcp_tools.model_endpoint import resolve_model_endpoint
+
+    s = cfg.settings()
     try:
-        module, _, attr = cfg.model_factory.partition(":")
-        endpoint = getattr(importlib.import_module(module), attr)(cfg)
+        endpoint = resolve_model_endpoint(
+            [u for u in (cfg.model_url, cfg.fallback_model_url) if u],
+            api_key=s.model_api_key,
+            model_name=cfg.model_name,
+            timeout_s=s.model_timeout_s,
+        )
     except Exception as e:
         return None, f"model client could not be set up: {short_error(e)}"
     if endpoint is None:
@@ -85,20 +91,16 @@ def key_evidence(diag: Any) -> Any:
 
 def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import diagnose
-    from graph.nodes.observe import cached_observation
     from graph.observation import Observation
 
     cfg = Configuration.from_runnable_config(config)
-    thread = str(((config or {}).get("configurable") or {}).get("thread_id"))
-    obs = cached_observation(thread, int(state.get("cycle") or 0))
-    if obs is None:
-        obs = Observation.model_validate(state["observation"])
+    obs = Observation.model_validate(state["observation"])
     endpoint, why_not = resolve_endpoint(cfg)
     diag = None
     if endpoint is not None:
 
         def run(tools: list[Any]) -> Any:
-            return diagnose(obs, model=endpoint, tools=tools, max_steps=cfg.max_tool_steps, policy=cfg.policy)
+            return diagnose(obs, model=endpoint, tools=tools, max_steps=cfg.max_tool_steps)
 
         try:
             diag = diagnose_with_tools(cfg, run) if cfg.max_tool_steps > 0 else run([])
@@ -107,7 +109,7 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             log.warning("%s", why_not)
             diag = None
     if diag is None:
-        diag = diagnose(obs, model=None, policy=cfg.policy)
+        diag = diagnose(obs)
         if why_not:
             diag.notes = [*diag.notes, f"analyzers only: {why_not}"]
     msg = f"{diag.category} (confidence {diag.confidence:.2f})"
@@ -115,8 +117,4 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if cited is not None:
         msg += f", citing line {cited.line}: {cited.text[:200]}"
     msg += f"; model: {diag.model_used or why_not or 'none'}"
-    return {
-        "diagnosis": diag.model_dump(mode="json"),
-        "findings": [f.model_dump(mode="json") for f in diag.findings],
-        "timeline": event("diagnose", msg),
-    }
+    return {"diagnosis": diag.model_dump(mode="json"), "timeline": event("diagnose", msg)}

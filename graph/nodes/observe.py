@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -19,6 +19,9 @@ from graph.state import ObservationSummary, SREState, event
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import LogLine
+
+if TYPE_CHECKING:
+    from graph.observation import Observation
 
 log = logging.getLogger(__name__)
 
@@ -36,24 +39,16 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-#: The last observation this process made, by (thread id, cycle): the diagnose step that follows in
-#: the same process uses it as is instead of re-validating tens of thousands of log lines from the
-#: state. A resumed process (or any miss) reads the state, which always holds the same observation.
-_LAST: dict[tuple[str, int], Any] = {}
-
-
-def cached_observation(thread_id: str, cycle: int) -> Any:
-    return _LAST.get((thread_id, cycle))
-
-
-def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+def observe_service(
+    cfg: Configuration, *, since: datetime, until: datetime
+) -> tuple[Observation, ObservationSummary]:
+    """The one way to observe a live service: spec and revisions, logs in [since, until], /health and
+    /metrics, each read with bounded retries; what could not be read is in the summary's ``unread``.
+    Used by this node and by the MCP agent tools."""
     from graph.observation import Observation
 
-    cfg = Configuration.from_runnable_config(config)
     world = World(cfg)
     name = cfg.service
-    until = datetime.now(UTC)
-    since = _parse_ts(state.get("since")) or until - timedelta(seconds=cfg.log_window_s)
     unread: list[str] = []
 
     info: Any = None
@@ -103,20 +98,26 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         metrics_read=metrics is not None,
         unread=unread,
     )
+    for u in unread:
+        log.warning("observe %s: %s", name, u)
+    return obs, summary
+
+
+def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
+    cfg = Configuration.from_runnable_config(config)
+    until = datetime.now(UTC)
+    since = _parse_ts(state.get("since")) or until - timedelta(seconds=cfg.log_window_s)
+    obs, summary = observe_service(cfg, since=since, until=until)
+    health = summary.health
     msg = (
-        f"{len(logs)} log lines since {_iso(since)}; /health "
+        f"{summary.log_lines} log lines since {summary.since}; /health "
         f"{'ok' if health else 'failing' if health is False else 'not read'}; "
         f"latest ready revision {summary.latest_ready_revision or 'none'}"
     )
-    if unread:
-        msg += f"; could not read: {'; '.join(unread)}"
-    for u in unread:
-        log.warning("observe %s: %s", name, u)
-    cycle = int(state.get("cycle") or 0) + 1
-    _LAST.clear()
-    _LAST[(str(((config or {}).get("configurable") or {}).get("thread_id")), cycle)] = obs
+    if summary.unread:
+        msg += f"; could not read: {'; '.join(summary.unread)}"
     return {
-        "cycle": cycle,
+        "cycle": int(state.get("cycle") or 0) + 1,
         "since": _iso(until),
         "observation": obs.model_dump(mode="json", by_alias=True),
         "observation_summary": summary.model_dump(mode="json"),

@@ -1,6 +1,8 @@
-"""preflight: the new revision spec and its diff, flags validated, the planner's fit, GPU/dtype, policy.
+"""preflight: each option checked once, in rank order (``graph.preflight.choose_plan``): the new
+revision spec and its diff, flags validated, the planner's fit, GPU/dtype, Cloud Run limits, policy.
 
-A plan that fails preflight is not offered for approval as it stands: the loop goes to the report.
+The first option that passes is the plan; a plan that fails is not offered for approval as it stands:
+the loop goes to the report.
 """
 
 from __future__ import annotations
@@ -16,31 +18,27 @@ from mcp_tools.remediation import RemediationPlan
 
 
 def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
-    from graph.preflight import preflight
+    from graph.preflight import choose_plan
 
     cfg = Configuration.from_runnable_config(config)
-    plan = RemediationPlan.model_validate(state.get("plan") or {})
+    options = [RemediationPlan.model_validate(o) for o in state.get("options") or []]
     raw_spec = (state.get("observation") or {}).get("service")
-    if raw_spec is None:
-        result = PreflightResult(
-            ok=False, notes=["the current service spec could not be read, so no change can be rendered"]
-        )
-        return {"preflight": result.model_dump(mode="json"), "timeline": event("preflight", result.notes[0])}
-    spec = ServiceSpec.model_validate(raw_spec)
-    checked, new_spec, diff = preflight(plan, spec, policy=cfg.policy)
-    # The diagnosis may have preflighted this plan already: keep each note once.
-    checked.preflight.notes = list(dict.fromkeys(checked.preflight.notes))
+    spec = ServiceSpec.model_validate(raw_spec) if raw_spec is not None else None
+    choice = choose_plan(options, spec, policy=cfg.policy)
+    plan = choice.plan
     result = PreflightResult(
-        ok=checked.preflight.ok,
-        notes=list(checked.preflight.notes),
-        diff=diff or "",
-        new_spec=new_spec.model_dump(mode="json") if new_spec is not None else None,
-        mutates=checked.mutates,
+        ok=plan.preflight.ok,
+        notes=list(plan.preflight.notes),
+        diff=choice.diff,
+        new_spec=choice.new_spec.model_dump(mode="json") if choice.new_spec is not None else None,
+        mutates=plan.mutates,
     )
     verdict = "accepted" if result.ok else "refused"
-    msg = f"plan {verdict}" + (f": {'; '.join(result.notes)}" if result.notes else "")
+    kinds = ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps) or "none"
+    msg = f"plan {verdict}: {kinds}" + (f"; {'; '.join(result.notes)}" if result.notes else "")
     return {
-        "plan": checked.model_dump(mode="json"),
+        "plan": plan.model_dump(mode="json"),
+        "alternatives": [a.model_dump(mode="json") for a in choice.alternatives],
         "preflight": result.model_dump(mode="json"),
         "timeline": event("preflight", msg),
     }

@@ -1,8 +1,7 @@
-"""propose: the typed plan for the diagnosis. Nothing free-form exists to be executed.
+"""propose: the candidate plans for the diagnosis, best first (``graph.propose.propose_options``).
 
-The diagnosis already ranked the candidate plans (the capacity planner orders memory fixes by
-predicted effect) and kept the first that preflight accepts; the others are its alternatives. When
-it carries no plan, ``graph.propose.propose_plan`` ranks them here.
+Nothing free-form exists to be executed: each option is typed steps (SPEC.md section 2). Which option
+is offered is preflight's decision (the first that passes).
 """
 
 from __future__ import annotations
@@ -12,21 +11,16 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.state import SREState, event
-from mcp_tools.remediation import RemediationPlan
 
 
 def propose(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import Diagnosis
     from graph.observation import Observation
-    from graph.propose import propose_plan
+    from graph.propose import propose_options
 
     diagnosis = Diagnosis.model_validate(state["diagnosis"])
-    plan: RemediationPlan = diagnosis.plan
-    if not plan.steps:
-        plan = propose_plan(diagnosis, Observation.model_validate(state["observation"]))
-    kinds = ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps) or "none"
-    alts = len(diagnosis.alternatives)
-    msg = f"plan: {kinds}" + (
-        f" ({alts} alternative{'s' if alts != 1 else ''} ranked below it)" if alts else ""
-    )
-    return {"plan": plan.model_dump(mode="json"), "timeline": event("propose", msg)}
+    options = propose_options(diagnosis, Observation.model_validate(state["observation"]))
+    first = ", ".join(f"{s.kind.value} {s.change}" for s in options[0].steps) if options else "none"
+    more = len(options) - 1
+    msg = f"best option: {first}" + (f" ({more} more ranked below it)" if more > 0 else "")
+    return {"options": [o.model_dump(mode="json") for o in options], "timeline": event("propose", msg)}

@@ -19,6 +19,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_tools.cloudrun import validate_service_name
+from mcp_tools.cloudrun_limits import (
+    GPU_MINIMUMS,
+    MAX_CONCURRENCY,
+    MAX_INSTANCES,
+    PROBE_MAX_DELAY_S,
+    PROBE_MAX_WINDOW_GPU_S,
+    Shape,
+    violations,
+)
 from mcp_tools.errors import UserError
 from mcp_tools.extras._common import (
     _describe,
@@ -36,16 +45,6 @@ from mcp_tools.settings import get_settings
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:latest"
 DEFAULT_PORT = 8000
 DEFAULT_MOUNT_PATH = "/mnt/models"
-
-# Cloud Run GPU types and the instance minimums Cloud Run enforces for each (CPU, GiB).
-CLOUD_RUN_GPUS: dict[str, tuple[int, int]] = {
-    "nvidia-l4": (4, 16),
-    "nvidia-rtx-pro-6000": (20, 80),
-}
-# Cloud Run startup probe limits: initialDelaySeconds <= 240; failureThreshold * periodSeconds <= 1800
-# for GPU services.
-_CR_MAX_INITIAL_DELAY_S = 240
-_CR_MAX_PROBE_WINDOW_S = 1800
 
 # GKE accelerators: default machine type (one GPU) and container requests that fit its allocatable.
 GKE_ACCELERATORS: dict[str, dict[str, Any]] = {
@@ -208,11 +207,11 @@ def size_startup_probe(model_load_time_s: int, *, port: int = DEFAULT_PORT) -> S
     a fast start is noticed quickly while a slow one is not killed.
     """
     _check_int(model_load_time_s, "model_load_time_s", 1, 3600)
-    budget = min(math.ceil(model_load_time_s * 1.5) + 60, _CR_MAX_INITIAL_DELAY_S + _CR_MAX_PROBE_WINDOW_S)
-    initial = min(_CR_MAX_INITIAL_DELAY_S, model_load_time_s // 2)
+    budget = min(math.ceil(model_load_time_s * 1.5) + 60, PROBE_MAX_DELAY_S + PROBE_MAX_WINDOW_GPU_S)
+    initial = min(PROBE_MAX_DELAY_S, model_load_time_s // 2)
     period = 10
     failures = max(3, math.ceil((budget - initial) / period))
-    failures = min(failures, _CR_MAX_PROBE_WINDOW_S // period)
+    failures = min(failures, PROBE_MAX_WINDOW_GPU_S // period)
     return StartupProbe(
         port=port,
         initial_delay_s=initial,
@@ -342,23 +341,28 @@ def get_vllm_deployment_config(
     project_value = project or settings.project
     project_id = validate_project(project_value) if project_value else None
     image = _check_image(image)
-    if gpu_type not in CLOUD_RUN_GPUS:
+    if gpu_type not in GPU_MINIMUMS:
         raise UserError(
-            f"gpu_type {_describe(gpu_type)} is not a Cloud Run GPU; use one of {sorted(CLOUD_RUN_GPUS)}"
+            f"gpu_type {_describe(gpu_type)} is not a Cloud Run GPU; use one of {sorted(GPU_MINIMUMS)}"
         )
-    min_cpu, min_mem = CLOUD_RUN_GPUS[gpu_type]
     _check_int(cpu, "cpu", 1, 192)
     _check_int(memory_gib, "memory_gib", 1, 1024)
-    if cpu < min_cpu or memory_gib < min_mem:
-        raise UserError(
-            f"Cloud Run needs at least {min_cpu} CPU and {min_mem} GiB of memory with a {gpu_type} GPU "
-            f"(got cpu={cpu}, memory_gib={memory_gib})"
+    _check_int(min_instances, "min_instances", 0, MAX_INSTANCES)
+    _check_int(max_instances, "max_instances", 1, MAX_INSTANCES)
+    _check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+    bad = violations(
+        Shape(
+            cpu=cpu,
+            memory=f"{memory_gib}Gi",
+            gpu_type=gpu_type,
+            gpu_count=1,
+            min_instances=min_instances,
+            max_instances=max_instances,
+            concurrency=concurrency,
         )
-    _check_int(min_instances, "min_instances", 0, 1000)
-    _check_int(max_instances, "max_instances", 1, 1000)
-    if min_instances > max_instances:
-        raise UserError(f"min_instances ({min_instances}) is above max_instances ({max_instances})")
-    _check_int(concurrency, "concurrency", 1, 1000)
+    )
+    if bad:
+        raise UserError("; ".join(bad))
     _check_int(request_timeout_s, "request_timeout_s", 1, 3600)
     probe = size_startup_probe(model_load_time_s, port=DEFAULT_PORT)
     notes: list[str] = []

@@ -87,26 +87,18 @@ class ServerState:
         return VllmEndpoint(info.url, timeout_s=self.settings.http_timeout_s), info
 
     async def model_endpoints(self, service_name: str | None) -> list[VllmEndpoint]:
-        """Endpoints that can answer an analysis prompt, in the order to try them."""
+        """Endpoints that can answer an analysis prompt, in the order to try them: the model URL (else
+        the service's own endpoint), then the fallback (``mcp_tools.model_endpoint.model_urls``)."""
         from mcp_tools.endpoint import VllmEndpoint
+        from mcp_tools.model_endpoint import model_urls
 
-        out: list[VllmEndpoint] = []
-        key = self.settings.model_api_key
-        if self.settings.model_url:
-            out.append(
-                VllmEndpoint(self.settings.model_url, api_key=key, timeout_s=self.settings.model_timeout_s)
-            )
-        else:
+        primary = self.settings.model_url
+        if not primary:
             try:
-                ep, _ = await self.endpoint_for(service_name)
-                ep.timeout_s = self.settings.model_timeout_s
-                out.append(ep)
+                primary = (await self.endpoint_for(service_name))[1].url
             except UserError:
-                pass
-        if self.settings.fallback_model_url:
-            out.append(
-                VllmEndpoint(
-                    self.settings.fallback_model_url, api_key=key, timeout_s=self.settings.model_timeout_s
-                )
-            )
-        return out
+                primary = None
+        return [
+            VllmEndpoint(u, api_key=self.settings.model_api_key, timeout_s=self.settings.model_timeout_s)
+            for u in model_urls(self.settings, primary=primary, monitored=False)
+        ]

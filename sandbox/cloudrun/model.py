@@ -26,6 +26,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from mcp_tools.cloudrun_limits import Shape, violations
 from sandbox.clock import SimClock, rfc3339
 from sandbox.cloudlogging.model import LogStore, run_resource
 from sandbox.errors import ApiError, bad_request, not_found
@@ -72,6 +73,33 @@ def _snake(path: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def _shape(t: dict[str, Any], containers: list[dict[str, Any]], accel: str | None, gpus: int) -> Shape:
+    """The revision's instance shape (summed over its containers), as the limits speak of it."""
+    limits = [((c.get("resources") or {}).get("limits") or {}) for c in containers]
+    cpus = [parse_quantity(lim["cpu"]) for lim in limits if "cpu" in lim]
+    mems = [parse_quantity(lim["memory"]) for lim in limits if "memory" in lim]
+    scaling = t.get("scaling") or {}
+    probe = next((c.get("startupProbe") for c in containers if c.get("startupProbe")), None) or {}
+
+    def num(d: dict[str, Any], key: str) -> int | None:
+        return int(d[key]) if key in d else None
+
+    cc = t.get("maxInstanceRequestConcurrency")
+    return Shape(
+        cpu=round(sum(cpus), 3) if cpus else None,
+        memory=f"{sum(mems) / 1024**3:g}Gi" if mems else None,
+        gpu_type=accel,
+        gpu_count=gpus,
+        min_instances=num(scaling, "minInstanceCount"),
+        max_instances=num(scaling, "maxInstanceCount"),
+        concurrency=int(cc) if cc is not None else None,
+        probe_initial_delay_s=num(probe, "initialDelaySeconds"),
+        probe_period_s=num(probe, "periodSeconds"),
+        probe_timeout_s=num(probe, "timeoutSeconds"),
+        probe_failure_threshold=num(probe, "failureThreshold"),
+    )
 
 
 def parse_quantity(q: str) -> float:
@@ -283,12 +311,10 @@ class CloudRunBackend:
                 "spec.template.spec.nodeSelector.accelerator",
                 "service.template.node_selector",
             )
-        cc = t.get("maxInstanceRequestConcurrency")
-        if cc is not None and not 1 <= int(cc) <= 1000:
-            raise bad_request(
-                f"spec.template.spec.containerConcurrency: Invalid value {cc}: must be between 1 and 1000",
-                "service.template.max_instance_request_concurrency",
-            )
+        bad = violations(_shape(t, containers, accel, gpus))
+        if bad:
+            # Cloud Run refuses a revision outside its limits with 400 INVALID_ARGUMENT, naming them.
+            raise bad_request("spec.template: " + "; ".join(bad), "service.template")
 
     def _check_revision_name(self, key: tuple[str, str, str], template: dict[str, Any]) -> None:
         short = template.get("revision")

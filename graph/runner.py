@@ -1,4 +1,4 @@
-"""Running the loop from a face: one way to run a cycle, for the CLI, the demo, watch mode, the REPL
+"""Running the loop: one way to run a cycle, for the CLI, the demo, watch mode, the REPL
 and the MCP agent tools.
 
 Public API:
@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from graph.config import Configuration
-from graph.state import RunMeta
+from graph.state import ApprovalRequest, RunMeta
 from mcp_tools.errors import UserError
 from mcp_tools.settings import get_settings
 
@@ -40,7 +40,7 @@ class CycleResult(BaseModel):
     thread_id: str
     status: str  # "awaiting_approval", or the outcome's status ("running": not finished)
     summary: str = ""
-    pending: dict[str, Any] | None = None  # the approval request, when awaiting a decision
+    pending: ApprovalRequest | None = None  # the approval request, when awaiting a decision
     report: dict[str, str] = Field(default_factory=dict)  # empty when the cycle found nothing
     values: dict[str, Any] = Field(default_factory=dict)
 
@@ -106,12 +106,11 @@ def _result(g: Any, thread_id: str, config: dict[str, Any]) -> CycleResult:
     snap = g.get_state(config)
     values = dict(snap.values or {})
     if snap.interrupts:
-        pending = snap.interrupts[0].value
         return CycleResult(
             thread_id=thread_id,
             status="awaiting_approval",
             summary=f"waiting for a decision on thread {thread_id}",
-            pending=pending if isinstance(pending, dict) else {"request": pending},
+            pending=ApprovalRequest.model_validate(snap.interrupts[0].value),
             values=values,
         )
     outcome = values.get("outcome") or {}
@@ -230,13 +229,13 @@ def resume_cycle(
         if not snap.interrupts:
             done = _result(g, thread_id, config)
             raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
-        shown = snap.interrupts[0].value if isinstance(snap.interrupts[0].value, dict) else {}
+        shown = ApprovalRequest.model_validate(snap.interrupts[0].value)
         answer = {
             "decision": decision,
             "approver": approver.strip(),
             "reason": reason,
             "at": now_iso(),
-            "plan_key": shown.get("plan_key"),  # the decision is for the plan that was shown
+            "plan_key": shown.plan_key,  # the decision is for the plan that was shown
         }
         _stream(g, Command(resume=answer), config, on_update)
         return _result(g, thread_id, config)

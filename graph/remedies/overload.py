@@ -1,0 +1,36 @@
+"""overload: more instances (within Cloud Run's maximum), and an FP8 KV cache when the cache is full."""
+
+from __future__ import annotations
+
+from graph.diagnosis import Diagnosis
+from graph.observation import Observation
+from graph.remedies.base import K, evidence_text, fact, plan
+from graph.remedies.catalog import gpu_supports
+from graph.remedies.planner import Capacity, flags_option
+from mcp_tools.cloudrun_limits import MAX_INSTANCES
+from mcp_tools.remediation import PlanStep, RemediationPlan
+
+
+def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
+    svc = obs.service
+    out = []
+    cur = svc.max_instances if svc else None
+    target = min(MAX_INSTANCES, (cur * 2 if cur else 2) if cur is None or cur < 50 else cur + 10)
+    if cur is None or target > cur:
+        out.append(
+            plan(
+                PlanStep(
+                    kind=K.SET_SCALING,
+                    change={"max_instances": target},
+                    why=f"requests queue on {cur or 'the current'} instance(s); allow up to {target} "
+                    "(each needs a GPU: check the GPU quota)",
+                )
+            )
+        )
+    kv = fact(diag, "kv_cache_usage")
+    kv_full = (isinstance(kv, float) and kv >= 0.95) or "KV cache" in evidence_text(diag)
+    if kv_full and gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
+        out.append(
+            flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")
+        )
+    return out

@@ -1,0 +1,98 @@
+"""The propose step: one remedy per failure family, registered once, each option typed and within
+Cloud Run's limits where it changes the revision."""
+
+from __future__ import annotations
+
+from graph.analyzers import Evidence, Finding
+from graph.diagnosis import Diagnosis
+from graph.observation import Observation
+from graph.propose import propose_options
+from graph.remedies import REMEDIES
+from mcp_tools.cloudrun_limits import violations
+from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.remediation import RemediationKind
+from mcp_tools.spec_ops import apply_steps, shape
+from mcp_tools.taxonomy import Category
+
+K = RemediationKind
+L4 = ServiceSpec(
+    name="gemma-12b",
+    gpu_type="nvidia-l4",
+    cpu=8,
+    memory="32Gi",
+    args=["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"],
+    max_instances=1,
+)
+
+
+def _diag(category: str, *texts: str, **facts: object) -> Diagnosis:
+    ev = [Evidence(line=i + 1, text=t) for i, t in enumerate(texts)]
+    f = Finding(category=category, confidence=0.9, summary="s", evidence=ev, facts=dict(facts))
+    return Diagnosis(id="x", category=category, confidence=0.9, summary="s", evidence=ev, findings=[f])
+
+
+def test_every_failure_family_has_a_remedy() -> None:
+    assert set(REMEDIES) == set(Category) - {Category.HEALTHY}
+
+
+def test_healthy_gets_nothing_and_every_other_family_gets_a_typed_option() -> None:
+    obs = Observation(id="x", service=L4)
+    assert propose_options(_diag("healthy"), obs) == []
+    for c in Category:
+        if c is not Category.HEALTHY:
+            opts = propose_options(_diag(c.value, "an error"), obs)
+            assert opts and all(o.steps for o in opts), c
+
+
+def test_a_failed_latest_revision_is_rolled_back_first() -> None:
+    obs = Observation(
+        id="x",
+        service=L4,
+        latest_ready_revision="gemma-12b-00001-aaa",
+        latest_created_revision="gemma-12b-00002-bbb",
+    )
+    first = propose_options(_diag("weights_oom", "torch.OutOfMemoryError: CUDA out of memory"), obs)[0]
+    assert [(s.kind, s.change) for s in first.steps] == [(K.ROLLBACK, {"revision": "gemma-12b-00001-aaa"})]
+    assert propose_options(_diag("overload", "queue"), obs)[0].steps[0].kind is K.SET_SCALING  # not start-up
+
+
+def test_a_longer_startup_probe_stays_within_cloud_run_limits() -> None:
+    spec = L4.model_copy(update={"startup_probe": StartupProbe(period_seconds=240, failure_threshold=7)})
+    [opt] = propose_options(
+        _diag("startup_timeout", "STARTUP TCP probe failed"), Observation(id="x", service=spec)
+    )
+    [step] = opt.steps
+    assert step.kind is K.SET_PROBE and step.predicted and step.predicted["startup_budget_seconds"] > 1680
+    assert violations(shape(apply_steps(spec, opt.steps))) == []
+
+
+def test_more_memory_brings_the_cpu_cloud_run_requires() -> None:
+    spec = L4.model_copy(update={"memory": "16Gi", "cpu": 4})
+    opts = propose_options(
+        _diag("host_memory_exceeded", "Memory limit of 16384 MiB exceeded"), Observation(id="x", service=spec)
+    )
+    step = opts[-1].steps[0]
+    assert step.kind is K.SET_RESOURCES and step.change == {"memory": "24Gi", "cpu": 6}
+    assert violations(shape(apply_steps(spec, opts[-1].steps))) == []
+
+
+def test_a_larger_gpu_comes_with_that_gpus_minimum_cpu_and_memory() -> None:
+    spec = L4.model_copy(
+        update={
+            "args": [
+                "--model=/mnt/models/Gemma-4-26B-A4B-NVFP4",
+                "--quantization=modelopt_fp4",
+                "--port=8080",
+            ]
+        }
+    )
+    text = "ValueError: NVFP4 needs compute capability 100; current is 89. Minimum capability: 100"
+    opts = propose_options(_diag("unsupported_config", text), Observation(id="x", service=spec))
+    moves = [s for o in opts for s in o.steps if s.kind is K.SET_RESOURCES and "gpu_type" in s.change]
+    assert moves and moves[0].change == {"gpu_type": "nvidia-rtx-pro-6000", "cpu": 20, "memory": "80Gi"}
+
+
+def test_scaling_never_goes_past_cloud_run_maximum() -> None:
+    spec = L4.model_copy(update={"max_instances": 1000})
+    opts = propose_options(_diag("overload", "num_requests_waiting"), Observation(id="x", service=spec))
+    assert not any(s.kind is K.SET_SCALING for o in opts for s in o.steps)
