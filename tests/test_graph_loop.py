@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graph_helpers import ScriptedOpenAI
+from tests.scripted_openai import ScriptedOpenAI
 
 from graph import audit
 from graph.config import Configuration

@@ -19,7 +19,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, text_of
-from tests.openai_server import free_port
+from tests.scripted_openai import free_port
 from tests.processes import mcp_http_server
 
 TOKEN = "test-token-not-a-secret-123"

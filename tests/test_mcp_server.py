@@ -17,7 +17,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
-from tests.openai_server import MODEL, Script, serve
+from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI
 
 READ_TOOLS = {
     "get_vllm_endpoint",
@@ -51,13 +51,13 @@ MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_serv
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[tuple[str, Script]]:
-    with serve() as s:
-        yield s
+def model() -> Iterator[tuple[str, ScriptedOpenAI]]:
+    with ScriptedOpenAI(ttft_s=0.05, gap_s=0.01) as s:
+        yield s.root, s
 
 
 @pytest.fixture(scope="module")
-def client(model: tuple[str, Script], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
+def client(model: tuple[str, ScriptedOpenAI], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path_factory.mktemp("state"))
     st = SessionThread(lambda: stdio_client(stdio_params(env)))
@@ -79,30 +79,30 @@ def test_lists_every_tool(client: SessionThread) -> None:
     assert by_name["get_vllm_metrics"].outputSchema is not None  # structured results
 
 
-def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     _, script = model
     r = client.call("query_vllm", {"prompt": "what is wrong?", "max_tokens": 32})
     assert not r.isError, text_of(r)
-    assert r.structuredContent["text"] == script.reply
+    assert r.structuredContent["text"] == REPLY
     assert r.structuredContent["model"] == MODEL
-    assert script.reply in text_of(r)
+    assert REPLY in text_of(r)
     r2 = client.call("query_gemma4", {"prompt": "hello"})
-    assert not r2.isError and r2.structuredContent["completion_tokens"] == len(script.reply.split(" "))
+    assert not r2.isError and r2.structuredContent["completion_tokens"] == len(REPLY.split(" "))
 
 
-def test_stats_come_from_usage_not_chunks(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_stats_come_from_usage_not_chunks(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     _, script = model
     r = client.call("query_gemma4_with_stats", {"prompt": "why is TTFT high?", "max_tokens": 64})
     assert not r.isError, text_of(r)
     sc = r.structuredContent
-    n = len(script.reply.split(" "))
+    n = len(REPLY.split(" "))
     assert sc["usage_reported"] is True and sc["completion_tokens"] == n
     assert sc["chunks"] < n  # the server packs three tokens per chunk
     assert sc["ttft_s"] >= script.ttft_s * 0.9
     assert "TTFT" in text_of(r)
 
 
-def test_metrics_health_details_endpoint(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_metrics_health_details_endpoint(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     url, _ = model
     m = client.call("get_vllm_metrics")
     assert not m.isError, text_of(m)
@@ -169,7 +169,7 @@ def test_no_service_configured_says_so(client: SessionThread) -> None:
     assert r.isError and "GEMMA_SRE_SERVICE" in text_of(r)
 
 
-def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path) -> None:
+def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_path: Path) -> None:
     """Raw stdio: every line the server writes to stdout is a JSON-RPC message."""
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path)
@@ -279,7 +279,7 @@ def test_agent_tools_on_pasted_text(client: SessionThread) -> None:
     assert empty.isError and "GEMMA_SRE_SERVICE" in text_of(empty)
 
 
-async def test_run_benchmark_reports_progress(model: tuple[str, Script], tmp_path: Path) -> None:
+async def test_run_benchmark_reports_progress(model: tuple[str, ScriptedOpenAI], tmp_path: Path) -> None:
     """In-process server, official client over memory streams, with a progress callback."""
     from mcp.shared.memory import create_connected_server_and_client_session
 
