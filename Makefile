@@ -18,8 +18,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/gemma-sre demo --yes
 
+# The suite waits on servers and subprocesses more than it computes: four workers on two cores.
+# Tests that share a module's server process carry an xdist_group mark (--dist loadgroup).
+TEST_WORKERS ?= 4
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

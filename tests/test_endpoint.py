@@ -66,7 +66,9 @@ async def test_non_streamed_chat(server: tuple[str, ScriptedOpenAI]) -> None:
     assert r.stats.ttft_s is None
 
 
-async def test_a_stream_slower_than_its_deadline_is_one_clear_error(server: tuple[str, ScriptedOpenAI]) -> None:
+async def test_a_stream_slower_than_its_deadline_is_one_clear_error(
+    server: tuple[str, ScriptedOpenAI],
+) -> None:
     url, script = server
     script.gap_s = 0.2  # each chunk takes longer than the whole deadline allows
     try:

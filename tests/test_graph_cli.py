@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.scripted_openai import free_port
 
 # ``cli`` (conftest) runs the entry point in this process; stdin is not a terminal there either.
 
@@ -60,11 +61,10 @@ def test_unknown_or_invalid_service_is_a_clear_error(cli: Any) -> None:
     assert r.returncode == 2 and "invalid Cloud Run service name" in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # the unreachable API is retried with back-off before the cycle gives up
 def test_a_cycle_that_cannot_read_the_service_exits_1(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Cloud Run API is unreachable: a degraded cycle (no crash, no change), but not a success."""
-    with socket.socket() as s:  # a loopback port with nothing listening
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    dead = f"http://127.0.0.1:{free_port()}"  # a loopback port with nothing listening
     for name, value in {
         "GEMMA_SRE_RUN_API_ENDPOINT": dead,
         "GEMMA_SRE_LOGGING_API_ENDPOINT": dead,

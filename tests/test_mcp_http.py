@@ -19,8 +19,11 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, text_of
-from tests.scripted_openai import free_port
 from tests.processes import mcp_http_server
+from tests.scripted_openai import free_port
+
+# Their module fixtures start a server process: one worker runs them all (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("mcp_http")
 
 TOKEN = "test-token-not-a-secret-123"
 MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}

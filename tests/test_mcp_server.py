@@ -19,6 +19,9 @@ from mcp.client.stdio import stdio_client
 from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
 from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI
 
+# Their module fixtures start a server process: one worker runs them all (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("mcp_server")
+
 READ_TOOLS = {
     "get_vllm_endpoint",
     "get_endpoint",
@@ -57,7 +60,9 @@ def model() -> Iterator[tuple[str, ScriptedOpenAI]]:
 
 
 @pytest.fixture(scope="module")
-def client(model: tuple[str, ScriptedOpenAI], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
+def client(
+    model: tuple[str, ScriptedOpenAI], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionThread]:
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path_factory.mktemp("state"))
     st = SessionThread(lambda: stdio_client(stdio_params(env)))

@@ -197,9 +197,12 @@ def test_an_answer_without_tools_says_its_figures_are_not_computed() -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # a real terminal session
 def test_cli_in_a_pseudo_terminal_ctrl_c_cancels_the_answer_and_ctrl_d_leaves(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
-    slow = ScriptedOpenAI([{"content": " ".join(f"word{i}" for i in range(200))}], tokens_per_chunk=2, gap_s=0.3)
+    slow = ScriptedOpenAI(
+        [{"content": " ".join(f"word{i}" for i in range(200))}], tokens_per_chunk=2, gap_s=0.3
+    )
     exe = Path(sys.executable).parent / "gemma-sre"
     with slow:
         url = slow.root
@@ -251,6 +254,7 @@ def test_bench_measures_the_serving_endpoint(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # end to end: the REPL process on a sandbox, through an applied fix
 def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     exe = Path(sys.executable).parent / "gemma-sre"
