@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -420,25 +419,27 @@ def test_wire_faults_the_sim_cannot_make() -> None:
     assert ok.ok and ok.chunks == 2 and len(ok.itl_s) == 1 and ok.output_tokens == 2 and ok.prompt_tokens == 3
 
 
-def test_bench_service_resolves_the_cloud_run_url(tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
+def test_bench_service_resolves_the_cloud_run_url(
+    tmp_path: Path,
+    sandbox_factory: Any,  # noqa: F811
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`gemma-sre bench --service NAME` reads the service's URL from the Cloud Run API and loads it."""
-    import subprocess
-    import sys
-
     from sandbox.testing import sandbox_env
 
     sb = sandbox_factory(scenario="healthy")
-    env = {**os.environ, **sandbox_env(sb), "GEMMA_SRE_STATE_DIR": str(tmp_path / "state")}
-    cmd = [sys.executable, "-m", "agent.cli", "bench", "--service", sb.service, "-c", "2", "--context", "64"]
-    cmd += ["--output-tokens", "4", "-n", "4", "--warmup", "0", "--output-dir", str(tmp_path), "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    for name, value in sandbox_env(sb).items():
+        monkeypatch.setenv(name, value)
+    args = ["bench", "--service", sb.service, "-c", "2", "--context", "64"]
+    args += ["--output-tokens", "4", "-n", "4", "--warmup", "0", "--output-dir", str(tmp_path), "--json"]
+    r = cli(*args)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert sb.service in doc["metadata"]["url"]
     assert doc["points"][0]["success_rate"] == 1.0 and doc["points"][0]["ok"] == 4
     assert doc["run_dir"] and Path(doc["run_dir"], "run.json").is_file()
 
-    gone = [*cmd[:4], "no-such-service"]
-    missing = subprocess.run(gone, capture_output=True, text=True, timeout=60, env=env)
+    missing = cli(*args[:2], "no-such-service")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert "no-such-service" in missing.stderr
