@@ -12,9 +12,6 @@ from mcp_tools.incident import Incident, load_incident
 from mcp_tools.remediation import MUTATING_KINDS, RemediationKind
 from mcp_tools.taxonomy import Category
 
-# One costly module fixture: one worker runs the module (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("incident_library")
-
 FILES = sorted([*LIBRARY_DIR.glob("*.yaml"), *LIBRARY_DIR.glob("*.yml")])
 
 

@@ -19,9 +19,6 @@ from mcp.client.stdio import stdio_client
 from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
 from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI
 
-# Their module fixtures start a server process: one worker runs them all (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("mcp_server")
-
 READ_TOOLS = {
     "get_vllm_endpoint",
     "get_endpoint",

@@ -22,9 +22,6 @@ from tests.mcp_client import ROOT, SessionThread, server_env, text_of
 from tests.processes import mcp_http_server
 from tests.scripted_openai import free_port
 
-# Their module fixtures start a server process: one worker runs them all (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("mcp_http")
-
 TOKEN = "test-token-not-a-secret-123"
 MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}
 

@@ -28,9 +28,6 @@ from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
 from tests.scripted_openai import REPLY, ScriptedOpenAI
 
-# Their module fixtures start a server process: one worker runs them all (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("mcp_sandbox")
-
 SERVICE = "gemma-4-12b"  # scenario: revision 1 Ready (QAT), revision 2 failed (bf16 weights OOM)
 HEALTHY = "gemma-ok"
 SECRET_LINE = "loading with Authorization: Bearer ya29.a0AfB_verysecrettokenvalue1234567890"
