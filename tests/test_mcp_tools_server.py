@@ -201,11 +201,13 @@ def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_pat
             "params": {"name": "status_vllm", "arguments": {}},
         },
     ]
+    # stderr (verbose logs) goes to a file: an undrained pipe would fill and stall the server
+    log = (tmp_path / "stderr.log").open("w")
     p = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "--verbose", "mcp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
         env=env,
         cwd=ROOT,
@@ -238,8 +240,7 @@ def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_pat
             p.kill()
             p.wait()
         p.stdout.close()
-        if p.stderr is not None:
-            p.stderr.close()
+        log.close()
 
 
 def test_run_benchmark_against_local_model(client: SessionThread) -> None:
