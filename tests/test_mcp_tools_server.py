@@ -6,9 +6,10 @@ Model-backed tools talk to a local OpenAI-compatible server over real HTTP (VLLM
 from __future__ import annotations
 
 import json
-import select
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,15 +218,20 @@ def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_pat
         for m in msgs:
             p.stdin.write(json.dumps(m) + "\n")
         p.stdin.flush()
+        # a reader thread, not select(): select() sees the pipe, not the lines already buffered
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: [lines.put(x) for x in iter(p.stdout.readline, "")], daemon=True
+        ).start()
         ids: set[object] = set()
         deadline = time.monotonic() + 60
         while not {1, 2, 3, 4} <= ids and time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stdout], [], [], 1.0)
-            if not ready:
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
+                if p.poll() is not None and lines.empty():
+                    break
                 continue
-            line = p.stdout.readline()
-            if not line:
-                break
             if not line.strip():
                 continue
             doc = json.loads(line)  # a non-JSON line on stdout fails here
