@@ -55,11 +55,12 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
     without a new interpreter's second of imports. Tests about the process boundary itself (the exit
     status reaching a shell, stdout carrying nothing else, signals) start a real process instead."""
     from agent.cli import main
+    from mcp_tools.settings import get_settings
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()  # drop what the test printed before
         monkeypatch.setattr(sys, "argv", ["gemma-sre", *args])
-        get_settings_cache_clear()
+        get_settings.cache_clear()  # the environment the test set, as a new process would read it
         try:
             main()
             code = 0
@@ -69,9 +70,3 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         return CliResult(code, out, err)
 
     return run
-
-
-def get_settings_cache_clear() -> None:
-    from mcp_tools.settings import get_settings
-
-    get_settings.cache_clear()
