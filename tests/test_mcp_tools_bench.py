@@ -329,10 +329,12 @@ def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
 
 
 def test_sweep_stops_at_saturation() -> None:
-    """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4."""
+    """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4.
+
+    Steps of 20 ms, not 5: a busy machine's scheduling delays once made concurrency 4 look faster."""
     cfg = SimConfig(
-        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.01,
-        itl_s=0.005,
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.04,
+        itl_s=0.02,
     )  # fmt: skip
     url, stop = start_in_thread(VllmSim(cfg).app)
     try:
