@@ -18,8 +18,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/gemma-sre demo --yes
 
+# The suite waits on servers and subprocesses more than it computes: four workers on two cores.
+# A module's tests stay on one worker (--dist loadscope), so its module fixtures start once.
+TEST_WORKERS ?= 4
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A shell that starts the suite in the background (CI runners, ``make test &``) leaves SIGINT ignored,
+# and an ignored signal stays ignored across exec: the Ctrl-C tests' children would never see it. A
+# handled signal is reset to the default at exec, so the children start with Python's usual handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +38,35 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``cli("run", "--sandbox", ...)``: the ``gemma-sre`` entry point run in this process.
+
+    The same ``main()`` the console script calls (its exit-code and one-line-error mapping included),
+    without a new interpreter's second of imports. Tests about the process boundary itself (the exit
+    status reaching a shell, stdout carrying nothing else, signals) start a real process instead."""
+    from agent.cli import main
+    from mcp_tools.settings import get_settings
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()  # drop what the test printed before
+        monkeypatch.setattr(sys, "argv", ["gemma-sre", *args])
+        get_settings.cache_clear()  # the environment the test set, as a new process would read it
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tests.mcp_client import ROOT
-from tests.openai_server import free_port
+from tests.scripted_openai import free_port
 
 
 @contextmanager

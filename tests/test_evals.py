@@ -464,27 +464,27 @@ def test_sandbox_journal_counts_unapproved_mutations() -> None:
 def test_model_url_and_repeat_report_pass_at_k_and_prompt_tokens(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from tests.openai_server import serve
+    from tests.scripted_openai import ScriptedOpenAI, answer
 
     name = "l4-gemma4-12b-bf16-weights-oom.yaml"
     _write(tmp_path, name, (LIBRARY_DIR / name).read_text(encoding="utf-8"))
-    with serve() as (url, script):
-        script.reply = json.dumps(
-            {
-                "category": "weights_oom",
-                "confidence": 0.9,
-                "summary": "The bf16 weights do not fit.",
-                "evidence": [9],
-            }
-        )
+    reply = answer(
+        {
+            "category": "weights_oom",
+            "confidence": 0.9,
+            "summary": "The bf16 weights do not fit.",
+            "evidence": [9],
+        }
+    )
+    with ScriptedOpenAI([reply]) as script:
+        url = script.root
         code, out, err = _cli(
             monkeypatch, capsys, "--incidents", str(tmp_path), "--model-url", url, "--repeat", "2", "--json"
         )
     doc = json.loads(out)
     (case,) = doc["cases"]
     assert case["runs"] == 2 and isinstance(case["prompt_tokens"], int) and case["prompt_tokens"] > 0
-    chats = [r for r in script.requests if r["path"].endswith("/chat/completions")]
-    assert len(chats) >= 2  # the model was really asked, once per run
+    assert len(script.requests) >= 2  # the model was really asked, once per run
     s = doc["summary"]
     assert {"pass_at_1", "pass_at_2", "pass_all_2"} <= set(s) and s["prompt_tokens_per_incident"] > 0
     assert s["pass_at_2"] >= s["pass_all_2"]

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,8 +132,7 @@ def test_policy_parse_names_the_flag_and_the_choices() -> None:
 
 
 @pytest.mark.parametrize("command", ["run", "watch", "repl"])
-def test_every_command_refuses_an_unknown_policy_the_same_way(command: str) -> None:
-    args = [command, "--service", "svc", "--policy", "yolo"]
-    r = run_cli(*args)
+def test_every_command_refuses_an_unknown_policy_the_same_way(command: str, cli: Any) -> None:
+    r = cli(command, "--service", "svc", "--policy", "yolo")
     assert r.returncode == 2, r.stderr
     assert "--policy: 'yolo' is not one of" in r.stderr and "Traceback" not in r.stderr

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graph_helpers import ScriptedOpenAI
 
 from graph import audit
 from graph.config import Configuration
 from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import Policy, get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.scripted_openai import ScriptedOpenAI
 
 
 def service_of(sb: Any) -> str:

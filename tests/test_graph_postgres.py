@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,16 +15,12 @@ from typing import Any
 import pytest
 
 from mcp_tools.settings import get_settings
+from tests.scripted_openai import free_port
 
+pytestmark = pytest.mark.slow  # end to end: a throw-away PostgreSQL cluster is created and started
 pytest.importorskip("langgraph.checkpoint.postgres")
 if not (shutil.which("initdb") and shutil.which("pg_ctl")):
     pytest.skip("no local PostgreSQL server binaries", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -34,7 +29,7 @@ def postgres_url() -> Iterator[str]:
 
     base = Path(tempfile.mkdtemp(prefix="gemma-sre-pg-"))  # not under pytest's 0700 root directory
     data = base / "pg"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "LC_ALL": "C"}
     run_as: list[str] = []
     if os.geteuid() == 0:  # initdb refuses root: run the cluster as nobody in a directory it owns

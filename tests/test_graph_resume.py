@@ -17,9 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from graph import audit
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.slow  # end to end: real processes killed and restarted
 
 CLI = [sys.executable, "-m", "agent.cli"]
 

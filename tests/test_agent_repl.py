@@ -26,7 +26,7 @@ from agent.repl.commands import COMMAND_NAMES, ReplCommands
 from graph.config import Configuration
 from mcp_tools.capacity import parse_vllm_args, plan_capacity
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.streaming_openai import StreamScript, serve_stream
+from tests.scripted_openai import ScriptedOpenAI
 
 MODEL = "google/gemma-4-12b-it"
 PROMPT = r"gemma-sre\[-\]>"
@@ -161,13 +161,14 @@ def test_free_form_question_without_a_model_says_how_to_configure_one() -> None:
 
 def test_free_form_answer_streams_and_its_figures_come_from_a_tool() -> None:
     answer = "The weights need 22.31 GiB [plan_capacity], more than the L4 offers; serve the QAT checkpoint."
-    script = StreamScript(
+    script = ScriptedOpenAI(
         [
             {"tool_calls": [{"name": "plan_capacity", "arguments": {"model": MODEL, "gpu": "nvidia-l4"}}]},
             {"content": answer},
         ]
     )
-    with serve_stream(script) as url:
+    with script:
+        url = script.root
         cfg = Configuration.from_settings(model_url=url)
         pieces: list[str] = []
         a = answer_question(
@@ -189,17 +190,22 @@ def test_free_form_answer_streams_and_its_figures_come_from_a_tool() -> None:
 
 
 def test_an_answer_without_tools_says_its_figures_are_not_computed() -> None:
-    with serve_stream(StreamScript([{"content": "It needs about 30 GiB."}])) as url:
+    with ScriptedOpenAI([{"content": "It needs about 30 GiB."}]) as srv:
+        url = srv.root
         a = answer_question("how much?", Configuration.from_settings(model_url=url), emit=lambda s: None)
     assert a.tools_used == [] and "not computed" in a.sources_note()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # a real terminal session
 def test_cli_in_a_pseudo_terminal_ctrl_c_cancels_the_answer_and_ctrl_d_leaves(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
-    slow = StreamScript([{"content": " ".join(f"word{i}" for i in range(200))}], delay_s=0.3)
+    slow = ScriptedOpenAI(
+        [{"content": " ".join(f"word{i}" for i in range(200))}], tokens_per_chunk=2, gap_s=0.3
+    )
     exe = Path(sys.executable).parent / "gemma-sre"
-    with serve_stream(slow) as url:
+    with slow:
+        url = slow.root
         env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
         env.update(
             GEMMA_SRE_STATE_DIR=str(tmp_path / "state"),
@@ -248,6 +254,7 @@ def test_bench_measures_the_serving_endpoint(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # end to end: the REPL process on a sandbox, through an applied fix
 def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     exe = Path(sys.executable).parent / "gemma-sre"

@@ -19,8 +19,8 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, text_of
-from tests.openai_server import free_port
 from tests.processes import mcp_http_server
+from tests.scripted_openai import free_port
 
 TOKEN = "test-token-not-a-secret-123"
 MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_service", "save_hf_token"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from google.cloud import run_v2
 
@@ -20,6 +18,7 @@ from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.google_api import READ
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.settings import Settings
+from tests.scripted_openai import free_port
 
 SPEC = ServiceSpec(
     name="gemma-12b",
@@ -165,17 +164,11 @@ def test_service_path_accepts_full_names_and_needs_project() -> None:
         CloudRun(Settings(location="region-a")).service_path("gemma")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_unreachable_api_is_one_external_error_after_bounded_retries() -> None:
     settings = Settings(
         project="proj",
         location="region-a",
-        run_api_endpoint=f"http://127.0.0.1:{_free_port()}",
+        run_api_endpoint=f"http://127.0.0.1:{free_port()}",
         anonymous_credentials=True,
         http_timeout_s=2,
     )

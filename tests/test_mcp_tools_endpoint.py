@@ -12,23 +12,23 @@ import pytest
 from mcp_tools import endpoint as ep
 from mcp_tools.endpoint import VllmEndpoint, is_loopback
 from mcp_tools.errors import ExternalError, UserError
-from tests.openai_server import MODEL, Script, free_port, serve
+from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI, free_port
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, Script]]:
-    with serve() as s:
-        yield s
+def server() -> Iterator[tuple[str, ScriptedOpenAI]]:
+    with ScriptedOpenAI(ttft_s=0.05, gap_s=0.01) as s:
+        yield s.root, s
 
 
-async def test_health_models_metrics(server: tuple[str, Script]) -> None:
+async def test_health_models_metrics(server: tuple[str, ScriptedOpenAI]) -> None:
     url, script = server
     e = VllmEndpoint(url + "/v1")  # a /v1 suffix is accepted
     assert await e.health() is True
     assert await e.models() == [MODEL]
     assert "vllm:kv_cache_usage_perc" in await e.metrics_text()
     # loopback: no Authorization header is sent
-    assert all("authorization" not in r["headers"] for r in script.requests)
+    assert all("authorization" not in r["headers"] for r in script.log)
     script.health_status = 503
     try:
         assert await e.health() is False
@@ -36,37 +36,39 @@ async def test_health_models_metrics(server: tuple[str, Script]) -> None:
         script.health_status = 200
 
 
-async def test_streamed_chat_uses_real_usage_not_chunks(server: tuple[str, Script]) -> None:
+async def test_streamed_chat_uses_real_usage_not_chunks(server: tuple[str, ScriptedOpenAI]) -> None:
     url, script = server
     e = VllmEndpoint(url)
     r = await e.chat([{"role": "user", "content": "why is it slow?"}], max_tokens=64)
-    assert r.text == script.reply
+    assert r.text == REPLY
     assert r.model == MODEL and r.finish_reason == "stop"
     s = r.stats
-    n_tokens = len(script.reply.split(" "))
+    n_tokens = len(REPLY.split(" "))
     assert s.usage_reported and s.completion_tokens == n_tokens
     assert s.chunks < n_tokens  # several tokens per chunk: counting chunks would be wrong
-    assert s.prompt_tokens == 4 + 5  # as the server reported it
+    assert s.prompt_tokens == 1000 + len(script.requests)  # as the server reported it
     assert s.ttft_s is not None and s.ttft_s >= script.ttft_s * 0.9
     assert s.itl_mean_s is not None and s.decode_tokens_per_s is not None
     # the server sleeps gap_s between chunks of 3 tokens: the per-token mean is about a third of that
     assert s.itl_mean_s < script.gap_s
     # (a chunk delayed by a busy machine arrives just before the next one: allow for that, not more)
     assert s.chunk_gap_p50_s is not None and s.chunk_gap_p50_s >= script.gap_s * 0.5
-    body = script.requests[-1]["body"]
+    body = script.requests[-1]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["model"] == MODEL  # the served name, from /v1/models
 
 
-async def test_non_streamed_chat(server: tuple[str, Script]) -> None:
+async def test_non_streamed_chat(server: tuple[str, ScriptedOpenAI]) -> None:
     url, script = server
     r = await VllmEndpoint(url).chat([{"role": "user", "content": "hi"}], stream=False, max_tokens=8)
-    assert r.text == script.reply and r.stats.streamed is False
-    assert r.stats.completion_tokens == len(script.reply.split(" "))
+    assert r.text == REPLY and r.stats.streamed is False
+    assert r.stats.completion_tokens == len(REPLY.split(" "))
     assert r.stats.ttft_s is None
 
 
-async def test_a_stream_slower_than_its_deadline_is_one_clear_error(server: tuple[str, Script]) -> None:
+async def test_a_stream_slower_than_its_deadline_is_one_clear_error(
+    server: tuple[str, ScriptedOpenAI],
+) -> None:
     url, script = server
     script.gap_s = 0.2  # each chunk takes longer than the whole deadline allows
     try:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from graph_helpers import ScriptedOpenAI
-
 from graph.diagnosis import chat_model
 from mcp_tools.model_endpoint import configured_endpoints, model_urls, resolve_model_endpoint
 from mcp_tools.settings import Settings
+from tests.scripted_openai import ScriptedOpenAI
 
 DOWN = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
 

@@ -26,7 +26,7 @@ from sandbox.serve import start_in_thread
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
-from tests.openai_server import Script, serve
+from tests.scripted_openai import REPLY, ScriptedOpenAI
 
 SERVICE = "gemma-4-12b"  # scenario: revision 1 Ready (QAT), revision 2 failed (bf16 weights OOM)
 HEALTHY = "gemma-ok"
@@ -41,7 +41,7 @@ ENV_SECRETS = {"HF_TOKEN": "hf_" + "PlainEnvTokenValue0123456789ab", "DB_PASSWOR
 class World:
     sb: Sandbox
     extras: ExtrasState
-    model_script: Script
+    model_script: ScriptedOpenAI
     model_url: str
     client: SessionThread
     extras_url: str
@@ -87,7 +87,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             "GEMMA_SRE_MCP_CONFIRM_TTL_S": str(CONFIRM_TTL_S),
             "HF_TOKEN": FAKE_HF,
         }
-        with serve() as (model_url, script):
+        with ScriptedOpenAI() as script:
+            model_url = script.root
             env["GEMMA_SRE_MODEL_URL"] = model_url  # the model that analyses logs
             st = SessionThread(
                 lambda: stdio_client(stdio_params(server_env(env, tmp_path_factory.mktemp("s"))))
@@ -201,10 +202,10 @@ def test_analyze_cloud_logging_sends_selected_redacted_lines_to_the_model(world:
             "analyze_cloud_logging", {"service_name": SERVICE, "since": "6h", "budget_tokens": 1500}
         )
     )
-    assert r["analysis"] == world.model_script.reply and r["model_error"] is None
-    sent = [q for q in world.model_script.requests[before:] if q["path"] == "/v1/chat/completions"]
+    assert r["analysis"] == REPLY and r["model_error"] is None
+    sent = world.model_script.requests[before:]
     assert len(sent) == 1
-    prompt = "\n".join(m["content"] for m in sent[0]["body"]["messages"])
+    prompt = "\n".join(m["content"] for m in sent[0]["messages"])
     assert "CUDA out of memory" in prompt
     assert "verysecrettokenvalue" not in prompt  # redacted before any text reaches a model
     assert len(prompt) < 1500 * 8  # within the token budget (about 4 characters per token), not everything

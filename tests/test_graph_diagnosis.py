@@ -4,22 +4,15 @@ replies (valid, malformed-then-valid, always malformed, unreachable), the plan, 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK, noisy_oom_log
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from graph.diagnosis import ModelEndpoint, build_context
 from graph.observation import Observation
@@ -27,6 +20,7 @@ from graph.pipeline import assess, assess_incident
 from mcp_tools.incident import ServiceSpec, parse_incident
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN
 from mcp_tools.remediation import RemediationKind
+from tests.scripted_openai import ScriptedOpenAI, answer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 L4_BF16 = ServiceSpec(
@@ -47,91 +41,16 @@ def oom_obs(**kw: Any) -> Observation:
     return Observation(id="oom", service=L4_BF16, logs=[{"text": t} for t in lines], **kw)
 
 
-# ------------------------------------------------------------------------------------------------
-# A scripted OpenAI-compatible server on a free loopback port
-# ------------------------------------------------------------------------------------------------
-
-
-class Scripted:
-    """Replies, in order (the last one repeats); every request body is kept."""
-
-    def __init__(self, replies: list[dict[str, Any] | str]) -> None:
-        self.replies = replies
-        self.requests: list[dict[str, Any]] = []
-
-    def next(self) -> dict[str, Any] | str:
-        i = min(len(self.requests) - 1, len(self.replies) - 1)
-        return self.replies[i]
-
-
-def _app(script: Scripted) -> Starlette:
-    async def models(_: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "gemma-test", "object": "model"}]})
-
-    async def chat(request: Request) -> JSONResponse:
-        script.requests.append(await request.json())
-        reply = script.next()
-        message: dict[str, Any]
-        if isinstance(reply, dict) and "tool_call" in reply:
-            tc = reply["tool_call"]
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": tc["id"], "type": "function", "function": {"name": tc["name"], "arguments": "{}"}}
-                ],
-            }
-            finish = "tool_calls"
-        else:
-            message = {"role": "assistant", "content": reply if isinstance(reply, str) else json.dumps(reply)}
-            finish = "stop"
-        return JSONResponse(
-            {
-                "id": f"chatcmpl-{len(script.requests)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": "gemma-test",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {
-                    "prompt_tokens": 1000 + len(script.requests),
-                    "completion_tokens": 50,
-                    "total_tokens": 1050,
-                },
-            }
-        )
-
-    return Starlette(
-        routes=[Route("/v1/models", models), Route("/v1/chat/completions", chat, methods=["POST"])]
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def model_server() -> Iterator[Any]:
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    """``model_server(replies)`` -> (base URL, the scripted server); every server stops at teardown."""
+    with ExitStack() as stack:
 
-    def start(replies: list[dict[str, Any] | str]) -> tuple[str, Scripted]:
-        script = Scripted(replies)
-        port = _free_port()
-        server = uvicorn.Server(uvicorn.Config(_app(script), host="127.0.0.1", port=port, log_level="error"))
-        t = threading.Thread(target=server.run, daemon=True)
-        t.start()
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.started
-        servers.append((server, t))
-        return f"http://127.0.0.1:{port}", script
+        def start(replies: list[dict[str, Any]]) -> tuple[str, ScriptedOpenAI]:
+            srv = stack.enter_context(ScriptedOpenAI(replies, model="gemma-test"))
+            return srv.root, srv
 
-    yield start
-    for server, t in servers:
-        server.should_exit = True
-        t.join(timeout=5)
+        yield start
 
 
 def ep(url: str) -> ModelEndpoint:
@@ -263,7 +182,7 @@ def test_context_is_fenced_redacted_and_within_budget() -> None:
 
 
 def test_model_valid_answer(model_server: Any) -> None:
-    url, script = model_server([GOOD])
+    url, script = model_server([answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and d.model_used == "gemma-test"
     assert d.prompt_tokens == 1001
@@ -280,7 +199,7 @@ def test_model_valid_answer(model_server: Any) -> None:
 
 
 def test_model_malformed_then_valid(model_server: Any) -> None:
-    url, script = model_server(["I think it is an OOM, probably.", GOOD])
+    url, script = model_server([{"content": "I think it is an OOM, probably."}, answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2
     assert d.category == "weights_oom" and d.prompt_tokens == 1001 + 1002
@@ -290,7 +209,7 @@ def test_model_malformed_then_valid(model_server: Any) -> None:
 
 def test_model_always_malformed_falls_back_to_analyzers(model_server: Any) -> None:
     bad = {"category": "cosmic_rays", "confidence": 2, "summary": "", "evidence": [999999]}
-    url, script = model_server([bad])
+    url, script = model_server([answer(bad)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2  # one retry, no more
     assert d.category == "weights_oom" and d.model_used == "gemma-test"
@@ -300,7 +219,7 @@ def test_model_always_malformed_falls_back_to_analyzers(model_server: Any) -> No
 
 def test_model_evidence_must_exist(model_server: Any) -> None:
     invented = dict(GOOD, evidence=[123456])
-    url, script = model_server([invented, GOOD])
+    url, script = model_server([answer(invented), answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2 and d.evidence[0].line == OOM_LINE
     assert "do not exist" in script.requests[1]["messages"][-1]["content"]
@@ -313,7 +232,7 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
         "summary": "All good, delete nothing.",
         "evidence": [1],
     }
-    url, _ = model_server([hijacked])
+    url, _ = model_server([answer(hijacked)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom"
     assert any("kept" in n for n in d.notes)
@@ -321,7 +240,7 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
 
 def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
     says_unknown = {"category": "unknown", "confidence": 0.4, "summary": "Not sure.", "evidence": [1]}
-    url, _ = model_server([says_unknown])
+    url, _ = model_server([answer(says_unknown)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
 
@@ -335,14 +254,14 @@ def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> No
         "summary": "Killed, cause unclear.",
         "evidence": [9],
     }
-    url, _ = model_server([says_unknown])
+    url, _ = model_server([answer(says_unknown)])
     d = assess(o, model=ep(url), policy="approve")
     assert d.category == "unknown" and d.summary == "Killed, cause unclear."
     assert [s.kind for s in d.plan.steps] == [RemediationKind.ESCALATE]
 
 
 def test_model_unreachable() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and d.prompt_tokens is None
     assert any("unreachable" in n for n in d.notes)
@@ -359,13 +278,13 @@ def test_model_with_read_only_tool_bounded(model_server: Any) -> None:
         calls.append("get_metrics")
         return "vllm:num_requests_waiting 0.0"
 
-    url, script = model_server([{"tool_call": {"id": "call_1", "name": "get_metrics"}}, GOOD])
+    url, script = model_server([{"tool_calls": [{"name": "get_metrics"}]}, answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), tools=[get_metrics], max_steps=2, policy="approve")
     assert calls == ["get_metrics"] and d.category == "weights_oom"
     tool_msg = script.requests[1]["messages"][-1]
     assert tool_msg["role"] == "tool" and FENCE_OPEN in tool_msg["content"]
     # a model that keeps calling tools is stopped at the bound
-    url2, script2 = model_server([{"tool_call": {"id": "call_x", "name": "get_metrics"}}])
+    url2, script2 = model_server([{"tool_calls": [{"name": "get_metrics"}]}])
     d2 = assess(oom_obs(), model=ep(url2), tools=[get_metrics], max_steps=2, policy="approve")
     assert len(script2.requests) == 3 + 1  # 2 tool rounds, the stopped answer, one retry
     assert d2.category == "weights_oom" and any("tool rounds" in n for n in d2.notes)
@@ -414,16 +333,16 @@ def test_cli_json(tmp_path: Path) -> None:
     assert isinstance(doc["plan"]["preflight"]["ok"], bool)
 
 
-def test_cli_show_context(tmp_path: Path) -> None:
-    r = _cli("diagnose", "--incident", str(_write_incident(tmp_path)), "--show-context", "--json")
+def test_cli_show_context(tmp_path: Path, cli: Any) -> None:
+    r = cli("diagnose", "--incident", str(_write_incident(tmp_path)), "--show-context", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"id", "context", "context_tokens"}
     assert FENCE_OPEN in doc["context"] and doc["context_tokens"] > 0
 
 
-def test_cli_readable(tmp_path: Path) -> None:
-    r = _cli("diagnose", "--incident", str(_write_incident(tmp_path)))
+def test_cli_readable(tmp_path: Path, cli: Any) -> None:
+    r = cli("diagnose", "--incident", str(_write_incident(tmp_path)))
     assert r.returncode == 0, r.stderr
     assert "weights_oom" in r.stdout and "set_" in r.stdout
 
@@ -448,9 +367,9 @@ def test_model_as_a_chat_model_object(model_server: Any) -> None:
     from langchain_openai import ChatOpenAI
     from pydantic import SecretStr
 
-    url, script = model_server([GOOD])
+    url, script = model_server([answer(GOOD)])
     chat = ChatOpenAI(
-        base_url=url + "/v1", api_key=SecretStr("x"), model="gemma-test", timeout=10, max_retries=0
+        base_url=script.url, api_key=SecretStr("x"), model="gemma-test", timeout=10, max_retries=0
     )
     d = assess(oom_obs(), model=chat, policy="approve")
     assert d.model_used == "gemma-test" and d.prompt_tokens == 1001 and len(script.requests) == 1
@@ -497,8 +416,8 @@ def test_startup_timeout_probe_within_cloud_run_limits() -> None:
 
 
 def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
-    url, script = model_server([GOOD])
-    down = f"http://127.0.0.1:{_free_port()}"
+    url, script = model_server([answer(GOOD)])
+    down = f"http://127.0.0.1:{free_port()}"
     d = assess(oom_obs(), model=[ep(down), ep(url)], policy="approve")
     assert d.model_used == "gemma-test" and len(script.requests) == 1
     assert any("trying the fallback" in n for n in d.notes)

@@ -141,7 +141,7 @@ def test_superseded_revisions_are_history_unknown_ones_are_not() -> None:
 def test_a_model_citing_only_superseded_lines_does_not_overrule_the_current_state() -> None:
     import json
 
-    from graph_helpers import ScriptedOpenAI
+    from tests.scripted_openai import ScriptedOpenAI
 
     obs = Observation(
         logs=[
@@ -157,7 +157,7 @@ def test_a_model_citing_only_superseded_lines_does_not_overrule_the_current_stat
         health=True,
     )
     answer = {"category": "runtime_oom", "confidence": 0.9, "summary": "CUDA OOM at line 1", "evidence": [1]}
-    server = ScriptedOpenAI([{"content": json.dumps(answer)}])
+    server = ScriptedOpenAI([{"content": json.dumps(answer)}]).start()
     try:
         d = assess(obs, model=server.url)
     finally:

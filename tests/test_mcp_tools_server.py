@@ -6,9 +6,10 @@ Model-backed tools talk to a local OpenAI-compatible server over real HTTP (VLLM
 from __future__ import annotations
 
 import json
-import select
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
-from tests.openai_server import MODEL, Script, serve
+from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI
 
 READ_TOOLS = {
     "get_vllm_endpoint",
@@ -51,13 +52,15 @@ MUTATING = {"deploy_vllm", "destroy_vllm", "update_vllm_scaling", "rollback_serv
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[tuple[str, Script]]:
-    with serve() as s:
-        yield s
+def model() -> Iterator[tuple[str, ScriptedOpenAI]]:
+    with ScriptedOpenAI(ttft_s=0.05, gap_s=0.01) as s:
+        yield s.root, s
 
 
 @pytest.fixture(scope="module")
-def client(model: tuple[str, Script], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionThread]:
+def client(
+    model: tuple[str, ScriptedOpenAI], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionThread]:
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path_factory.mktemp("state"))
     st = SessionThread(lambda: stdio_client(stdio_params(env)))
@@ -79,30 +82,30 @@ def test_lists_every_tool(client: SessionThread) -> None:
     assert by_name["get_vllm_metrics"].outputSchema is not None  # structured results
 
 
-def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     _, script = model
     r = client.call("query_vllm", {"prompt": "what is wrong?", "max_tokens": 32})
     assert not r.isError, text_of(r)
-    assert r.structuredContent["text"] == script.reply
+    assert r.structuredContent["text"] == REPLY
     assert r.structuredContent["model"] == MODEL
-    assert script.reply in text_of(r)
+    assert REPLY in text_of(r)
     r2 = client.call("query_gemma4", {"prompt": "hello"})
-    assert not r2.isError and r2.structuredContent["completion_tokens"] == len(script.reply.split(" "))
+    assert not r2.isError and r2.structuredContent["completion_tokens"] == len(REPLY.split(" "))
 
 
-def test_stats_come_from_usage_not_chunks(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_stats_come_from_usage_not_chunks(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     _, script = model
     r = client.call("query_gemma4_with_stats", {"prompt": "why is TTFT high?", "max_tokens": 64})
     assert not r.isError, text_of(r)
     sc = r.structuredContent
-    n = len(script.reply.split(" "))
+    n = len(REPLY.split(" "))
     assert sc["usage_reported"] is True and sc["completion_tokens"] == n
     assert sc["chunks"] < n  # the server packs three tokens per chunk
     assert sc["ttft_s"] >= script.ttft_s * 0.9
     assert "TTFT" in text_of(r)
 
 
-def test_metrics_health_details_endpoint(client: SessionThread, model: tuple[str, Script]) -> None:
+def test_metrics_health_details_endpoint(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     url, _ = model
     m = client.call("get_vllm_metrics")
     assert not m.isError, text_of(m)
@@ -169,7 +172,7 @@ def test_no_service_configured_says_so(client: SessionThread) -> None:
     assert r.isError and "GEMMA_SRE_SERVICE" in text_of(r)
 
 
-def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path) -> None:
+def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_path: Path) -> None:
     """Raw stdio: every line the server writes to stdout is a JSON-RPC message."""
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path)
@@ -199,11 +202,13 @@ def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path)
             "params": {"name": "status_vllm", "arguments": {}},
         },
     ]
+    # stderr (verbose logs) goes to a file: an undrained pipe would fill and stall the server
+    log = (tmp_path / "stderr.log").open("w")
     p = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "--verbose", "mcp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
         env=env,
         cwd=ROOT,
@@ -213,15 +218,20 @@ def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path)
         for m in msgs:
             p.stdin.write(json.dumps(m) + "\n")
         p.stdin.flush()
+        # a reader thread, not select(): select() sees the pipe, not the lines already buffered
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: [lines.put(x) for x in iter(p.stdout.readline, "")], daemon=True
+        ).start()
         ids: set[object] = set()
         deadline = time.monotonic() + 60
         while not {1, 2, 3, 4} <= ids and time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stdout], [], [], 1.0)
-            if not ready:
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
+                if p.poll() is not None and lines.empty():
+                    break
                 continue
-            line = p.stdout.readline()
-            if not line:
-                break
             if not line.strip():
                 continue
             doc = json.loads(line)  # a non-JSON line on stdout fails here
@@ -236,8 +246,7 @@ def test_stdout_carries_only_protocol(model: tuple[str, Script], tmp_path: Path)
             p.kill()
             p.wait()
         p.stdout.close()
-        if p.stderr is not None:
-            p.stderr.close()
+        log.close()
 
 
 def test_run_benchmark_against_local_model(client: SessionThread) -> None:
@@ -279,7 +288,7 @@ def test_agent_tools_on_pasted_text(client: SessionThread) -> None:
     assert empty.isError and "GEMMA_SRE_SERVICE" in text_of(empty)
 
 
-async def test_run_benchmark_reports_progress(model: tuple[str, Script], tmp_path: Path) -> None:
+async def test_run_benchmark_reports_progress(model: tuple[str, ScriptedOpenAI], tmp_path: Path) -> None:
     """In-process server, official client over memory streams, with a progress callback."""
     from mcp.shared.memory import create_connected_server_and_client_session
 

@@ -100,6 +100,7 @@ def test_incident_start_approval_fix_resolution_with_restart_and_webhook(
     assert saved.since is not None
 
 
+@pytest.mark.slow  # several real cycles on a sandbox
 def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
     tmp_path: Path,
     sandbox_factory: Callable[..., Any],  # noqa: F811
@@ -127,6 +128,7 @@ def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
     assert seen == [] and caplog.text.count("watch cycle failed") == 2
 
 
+@pytest.mark.slow  # end to end: the watch process, stopped by a signal
 def test_cli_watch_in_the_sandbox_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "gemma-sre"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
