@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.analyzers.base import START_MARK, Line, LogView, started_between, view
+from graph.analyzers.base import START_MARK, Line, LogView, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     OOM,
     OOM_CREATE_WEIGHTS,
     OOM_KV,
-    OOM_LOADED,
-    OOM_LOADING,
     OOM_RUNTIME,
     OOM_WEIGHTS,
     Phase,
@@ -113,14 +111,11 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
         hit = _classify_frame(t)
         if hit:
             return _after_loading(v, ln, hit), fr, 0.9
-    # No frames: what had the server said since it last started?
-    start = v.last(START_MARK, before=ln.n)
-    after = start.n if start else 0
-    if started_between(v, after, ln.n):
+    # No frames: how far had this start-up come?
+    phase = v.phase_at(ln.n)
+    if phase >= Phase.LOADED:
         return "runtime", None, 0.7
-    if v.last(OOM_LOADED, after=after, before=ln.n):
-        return "runtime", None, 0.7
-    if v.last(OOM_LOADING, after=after, before=ln.n):
+    if phase in (Phase.DOWNLOAD, Phase.LOADING):
         return "weights", None, 0.75
     return "weights", None, 0.55
 

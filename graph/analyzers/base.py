@@ -197,16 +197,21 @@ class LogView:
         return self._milestones
 
     def phase_at(self, n: int) -> Phase:
-        """How far the server's current life had come when line ``n`` was written: the furthest
-        milestone since the last (re)start before it (a start-up begins the life anew)."""
+        """How far the current start-up had come when line ``n`` was written: the furthest start-up
+        milestone since the server last started. A start-up milestone earlier in the order than one
+        already passed means a new start (the life begins again). Answered traffic is not a
+        milestone of the start-up: on Cloud Run another instance may be serving while this one loads."""
         reached = Phase.NONE
         for m, ph in self.milestones:
             if m >= n:
                 break
-            if ph in (Phase.ARGS, Phase.CONFIG) and reached > Phase.CONFIG:
-                reached = ph  # a new start: the life begins again
-            elif ph != Phase.SHUTDOWN or reached >= Phase.API_UP:
-                reached = max(reached, ph)
+            if ph is Phase.SERVING:
+                continue
+            if ph is Phase.SHUTDOWN:
+                if reached >= Phase.API_UP:
+                    reached = ph
+                continue
+            reached = ph if ph < reached else max(reached, ph)
         return reached
 
     def up_after(self, n: int) -> int | None:
