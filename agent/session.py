@@ -73,11 +73,7 @@ def configuration_for(opts: CycleOptions, sb: Any) -> Any:
         overrides["model_url"] = opts.model_url
     if sb is not None:
         overrides.update(
-            project=sb.project,
-            location=sb.location,
-            run_api_endpoint=sb.url,
-            logging_api_endpoint=sb.url,
-            anonymous_credentials=True,
+            **sb.settings_fields(),
             service=opts.service or sandbox_service(sb),
             verify_deadline_s=60.0,
             verify_poll_s=0.2,

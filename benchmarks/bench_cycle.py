@@ -121,11 +121,7 @@ def main() -> int:
     try:
         cfg = Configuration.from_settings(
             service="gemma-4-12b",
-            project=sb.project,
-            location=sb.location,
-            run_api_endpoint=sb.url,
-            logging_api_endpoint=sb.url,
-            anonymous_credentials=True,
+            **sb.settings_fields(),
             use_model=False,
             log_limit=args.lines,
         )

@@ -123,6 +123,11 @@ def _tb(
     return lines
 
 
+# The first frames of every APIServer traceback: the ``vllm`` script, then its CLI dispatcher.
+_VLLM_SCRIPT = ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())")
+_CLI_MAIN = (f"{PY}/vllm/entrypoints/cli/main.py", 54, "main", "args.dispatch_function(args)")
+_CREATE_MODEL_CONFIG = (f"{PY}/vllm/engine/arg_utils.py", 1106, "create_model_config", "return ModelConfig(")
+
 _ENGINE_FRAMES = [
     (f"{PY}/vllm/v1/engine/core.py", 699, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
     (
@@ -152,8 +157,8 @@ _ENGINE_FRAMES = [
 
 def _api_server_fail() -> list[str]:
     frames = [
-        ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
-        (f"{PY}/vllm/entrypoints/cli/main.py", 54, "main", "args.dispatch_function(args)"),
+        _VLLM_SCRIPT,
+        _CLI_MAIN,
         (f"{PY}/vllm/entrypoints/cli/serve.py", 57, "cmd", "uvloop.run(run_server(args))"),
         (
             f"{PY}/vllm/entrypoints/openai/api_server.py",
@@ -173,6 +178,21 @@ def _api_server_fail() -> list[str]:
         frames,
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     )
+
+
+def _engine_core_failed(
+    frames: list[tuple[str, int, str, str]], msg: str, clk: Stamp, off: float
+) -> list[str]:
+    """What vLLM logs when the engine core dies while starting: the logged error with its traceback, the
+    process's own traceback, then the API server's."""
+    where = clk.prefix("ERROR", off, None, "core.py:708")
+    return [
+        f"(EngineCore_DP0 pid=230) {where} EngineCore failed to start.",
+        *_tb("EngineCore_DP0 pid=230", frames, msg, logger_prefix=where),
+        "(EngineCore_DP0 pid=230) Process EngineCore_DP0:",
+        *_tb("EngineCore_DP0 pid=230", frames, msg),
+        *_api_server_fail(),
+    ]
 
 
 def weights_oom(gpu: Any, weights_gib: float, clk: Stamp, off: float) -> list[str]:
@@ -211,11 +231,7 @@ def weights_oom(gpu: Any, weights_gib: float, clk: Stamp, off: float) -> list[st
         ),
         (f"{PY}/torch/utils/_device.py", 103, "__torch_function__", "return func(*args, **kwargs)"),
     ]
-    where = clk.prefix("ERROR", off, None, "core.py:708")
-    logged = [f"(EngineCore_DP0 pid=230) {where} EngineCore failed to start."]
-    tb = _tb("EngineCore_DP0 pid=230", frames, oom, logger_prefix=where)
-    raw = ["(EngineCore_DP0 pid=230) Process EngineCore_DP0:", *_tb("EngineCore_DP0 pid=230", frames, oom)]
-    return [*logged, *tb, *raw, *_api_server_fail()]
+    return _engine_core_failed(frames, oom, clk, off)
 
 
 def kv_starved(plan: Any, clk: Stamp, off: float) -> list[str]:
@@ -234,18 +250,7 @@ def kv_starved(plan: Any, clk: Stamp, off: float) -> list[str]:
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
         )
     frames = [
-        (
-            f"{PY}/vllm/v1/engine/core.py",
-            699,
-            "run_engine_core",
-            "engine_core = EngineCoreProc(*args, **kwargs)",
-        ),
-        (
-            f"{PY}/vllm/v1/engine/core.py",
-            498,
-            "__init__",
-            "super().__init__(vllm_config, executor_class, log_stats,",
-        ),
+        *_ENGINE_FRAMES[:2],
         (f"{PY}/vllm/v1/engine/core.py", 92, "__init__", "self._initialize_kv_caches(vllm_config)"),
         (
             f"{PY}/vllm/v1/engine/core.py",
@@ -261,14 +266,7 @@ def kv_starved(plan: Any, clk: Stamp, off: float) -> list[str]:
         ),
         (f"{PY}/vllm/v1/core/kv_cache_utils.py", 716, "check_enough_kv_cache_memory", "raise ValueError("),
     ]
-    where = clk.prefix("ERROR", off, None, "core.py:708")
-    return [
-        f"(EngineCore_DP0 pid=230) {where} EngineCore failed to start.",
-        *_tb("EngineCore_DP0 pid=230", frames, msg, logger_prefix=where),
-        "(EngineCore_DP0 pid=230) Process EngineCore_DP0:",
-        *_tb("EngineCore_DP0 pid=230", frames, msg),
-        *_api_server_fail(),
-    ]
+    return _engine_core_failed(frames, msg, clk, off)
 
 
 _GPU_LABEL = {"nvidia-tesla-t4": "Tesla T4", "nvidia-tesla-v100": "Tesla V100-SXM2-32GB"}
@@ -327,9 +325,9 @@ def model_not_found(model: str) -> list[str]:
         + "', ...}), input_type=ArgsKwargs]"
     )
     frames = [
-        ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
-        (f"{PY}/vllm/entrypoints/cli/main.py", 54, "main", "args.dispatch_function(args)"),
-        (f"{PY}/vllm/engine/arg_utils.py", 1106, "create_model_config", "return ModelConfig("),
+        _VLLM_SCRIPT,
+        _CLI_MAIN,
+        _CREATE_MODEL_CONFIG,
         (
             f"{PY}/pydantic/_internal/_dataclasses.py",
             123,
@@ -354,8 +352,8 @@ def context_too_long(asked: int, derived: int) -> list[str]:
         "exceeding derived_max_model_len will cause a CUDA array out-of-bounds error."
     )
     frames = [
-        ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
-        (f"{PY}/vllm/engine/arg_utils.py", 1106, "create_model_config", "return ModelConfig("),
+        _VLLM_SCRIPT,
+        _CREATE_MODEL_CONFIG,
         (f"{PY}/vllm/config/model.py", 2031, "_get_and_verify_max_len", "raise ValueError(msg)"),
     ]
     return _tb("APIServer pid=1", frames, msg)
@@ -363,7 +361,7 @@ def context_too_long(asked: int, derived: int) -> list[str]:
 
 def no_gpu_traceback() -> list[str]:
     frames = [
-        ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
+        _VLLM_SCRIPT,
         (f"{PY}/vllm/engine/arg_utils.py", 1290, "create_engine_config", "device_config = DeviceConfig("),
         (
             f"{PY}/vllm/config/device.py",

@@ -137,6 +137,9 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
     def out(off: float, text: str, log_id: str = STDOUT, severity: str = "DEFAULT") -> None:
         logs.append(LogLine(off, log_id, severity, text))
 
+    def info(off: float, proc: str | None, where: str, msg: str) -> None:
+        out(off, clk.info(off, proc, where, msg))
+
     def fail(
         at: float,
         message: str,
@@ -175,25 +178,17 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
         out(T_API, f"vllm serve: error: {e}", STDERR, "ERROR")
         return fail(T_API + 0.2, "", "unsupported_config", exit_code=2)
     model_ref = get_model(argv) or flags.model or env.get("MODEL_NAME") or env.get("MODEL_ID")
-    out(2.0, clk.info(2.0, None, "__init__.py:216", "Automatically detected platform cuda."))
-    out(
-        T_API,
-        clk.info(
-            T_API, "APIServer pid=1", "api_server.py:1839", f"vLLM API server version {lt.VLLM_VERSION}"
-        ),
-    )
+    info(2.0, None, "__init__.py:216", "Automatically detected platform cuda.")
+    info(T_API, "APIServer pid=1", "api_server.py:1839", f"vLLM API server version {lt.VLLM_VERSION}")
     if not model_ref:
         for line in lt.usage_error("the following arguments are required: model_tag"):
             out(T_API + 0.1, line, STDERR, "ERROR")
         return fail(T_API + 0.2, "", "model_not_found", exit_code=2)
-    out(
+    info(
         T_API + 0.1,
-        clk.info(
-            T_API + 0.1,
-            "APIServer pid=1",
-            "utils.py:233",
-            f"non-default args: {lt.non_default_args(model_ref, flags)}",
-        ),
+        "APIServer pid=1",
+        "utils.py:233",
+        f"non-default args: {lt.non_default_args(model_ref, flags)}",
     )
     if not accel or gpu_count <= 0:
         for line in lt.no_gpu_traceback():
@@ -230,25 +225,14 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
     }
     weights_gib = plan.weights_gib
     weights_bytes = weights_gib * GIB
-    out(
+    info(
         T_API + 8.0,
-        clk.info(
-            T_API + 8.0,
-            "APIServer pid=1",
-            "model.py:547",
-            f"Resolved architecture: {spec.architecture or 'unknown'}",
-        ),
+        "APIServer pid=1",
+        "model.py:547",
+        f"Resolved architecture: {spec.architecture or 'unknown'}",
     )
-    out(
-        T_API + 8.1,
-        clk.info(
-            T_API + 8.1, "APIServer pid=1", "model.py:1510", f"Using max model len {plan.max_model_len}"
-        ),
-    )
-    out(
-        T_ENGINE,
-        clk.info(T_ENGINE, "EngineCore_DP0 pid=230", "core.py:77", lt.engine_config(model_ref, plan, flags)),
-    )
+    info(T_API + 8.1, "APIServer pid=1", "model.py:1510", f"Using max model len {plan.max_model_len}")
+    info(T_ENGINE, "EngineCore_DP0 pid=230", "core.py:77", lt.engine_config(model_ref, plan, flags))
 
     # --- where do the weights come from? (in-memory FS vs a mounted bucket)
     mounts = _volume_paths(t, c)
@@ -285,14 +269,11 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
         if at > budget:
             return fail(budget, "", "startup_timeout", probe_fail=True, notes=notes)
         if in_memory and hf_id:
-            out(
+            info(
                 T_LOAD,
-                clk.info(
-                    T_LOAD,
-                    "EngineCore_DP0 pid=230",
-                    "weight_utils.py:426",
-                    f"Downloading weights of {model_ref} from the Hugging Face Hub",
-                ),
+                "EngineCore_DP0 pid=230",
+                "weight_utils.py:426",
+                f"Downloading weights of {model_ref} from the Hugging Face Hub",
             )
         used_mib = int(mem_mib * 1.03) + 17
         out(at, lt.memory_limit(mem_mib, used_mib), SYSTEM, "ERROR")
@@ -300,14 +281,11 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
         notes["host_need_gib"] = round(host_need / GIB, 2)
         return fail(at + 0.5, "", "host_memory_exceeded", exit_code=None, notes=notes)
 
-    out(
+    info(
         T_LOAD,
-        clk.info(
-            T_LOAD,
-            "EngineCore_DP0 pid=230",
-            "gpu_model_runner.py:2602",
-            f"Starting to load model {model_ref}...",
-        ),
+        "EngineCore_DP0 pid=230",
+        "gpu_model_runner.py:2602",
+        f"Starting to load model {model_ref}...",
     )
     if plan.binding_constraint == "weights" or (
         not plan.fits_expected and plan.kv_cache_tokens <= 0 and plan.binding_constraint != "kv_cache"
@@ -327,67 +305,49 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
     t_loaded = T_LOAD + load_s + 2.0
     shards = max(1, math.ceil(weights_gib / 4.6))
     if t_loaded <= budget:
-        out(
+        info(
             T_LOAD + 1.0,
-            clk.info(
-                T_LOAD + 1.0,
-                "EngineCore_DP0 pid=230",
-                "weight_utils.py:541",
-                f"Loading safetensors checkpoint shards: 0% Completed | 0/{shards} [00:00<?, ?it/s]",
-            ),
+            "EngineCore_DP0 pid=230",
+            "weight_utils.py:541",
+            f"Loading safetensors checkpoint shards: 0% Completed | 0/{shards} [00:00<?, ?it/s]",
         )
-        out(
+        info(
             t_loaded - 1.0,
-            clk.info(
-                t_loaded - 1.0,
-                "EngineCore_DP0 pid=230",
-                "default_loader.py:267",
-                f"Loading weights took {load_s:.2f} seconds",
-            ),
+            "EngineCore_DP0 pid=230",
+            "default_loader.py:267",
+            f"Loading weights took {load_s:.2f} seconds",
         )
-        out(
+        info(
             t_loaded,
-            clk.info(
-                t_loaded,
-                "EngineCore_DP0 pid=230",
-                "gpu_model_runner.py:2653",
-                f"Model loading took {weights_gib:.4f} GiB and {load_s + 1.5:.6f} seconds",
-            ),
+            "EngineCore_DP0 pid=230",
+            "gpu_model_runner.py:2653",
+            f"Model loading took {weights_gib:.4f} GiB and {load_s + 1.5:.6f} seconds",
         )
     eager = bool(flags.enforce_eager)
     t_profiled = t_loaded + (5.0 if eager else COMPILE_S + 5.0)
     if not eager and t_profiled - 5.0 <= budget:
-        out(
+        info(
             t_loaded + 2.0,
-            clk.info(
-                t_loaded + 2.0,
-                "EngineCore_DP0 pid=230",
-                "backends.py:548",
-                "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2b9a1e/rank_0_0/backbone "
-                "for vLLM's torch.compile",
-            ),
+            "EngineCore_DP0 pid=230",
+            "backends.py:548",
+            "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2b9a1e/rank_0_0/backbone "
+            "for vLLM's torch.compile",
         )
-        out(
+        info(
             t_profiled - 5.0,
-            clk.info(
-                t_profiled - 5.0,
-                "EngineCore_DP0 pid=230",
-                "monitor.py:34",
-                f"torch.compile takes {COMPILE_S - 2.0:.2f} s in total",
-            ),
+            "EngineCore_DP0 pid=230",
+            "monitor.py:34",
+            f"torch.compile takes {COMPILE_S - 2.0:.2f} s in total",
         )
     # The simulated vLLM follows the central estimate (`fits` is the pessimistic end preflight uses).
     if not plan.fits_expected or plan.kv_cache_tokens <= 0:
         if t_profiled > budget:
             return fail(budget, "", "startup_timeout", probe_fail=True, notes=notes)
-        out(
+        info(
             t_profiled,
-            clk.info(
-                t_profiled,
-                "EngineCore_DP0 pid=230",
-                "gpu_worker.py:298",
-                f"Available KV cache memory: {max(plan.kv_cache_gib, 0.0):.2f} GiB",
-            ),
+            "EngineCore_DP0 pid=230",
+            "gpu_worker.py:298",
+            f"Available KV cache memory: {max(plan.kv_cache_gib, 0.0):.2f} GiB",
         )
         for line in lt.kv_starved(plan, clk, t_profiled):
             out(t_profiled, line, STDERR, "ERROR")
@@ -397,52 +357,36 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
     if t_ready > budget:
         notes["t_ready_s"] = round(t_ready, 1)
         return fail(budget, "", "startup_timeout", probe_fail=True, notes=notes)
-    out(
+    info(
         t_profiled,
-        clk.info(
-            t_profiled,
-            "EngineCore_DP0 pid=230",
-            "gpu_worker.py:298",
-            f"Available KV cache memory: {plan.kv_cache_gib:.2f} GiB",
-        ),
+        "EngineCore_DP0 pid=230",
+        "gpu_worker.py:298",
+        f"Available KV cache memory: {plan.kv_cache_gib:.2f} GiB",
     )
-    out(
+    info(
         t_profiled + 0.1,
-        clk.info(
-            t_profiled + 0.1,
-            "EngineCore_DP0 pid=230",
-            "kv_cache_utils.py:1087",
-            f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens",
-        ),
+        "EngineCore_DP0 pid=230",
+        "kv_cache_utils.py:1087",
+        f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens",
     )
-    out(
+    info(
         t_profiled + 0.1,
-        clk.info(
-            t_profiled + 0.1,
-            "EngineCore_DP0 pid=230",
-            "kv_cache_utils.py:1091",
-            f"Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x",
-        ),
+        "EngineCore_DP0 pid=230",
+        "kv_cache_utils.py:1091",
+        f"Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x",
     )
     if not eager:
-        out(
+        info(
             t_ready - 3.5,
-            clk.info(
-                t_ready - 3.5,
-                "EngineCore_DP0 pid=230",
-                "gpu_model_runner.py:3480",
-                f"Graph capturing finished in {int(GRAPH_S)} secs, took {plan.cuda_graph_gib:.2f} GiB",
-            ),
-        )
-    out(
-        t_ready - 3.0,
-        clk.info(
-            t_ready - 3.0,
             "EngineCore_DP0 pid=230",
-            "core.py:210",
-            "init engine (profile, create kv cache, warmup model) took "
-            f"{t_ready - 3.0 - t_loaded:.2f} seconds",
-        ),
+            "gpu_model_runner.py:3480",
+            f"Graph capturing finished in {int(GRAPH_S)} secs, took {plan.cuda_graph_gib:.2f} GiB",
+        )
+    info(
+        t_ready - 3.0,
+        "EngineCore_DP0 pid=230",
+        "core.py:210",
+        f"init engine (profile, create kv cache, warmup model) took {t_ready - 3.0 - t_loaded:.2f} seconds",
     )
     for i, (where, msg) in enumerate(lt.server_ready(port)):
         out(

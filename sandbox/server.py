@@ -159,6 +159,16 @@ class Sandbox:
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
 
+    def settings_fields(self) -> dict[str, Any]:
+        """The fields that point gemma-sre's ``Settings`` (or a loop ``Configuration``) at this sandbox."""
+        return {
+            "project": self.project,
+            "location": self.location,
+            "run_api_endpoint": self.url,
+            "logging_api_endpoint": self.url,
+            "anonymous_credentials": True,
+        }
+
     def deploy(self, spec: Any, *, wait: bool = False, emit_logs: bool = True) -> dict[str, Any]:
         """Create or replace a service from a ``ServiceSpec`` (scenarios; not journaled: no client call).
         ``emit_logs=False`` keeps the revision's fate but not its simulated log lines (incident replay)."""

@@ -24,21 +24,10 @@ from sandbox.server import Sandbox, start_sandbox
 TEST_TIME_SCALE = 1000.0
 
 
-def sandbox_fields(sb: Sandbox) -> dict[str, Any]:
-    """The fields that point gemma-sre's ``Settings`` (or a loop ``Configuration``) at this sandbox."""
-    return {
-        "project": sb.project,
-        "location": sb.location,
-        "run_api_endpoint": sb.url,
-        "logging_api_endpoint": sb.url,
-        "anonymous_credentials": True,
-    }
-
-
 def _settings(sb: Sandbox) -> Any:
     from mcp_tools.settings import Settings
 
-    return Settings(**sandbox_fields(sb))
+    return Settings(**sb.settings_fields())
 
 
 def run_clients(sb: Sandbox) -> tuple[Any, Any]:

@@ -20,6 +20,18 @@ from mcp.types import CallToolResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The raw JSON-RPC ``initialize`` request, for tests that speak the protocol below the official client.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
 
 def server_env(extra: dict[str, str], state_dir: str | os.PathLike[str]) -> dict[str, str]:
     """The test process's environment without any GEMMA_SRE_* / Google settings, plus ``extra``;

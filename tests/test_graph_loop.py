@@ -30,11 +30,7 @@ def service_of(sb: Any) -> str:
 def config_for(sb: Any, **overrides: Any) -> Configuration:
     base: dict[str, Any] = dict(
         service=service_of(sb),
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
+        **sb.settings_fields(),
         use_model=False,
         verify_deadline_s=30.0,
         verify_poll_s=0.05,

@@ -88,11 +88,7 @@ def test_postgres_checkpoints_resume_a_thread(
     sb = sandbox_factory(scenario="kv-starvation")
     cfg = Configuration.from_settings(
         service="llama-3-8b",
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
+        **sb.settings_fields(),
         use_model=False,
         verify_poll_s=0.05,
     )

@@ -93,15 +93,7 @@ def test_policy_and_missing_spec() -> None:
 
 def test_what_preflight_refuses_the_sandboxed_admin_api_refuses_too(sandbox_factory) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="healthy")
-    cr = CloudRun(
-        Settings(
-            project=sb.project,
-            location=sb.location,
-            run_api_endpoint=sb.url,
-            logging_api_endpoint=sb.url,
-            anonymous_credentials=True,
-        )
-    )
+    cr = CloudRun(Settings(**sb.settings_fields()))
     current = cr.get_service("gemma-4-12b").spec
     for plan in (
         _plan(K.SET_RESOURCES, cpu=12),

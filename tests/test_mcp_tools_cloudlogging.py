@@ -109,9 +109,7 @@ def test_list_entries_from_the_sandbox() -> None:
 
 
 def _check_entries(sb: object) -> None:
-    s = Settings(
-        project=sb.project, location=sb.location, logging_api_endpoint=sb.url, anonymous_credentials=True
-    )
+    s = Settings(**sb.settings_fields())
     cl = CloudLogging(s)
     lines = cl.list_entries("gemma-4-12b", since="3h", limit=5000)
     assert lines and any("CUDA out of memory" in ln.message for ln in lines)

@@ -190,11 +190,11 @@ def test_mutations_need_an_approval_id() -> None:
 from collections.abc import Iterator  # noqa: E402
 
 from sandbox.server import Sandbox, start_sandbox  # noqa: E402
-from sandbox.testing import TEST_TIME_SCALE, sandbox_fields  # noqa: E402
+from sandbox.testing import TEST_TIME_SCALE  # noqa: E402
 
 
 def _settings(sb: Sandbox) -> Settings:
-    return Settings(**sandbox_fields(sb))
+    return Settings(**sb.settings_fields())
 
 
 @pytest.fixture

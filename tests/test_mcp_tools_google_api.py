@@ -17,7 +17,7 @@ from mcp_tools.errors import ExternalError, NotFoundError, UserError
 from mcp_tools.google_api import READ
 from mcp_tools.settings import Settings
 from sandbox.server import Sandbox, start_sandbox
-from sandbox.testing import TEST_TIME_SCALE, sandbox_fields
+from sandbox.testing import TEST_TIME_SCALE
 
 FAST = READ.with_(attempts=3, base_delay_s=0.01, max_delay_s=0.02, timeout_s=5.0)
 SERVICE = "gemma-4-12b"
@@ -41,7 +41,7 @@ def _no_faults_left(sb: Sandbox) -> Iterator[None]:
 
 
 def _settings(sb: Sandbox) -> Settings:
-    return Settings(**sandbox_fields(sb))
+    return Settings(**sb.settings_fields())
 
 
 def _read_logs(sb: Sandbox, **policy: float) -> list[object]:
@@ -63,7 +63,7 @@ def test_a_transient_failure_is_retried_and_the_call_succeeds(sb: Sandbox) -> No
 def test_a_log_read_is_tried_as_often_as_the_policy_says_not_attempts_squared(sb: Sandbox) -> None:
     """The loop's observe reads logs through World: cfg.retries attempts in all (was 3 x 3)."""
     fault = sb.faults.inject("entries:list", status=503, count=None)
-    cfg = Configuration(service=SERVICE, retries=3, retry_base_s=0.01, **sandbox_fields(sb))
+    cfg = Configuration(service=SERVICE, retries=3, retry_base_s=0.01, **sb.settings_fields())
     now = datetime.now(UTC)
     with pytest.raises(ExternalError, match="unavailable after 3 attempts"):
         World(cfg).list_entries(SERVICE, since=now - timedelta(hours=1), until=now, limit=10)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mcp.client.stdio import stdio_client
 
-from tests.mcp_client import ROOT, SessionThread, server_env, stdio_params, text_of
+from tests.mcp_client import INITIALIZE, ROOT, SessionThread, server_env, stdio_params, text_of
 from tests.scripted_openai import MODEL, REPLY, ScriptedOpenAI
 
 READ_TOOLS = {
@@ -177,16 +177,7 @@ def test_stdout_carries_only_protocol(model: tuple[str, ScriptedOpenAI], tmp_pat
     url, _ = model
     env = server_env({"VLLM_BASE_URL": url}, tmp_path)
     msgs = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {

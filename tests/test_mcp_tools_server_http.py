@@ -18,7 +18,7 @@ import httpx
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp_client import ROOT, SessionThread, server_env, text_of
+from tests.mcp_client import INITIALIZE, ROOT, SessionThread, server_env, text_of
 from tests.processes import mcp_http_server
 from tests.scripted_openai import free_port
 
@@ -63,16 +63,7 @@ def client(http_server: str) -> Iterator[SessionThread]:
 
 
 def test_requests_without_the_bearer_token_get_401(http_server: str) -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
+    init = INITIALIZE
     headers = {"Accept": "application/json, text/event-stream"}
     r = httpx.post(http_server, json=init, headers=headers, timeout=10)
     assert r.status_code == 401

@@ -435,14 +435,7 @@ async def test_suggest_policy_plans_but_never_applies(world: World) -> None:
     from mcp_tools.settings import Policy, Settings
 
     sb = world.sb
-    settings = Settings(
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
-        policy=Policy.SUGGEST,
-    )
+    settings = Settings(**sb.settings_fields(), policy=Policy.SUGGEST)
     n0 = len(_mutations(world))
     async with create_connected_server_and_client_session(build_server(settings)) as session:
         names = {t.name for t in (await session.list_tools()).tools}

@@ -15,11 +15,7 @@ def sandbox_configuration(
     from mcp_tools.cloudrun import CloudRun
 
     overrides: dict[str, Any] = dict(
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
+        **sb.settings_fields(),
         verify_deadline_s=60.0,
         verify_poll_s=0.2,
         retry_base_s=0.1,
