@@ -896,17 +896,19 @@ class CloudRunBackend:
             revs = sorted(self.revisions.get(key, {}).values(), key=lambda r: r.created_s, reverse=True)
             return [self._rev_public(r) for r in revs]
 
+    def _get_revision(self, project: str, location: str, service: str, revision: str) -> Revision:
+        rev = self.revisions.get((project, location, service), {}).get(revision)
+        if rev is None:
+            raise not_found(
+                f"Resource 'projects/{project}/locations/{location}/services/{service}/revisions/{revision}' "
+                "was not found"
+            )
+        return rev
+
     def get_revision(self, project: str, location: str, service: str, revision: str) -> dict[str, Any]:
         self.advance()
         with self.lock:
-            rev = self.revisions.get((project, location, service), {}).get(revision)
-            if rev is None:
-                raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
-                    f"revisions/{revision}' "
-                    "was not found"
-                )
-            return self._rev_public(rev)
+            return self._rev_public(self._get_revision(project, location, service, revision))
 
     def serving_revisions(self, key: tuple[str, str, str]) -> list[tuple[str, int]]:
         """(revision short name, percent) actually receiving traffic (LATEST -> latest ready)."""
@@ -941,13 +943,7 @@ class CloudRunBackend:
         self.advance()
         with self.lock:
             key = (project, location, service)
-            rev = self.revisions.get(key, {}).get(revision)
-            if rev is None:
-                raise not_found(
-                    f"Resource 'projects/{project}/locations/{location}/services/{service}/"
-                    f"revisions/{revision}' "
-                    "was not found"
-                )
+            rev = self._get_revision(project, location, service, revision)
             if etag and etag != rev.data.get("etag"):
                 raise ApiError(
                     "ABORTED", f"The etag '{etag}' does not match the current etag of revision '{revision}'."

@@ -207,13 +207,17 @@ async def _access_version(request: Request, state: ExtrasState, m: re.Match[str]
     )
 
 
-async def _list_quota_infos(request: Request, state: ExtrasState, m: re.Match[str]) -> Response:
-    infos = state.list_quota_infos(m["p"], m["svc"])
-    start, size = _page_args(request, "pageSize", 50, 100)
-    body: dict[str, Any] = {"quotaInfos": infos[start : start + size]}
-    if start + size < len(infos):
+def _page(request: Request, key: str, items: list[dict[str, Any]], default: int) -> Response:
+    """One page of a Google list answer (``pageSize`` / ``pageToken``, at most 100 a page)."""
+    start, size = _page_args(request, "pageSize", default, 100)
+    body: dict[str, Any] = {key: items[start : start + size]}
+    if start + size < len(items):
         body["nextPageToken"] = str(start + size)
     return JSONResponse(body)
+
+
+async def _list_quota_infos(request: Request, state: ExtrasState, m: re.Match[str]) -> Response:
+    return _page(request, "quotaInfos", state.list_quota_infos(m["p"], m["svc"]), 50)
 
 
 async def _get_quota_info(request: Request, state: ExtrasState, m: re.Match[str]) -> Response:
@@ -224,12 +228,7 @@ async def _get_quota_info(request: Request, state: ExtrasState, m: re.Match[str]
 
 
 async def _list_models(request: Request, state: ExtrasState, m: re.Match[str]) -> Response:
-    models = state.list_vertex_models(m["p"], m["l"])
-    start, size = _page_args(request, "pageSize", 100, 100)
-    body: dict[str, Any] = {"models": models[start : start + size]}
-    if start + size < len(models):
-        body["nextPageToken"] = str(start + size)
-    return JSONResponse(body)
+    return _page(request, "models", state.list_vertex_models(m["p"], m["l"]), 100)
 
 
 def state_now() -> str:

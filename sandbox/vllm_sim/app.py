@@ -144,6 +144,12 @@ class VllmSim:
             return None  # the client left, or the hang ended: carry on normally
         return self._drop_now(request)
 
+    async def _faulted(self, request: Request) -> Response | None:
+        """The response an injected fault on this path gives instead of the endpoint's; None when there is
+        none (no fault, or a hang that ended)."""
+        fault = self._fault(request.url.path)
+        return None if fault is None else await self._act_out(fault, request)
+
     def _drop_now(self, request: Request) -> Response:
         """Close the connection without any response when the server's transport is reachable
         (served directly by uvicorn); otherwise send the headers and cut the body."""
@@ -168,22 +174,16 @@ class VllmSim:
     # -- simple endpoints ---------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
-        fault = self._fault(request.url.path)
-        if fault is not None:
-            resp = await self._act_out(fault, request)
-            if resp is not None:
-                return resp
+        if (resp := await self._faulted(request)) is not None:
+            return resp
         return Response(status_code=200)
 
     async def version(self, request: Request) -> Response:
         return JSONResponse({"version": "0.11.0+sim"})
 
     async def models(self, request: Request) -> Response:
-        fault = self._fault(request.url.path)
-        if fault is not None:
-            resp = await self._act_out(fault, request)
-            if resp is not None:
-                return resp
+        if (resp := await self._faulted(request)) is not None:
+            return resp
         name = self.config.served_model_name
         card = {
             "id": name,
@@ -202,11 +202,8 @@ class VllmSim:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def tokenize_endpoint(self, request: Request) -> Response:
-        fault = self._fault(request.url.path)
-        if fault is not None:
-            resp = await self._act_out(fault, request)
-            if resp is not None:
-                return resp
+        if (resp := await self._faulted(request)) is not None:
+            return resp
         try:
             body = json.loads(await request.body())
             if not isinstance(body, dict):
