@@ -309,6 +309,18 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
     return default
 
 
+def _weight_only(method: str, bits: int, group_size: int, *, zero_point: bool) -> Quantization:
+    """Integer weights of ``bits`` with 16-bit activations (``wNa16``), one fp16 scale a group."""
+    return Quantization(
+        method=method,
+        format=f"w{bits}a16",
+        weight_bits=bits,
+        group_size=group_size,
+        scale_bytes=2,
+        zero_point=zero_point,
+    )
+
+
 def quantization_from_config(qc: dict[str, Any]) -> Quantization:
     """Normalise a Hugging Face ``quantization_config``."""
     method = str(qc.get("quant_method", "")).lower()
@@ -334,14 +346,7 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
             return Quantization(
                 method=method, format="w8a8" if acts else "int8", weight_bits=8, group_size=gs
             )
-        return Quantization(
-            method=method,
-            format=f"w{bits}a16",
-            weight_bits=bits,
-            group_size=gs,
-            scale_bytes=2,
-            zero_point=not w.get("symmetric", True),
-        )
+        return _weight_only(method, bits, gs, zero_point=not w.get("symmetric", True))
     if method in ("fp8", "fbgemm_fp8"):
         return Quantization(method=method, format="fp8", weight_bits=8, scale_bytes=4)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "autoround"):
@@ -349,14 +354,8 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
         gs = int(_get(qc, "group_size", "q_group_size", default=128))
         if gs < 0:
             gs = 0
-        return Quantization(
-            method=method,
-            format=f"w{bits}a16",
-            weight_bits=bits,
-            group_size=gs,
-            scale_bytes=2,
-            zero_point=bool(qc.get("zero_point", method.startswith("awq"))) or not qc.get("sym", True),
-        )
+        zero_point = bool(qc.get("zero_point", method.startswith("awq"))) or not qc.get("sym", True)
+        return _weight_only(method, bits, gs, zero_point=zero_point)
     if method == "modelopt" or method == "modelopt_fp4":
         algo = str(_get(qc, "quant_algo", default="")).upper()
         if not algo and isinstance(qc.get("quantization"), dict):

@@ -7,13 +7,16 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from mcp_tools.errors import ExternalError, UserError
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 log = logging.getLogger(__name__)
 
@@ -81,3 +84,19 @@ def tool_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
     # FastMCP reads the signature (including the return annotation) from the wrapped function.
     wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
     return wrapper
+
+
+def tool(
+    mcp: FastMCP, annotations: ToolAnnotations, *, aliases: dict[str, str] | None = None
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """Register an async function as a tool whose failures are one line (``tool_errors``), under its own
+    name and under each alias (``{name: description}``) the existing tooling uses."""
+
+    def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        wrapped = tool_errors(fn)
+        mcp.add_tool(wrapped, annotations=annotations)
+        for name, description in (aliases or {}).items():
+            mcp.add_tool(wrapped, name=name, description=description, annotations=annotations)
+        return wrapped
+
+    return register

@@ -7,12 +7,12 @@ import asyncio
 from typing import Annotated, Any
 
 from mcp.server.fastmcp import Context, FastMCP
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.capacity.planner import CapacityPlan
 from mcp_tools.errors import UserError
-from mcp_tools.server.core import READ_ONLY, result, tool_errors
+from mcp_tools.server.core import READ_ONLY, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -28,8 +28,7 @@ class BenchRunResult(BaseModel):
 def register(mcp: FastMCP, state: ServerState) -> None:
     s = state
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True))
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def run_benchmark(
         ctx: Context,
         service_name: str | None = None,
@@ -109,8 +108,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         more = f"\nfull run (samples, CSV, charts): {res.run_dir}" if res.run_dir else ""
         return result(out, res.summary_markdown(max_rows=20) + more)
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def plan_capacity(
         model: str,
         gpu: str | None = "nvidia-l4",

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.metrics import VllmMetrics
-from mcp_tools.server.core import READ_ONLY, result, tool_errors
+from mcp_tools.server.core import READ_ONLY, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -76,8 +76,7 @@ class StatsResult(BaseModel):
 def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one block of tools
     s = state
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def verify_model_health(
         service_name: str | None = None, smoke_test: bool = True
     ) -> Annotated[CallToolResult, HealthResult]:
@@ -112,8 +111,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             text += "\n" + "\n".join(out.problems)
         return result(out, text)
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def get_system_status(service_name: str | None = None) -> Annotated[CallToolResult, SystemStatus]:
         """One look at everything: Cloud Run readiness and conditions, /health, served model, metrics."""
         from mcp_tools.metrics import parse_vllm_metrics
@@ -160,8 +158,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
         lines += out.problems
         return result(out, "\n".join(lines))
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def get_model_details(service_name: str | None = None) -> Annotated[CallToolResult, ModelDetails]:
         """The served model (from /v1/models) and how it is served (the service's vLLM arguments)."""
         from mcp_tools.spec_ops import get_flag, get_model
@@ -218,7 +215,11 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             completion_tokens=r.stats.completion_tokens,
         )
 
-    @tool_errors
+    @tool(
+        mcp,
+        READ_ONLY,
+        aliases={"query_gemma4": "Send a prompt to the self-hosted Gemma 4 model and return its answer."},
+    )
     async def query_vllm(
         prompt: str, max_tokens: int = 512, temperature: float = 0.2, service_name: str | None = None
     ) -> Annotated[CallToolResult, QueryResult]:
@@ -226,17 +227,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
         r = await _query(service_name, prompt, max_tokens, temperature)
         return result(r, r.text)
 
-    # One tool under both names the existing tooling uses.
-    mcp.add_tool(query_vllm, annotations=READ_ONLY)
-    mcp.add_tool(
-        query_vllm,
-        name="query_gemma4",
-        description="Send a prompt to the self-hosted Gemma 4 model and return its answer.",
-        annotations=READ_ONLY,
-    )
-
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def query_gemma4_with_stats(
         prompt: str, max_tokens: int = 512, service_name: str | None = None
     ) -> Annotated[CallToolResult, StatsResult]:
@@ -276,8 +267,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             stats += " (the server reported no usage: token counts unknown)"
         return result(out, f"{r.text}\n\n--- {stats}")
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def get_vllm_metrics(service_name: str | None = None) -> Annotated[CallToolResult, VllmMetrics]:
         """vLLM's /metrics, parsed: KV-cache usage, running / waiting requests, preemptions, TTFT and
         inter-token percentiles from the histograms (old and new vLLM metric names)."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
 from mcp_tools.extras.secrets import SavedSecret, TokenNotSetError
-from mcp_tools.server.core import result, tool_errors
+from mcp_tools.server.core import result, tool, tool_errors
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
@@ -25,17 +25,17 @@ def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str]) -> Cal
     sig = inspect.signature(fn, eval_str=True)
     out_type = sig.return_annotation
 
-    async def tool(**kwargs: Any) -> Any:
+    async def run(**kwargs: Any) -> Any:
         res = await asyncio.to_thread(fn, **kwargs)
         return result(res, text(res))
 
-    tool.__name__ = fn.__name__
-    tool.__doc__ = fn.__doc__
-    tool.__signature__ = sig.replace(  # type: ignore[attr-defined]
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    run.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()],
         return_annotation=Annotated[CallToolResult, out_type],
     )
-    return tool_errors(tool)
+    return tool_errors(run)
 
 
 def register(mcp: FastMCP, state: ServerState) -> None:
@@ -65,8 +65,7 @@ class _TokenForm(BaseModel):
 def _register_save_hf_token(mcp: FastMCP) -> None:
     from mcp_tools import extras
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
-    @tool_errors
+    @tool(mcp, ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
     async def save_hf_token(
         ctx: Context,
         secret_id: str = "hf-token",

@@ -11,7 +11,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import ExternalError, UserError
-from mcp_tools.server.core import READ_ONLY, result, tool_errors
+from mcp_tools.server.core import READ_ONLY, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -103,8 +103,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             more="; ".join(more_bits) or None,
         )
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def get_service_logs(
         service_name: str | None = None,
         since: str = "1h",
@@ -125,8 +124,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         head = f"{r.lines_fetched} lines of {r.service} since {since} ({r.tokens} tokens shown)"
         return result(r, head + "\n" + r.text + (f"\n{r.more}" if r.more else ""))
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def analyze_cloud_logging(
         service_name: str | None = None,
         since: str = "1h",

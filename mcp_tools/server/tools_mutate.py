@@ -18,7 +18,7 @@ from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
 from mcp_tools.server.confirm import digest, fingerprint
-from mcp_tools.server.core import MUTATING, result, tool_errors
+from mcp_tools.server.core import MUTATING, result, tool
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
@@ -92,8 +92,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             return None, "absent"
         return info, info.etag or digest(info.model_dump_json())
 
-    @mcp.tool(annotations=MUTATING)
-    @tool_errors
+    @tool(mcp, MUTATING)
     async def update_vllm_scaling(
         min_instances: int,
         max_instances: int,
@@ -140,8 +139,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             ),
         )
 
-    @mcp.tool(annotations=MUTATING)
-    @tool_errors
+    @tool(mcp, MUTATING)
     async def rollback_service(
         service_name: str | None = None,
         revision: str | None = None,
@@ -193,8 +191,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             lambda approval: s.cloudrun.rollback(name, target.name, approval_id=approval),
         )
 
-    @mcp.tool(annotations=MUTATING)
-    @tool_errors
+    @tool(mcp, MUTATING)
     async def destroy_vllm(
         service_name: str | None = None, confirmation_token: str | None = None
     ) -> Annotated[CallToolResult, MutationPlan]:
@@ -225,8 +222,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             lambda approval: s.cloudrun.delete_service(name, approval_id=approval),
         )
 
-    @mcp.tool(annotations=MUTATING)
-    @tool_errors
+    @tool(mcp, MUTATING)
     async def deploy_vllm(
         service_name: str | None = None,
         model_path: str = "",

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from mcp_tools.cloudrun import RevisionInfo, ServiceInfo
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
-from mcp_tools.server.core import READ_ONLY, result, tool_errors
+from mcp_tools.server.core import READ_ONLY, result, tool
 from mcp_tools.server.state import EndpointResult, ServerState
 
 
@@ -58,7 +58,7 @@ def _service_text(info: ServiceInfo) -> str:
 def register(mcp: FastMCP, state: ServerState) -> None:
     s = state
 
-    @tool_errors
+    @tool(mcp, READ_ONLY, aliases={"get_endpoint": "Same as get_vllm_endpoint (kept for existing prompts)."})
     async def get_vllm_endpoint(
         service_name: str | None = None,
     ) -> Annotated[CallToolResult, EndpointResult]:
@@ -69,17 +69,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             info, f"{info.url} ({info.source}{', service ' + info.service if info.service else ''})"
         )
 
-    # One tool under both names the existing tooling uses.
-    mcp.add_tool(get_vllm_endpoint, annotations=READ_ONLY)
-    mcp.add_tool(
-        get_vllm_endpoint,
-        name="get_endpoint",
-        description="Same as get_vllm_endpoint (kept for existing prompts).",
-        annotations=READ_ONLY,
-    )
-
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def status_vllm(
         service_name: str | None = None, max_revisions: int = 10
     ) -> Annotated[CallToolResult, StatusResult]:
@@ -95,8 +85,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             text += f"\n({extra} older revisions not shown: use list_revisions with a larger limit)"
         return result(StatusResult(service=info, truncated_revisions=extra), text)
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def list_revisions(
         service_name: str | None = None, limit: int = 20
     ) -> Annotated[CallToolResult, RevisionsResult]:
