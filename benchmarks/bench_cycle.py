@@ -50,24 +50,17 @@ def main() -> int:
     from graph.diagnosis import build_context
     from graph.observation import Observation
     from graph.runner import resume_cycle, run_cycle
-    from mcp_tools.incident import Incident, LogLine, ServiceSpec
+    from mcp_tools.incident import Incident, LogLine
     from mcp_tools.logs import count_tokens
+    from sandbox.scenarios import l4_spec
     from sandbox.server import start_sandbox
 
     raw, _oom_line = noisy_oom_log(args.lines)
     incident = Incident(
         id="bench-weights-oom",
         title="benchmark: Gemma 4 12B bf16 on one L4",
-        service=ServiceSpec(
-            name="gemma-4-12b",
-            gpu_type="nvidia-l4",
-            gpu_count=1,
-            cpu=8,
-            memory="32Gi",
-            image="vllm/vllm-openai:v0.11.0",
-            args=["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384", "--port=8080"],
-            max_instances=1,
-            concurrency=4,
+        service=l4_spec(
+            "gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"], env={}
         ),
         logs=[LogLine(severity="ERROR" if "Error" in t else "INFO", text=t) for t in raw],
     )

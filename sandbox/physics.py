@@ -22,6 +22,7 @@ default TCP probe gives 240 s) cuts any start that would end later.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -190,13 +191,11 @@ def plan_startup(ctx: RevisionContext, cfg: PhysicsConfig | None = None) -> Star
         "utils.py:233",
         f"non-default args: {lt.non_default_args(model_ref, flags)}",
     )
-    if not accel or gpu_count <= 0:
-        for line in lt.no_gpu_traceback():
-            out(T_ENGINE, line, STDERR, "ERROR")
-        return fail(T_ENGINE + 0.5, "", "unsupported_config")
-    try:
-        gpu = capacity.resolve_gpu(accel)
-    except UserError:
+    gpu = None
+    if accel and gpu_count > 0:
+        with contextlib.suppress(UserError):  # an accelerator vLLM cannot use: no GPU, as far as it can tell
+            gpu = capacity.resolve_gpu(accel)
+    if gpu is None:
         for line in lt.no_gpu_traceback():
             out(T_ENGINE, line, STDERR, "ERROR")
         return fail(T_ENGINE + 0.5, "", "unsupported_config")

@@ -53,7 +53,9 @@ _IMAGE = "vllm/vllm-openai:v0.11.0"
 _HISTORY_S = 2 * 3600.0  # scenarios start their history this long before "now"
 
 
-def _l4(name: str, args: list[str], **kw: Any) -> ServiceSpec:
+def l4_spec(name: str, args: list[str], **kw: Any) -> ServiceSpec:
+    """vLLM on one L4 as the scenarios deploy it (weights from a mounted bucket, on port 8080);
+    ``kw`` overrides any field."""
     base: dict[str, Any] = dict(
         name=name,
         gpu_type="nvidia-l4",
@@ -76,23 +78,23 @@ def scenario_specs(name: str) -> tuple[list[ServiceSpec], PhysicsConfig]:
     qat = "--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
     if name == "reference-weights-oom":
         return [
-            _l4("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"])
+            l4_spec("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"])
         ], PhysicsConfig()
     if name == "weights-oom-with-good-revision":
         return [
-            _l4("gemma-4-12b", [qat, "--max-model-len=16384"]),
-            _l4("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"]),
+            l4_spec("gemma-4-12b", [qat, "--max-model-len=16384"]),
+            l4_spec("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"]),
         ], PhysicsConfig()
     if name == "kv-starvation":
         return [
-            _l4("llama-3-8b", ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=131072"])
+            l4_spec("llama-3-8b", ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=131072"])
         ], PhysicsConfig()
     if name == "startup-timeout":
         probe = StartupProbe(
             initial_delay_seconds=0, period_seconds=10, timeout_seconds=5, failure_threshold=12
         )
         return [
-            _l4(
+            l4_spec(
                 "gemma-4-12b-fp8",
                 ["--model=/mnt/models/gemma-4-12B-it-FP8-Dynamic", "--max-model-len=16384"],
                 startup_probe=probe,
@@ -119,10 +121,10 @@ def scenario_specs(name: str) -> tuple[list[ServiceSpec], PhysicsConfig]:
         ], PhysicsConfig()
     if name == "overload":
         return [
-            _l4("gemma-4-12b", [qat, "--max-model-len=16384", "--max-num-seqs=16"], concurrency=64)
+            l4_spec("gemma-4-12b", [qat, "--max-model-len=16384", "--max-num-seqs=16"], concurrency=64)
         ], PhysicsConfig()
     if name == "healthy":
-        return [_l4("gemma-4-12b", [qat, "--max-model-len=16384"])], PhysicsConfig()
+        return [l4_spec("gemma-4-12b", [qat, "--max-model-len=16384"])], PhysicsConfig()
     raise ValueError(f"unknown scenario {name!r} (one of {', '.join(SCENARIOS)})")
 
 

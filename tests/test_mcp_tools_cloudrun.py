@@ -16,23 +16,15 @@ from mcp_tools.cloudrun import (
 )
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.google_api import READ
-from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.incident import StartupProbe
 from mcp_tools.settings import Settings
+from sandbox.scenarios import l4_spec
 from tests.scripted_openai import free_port
 
-SPEC = ServiceSpec(
-    name="gemma-12b",
+SPEC = l4_spec(
+    "gemma-12b",
+    ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"],
     region="region-a",
-    gpu_type="nvidia-l4",
-    gpu_count=1,
-    cpu=8,
-    memory="32Gi",
-    image="vllm/vllm-openai:v0.11.0",
-    args=["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384", "--port=8080"],
-    env={"HF_HUB_OFFLINE": "1"},
-    min_instances=0,
-    max_instances=1,
-    concurrency=4,
     startup_probe=StartupProbe(period_seconds=240, timeout_seconds=240, failure_threshold=1),
     gpu_zonal_redundancy=False,
 )
