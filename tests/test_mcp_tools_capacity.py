@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcp_tools.capacity import (
+    CapacityPlan,
     VllmFlags,
     kv_layout,
     list_catalog,
@@ -662,24 +663,20 @@ def test_memory_held_by_other_processes_is_an_input_with_each_releases_semantics
     assert fix.fits and fix.change == {"--gpu-memory-utilization": 0.65}
     # Before 0.6.5 the budget was a share of the whole device: the other memory shrinks the cache.
     l4 = parse_vllm_args(["--max-model-len", "8192"])
-    old = plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", flags=l4, vllm_version="0.5.0")
-    old_used = plan_capacity(
-        "meta-llama/Llama-3.1-8B-Instruct",
-        gpu="nvidia-l4",
-        flags=l4,
-        vllm_version="0.5.0",
-        gpu_memory_used_gib=1,
-    )
+
+    def llama_on_l4(version: str, used_gib: float | None = None) -> CapacityPlan:
+        return plan_capacity(
+            "meta-llama/Llama-3.1-8B-Instruct",
+            gpu="nvidia-l4",
+            flags=l4,
+            vllm_version=version,
+            gpu_memory_used_gib=used_gib,
+        )
+
+    old, old_used = llama_on_l4("0.5.0"), llama_on_l4("0.5.0", 1)
     assert old_used.kv_cache_gib == pytest.approx(old.kv_cache_gib - 1, abs=0.01) and old_used.fits
     # From 0.6.5 it is this instance's budget: memory that fits beside it changes nothing.
-    new = plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", flags=l4, vllm_version="0.6.5")
-    new_used = plan_capacity(
-        "meta-llama/Llama-3.1-8B-Instruct",
-        gpu="nvidia-l4",
-        flags=l4,
-        vllm_version="0.6.5",
-        gpu_memory_used_gib=1,
-    )
+    new, new_used = llama_on_l4("0.6.5"), llama_on_l4("0.6.5", 1)
     assert new_used.kv_cache_gib == new.kv_cache_gib and new_used.fits
     with pytest.raises(UserError, match="gpu-memory-used-gib"):
         plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", gpu_memory_used_gib=-1)
