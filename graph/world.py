@@ -69,7 +69,9 @@ class World:
         each call ends at the oldest timestamp of the previous one (lines at that boundary
         timestamp, returned twice, are kept once).
         """
-        from mcp_tools.cloudlogging import MAX_LIMIT, list_entries
+        from mcp_tools.cloudlogging import MAX_LIMIT, CloudLogging
+
+        logging_api = CloudLogging(self.settings, policy=self.policy)
 
         batches: list[list[LogLine]] = []
         total = 0
@@ -77,9 +79,7 @@ class World:
         boundary: set[tuple[str | None, str, str]] = set()
         while total < limit:
             want = min(MAX_LIMIT, limit - total + len(boundary))
-            batch = list_entries(
-                service, since=since, until=end, limit=want, settings=self.settings, policy=self.policy
-            )
+            batch = logging_api.list_entries(service, since=since, until=end, limit=want)
             fresh = [ln for ln in batch if (ln.timestamp, ln.severity, ln.message) not in boundary]
             fresh = fresh[-(limit - total) :] if len(fresh) > limit - total else fresh
             if fresh:

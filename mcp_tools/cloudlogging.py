@@ -226,27 +226,3 @@ class CloudLogging:
         if newest:
             lines.reverse()
         return lines
-
-
-def list_entries(
-    service: str,
-    *,
-    since: datetime | timedelta | str,
-    until: datetime | timedelta | str | None = None,
-    severity: str | None = None,
-    text_filter: str | None = None,
-    revision: str | None = None,
-    limit: int = 1000,
-    settings: Settings | None = None,
-    policy: CallPolicy | None = None,
-) -> list[LogLine]:
-    """Entries of a Cloud Run service, oldest first (see ``CloudLogging.list_entries``)."""
-    return CloudLogging(settings, policy=policy).list_entries(
-        service,
-        since=since,
-        until=until,
-        severity=severity,
-        text_filter=text_filter,
-        revision=revision,
-        limit=limit,
-    )

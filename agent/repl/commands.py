@@ -246,10 +246,12 @@ class ReplCommands:
         return Reply([out, _note(f"source: Cloud Logging, service {name}, last 24 hours{more}")])
 
     def _logs(self, name: str, text_filter: str | None) -> list[Any]:
-        from mcp_tools.cloudlogging import list_entries
+        from mcp_tools.cloudlogging import CloudLogging
 
         return list(
-            list_entries(name, since="24h", text_filter=text_filter, limit=500, settings=self.world.settings)
+            CloudLogging(self.world.settings).list_entries(
+                name, since="24h", text_filter=text_filter, limit=500
+            )
         )
 
     def cmd_metrics(self, args: list[str]) -> Reply:
