@@ -269,12 +269,9 @@ def _print_result(result: Any) -> None:
     console.print(t)
     if result.errors:
         console.print("errors: " + ", ".join(f"{k}={v}" for k, v in sorted(result.errors.items())))
-    for s in result.stopped:
-        console.print(f"[yellow]stopped early[/yellow] {s}")
-    for s in result.skipped:
-        console.print(f"[yellow]skipped[/yellow] {s}")
-    for s in result.notes:
-        console.print(f"[dim]note[/dim] {s}")
+    for kind, s in result.remarks():
+        style = "dim" if kind == "note" else "yellow"
+        console.print(f"[{style}]{kind}[/{style}] {s}")
     if result.run_dir:
         console.print(f"run folder: {result.run_dir}")
 

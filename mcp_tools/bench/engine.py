@@ -77,6 +77,14 @@ class BenchResult(BaseModel):
     errors: dict[str, int] = Field(default_factory=dict)
     samples: list[Sample] = Field(default_factory=list, exclude=True)
 
+    def remarks(self) -> list[tuple[str, str]]:
+        """(kind, text) of what a reader is told after the table: "stopped early", "skipped", "note"."""
+        return [
+            *(("stopped early", s) for s in self.stopped),
+            *(("skipped", s) for s in self.skipped),
+            *(("note", s) for s in self.notes),
+        ]
+
     def summary_markdown(self, max_rows: int = 40) -> str:
         from mcp_tools.bench.output import summary_markdown
 

@@ -189,12 +189,7 @@ def summary_markdown(result: BenchResult, *, charts: Sequence[str] = (), max_row
         details = _error_examples(result)
         for k, v in details.items():
             lines.append(f"- {k}: {v}")
-    for s in result.stopped:
-        lines.append(f"\nStopped early: {s}")
-    for s in result.skipped:
-        lines.append(f"\nSkipped: {s}")
-    for s in result.notes:
-        lines.append(f"\nNote: {s}")
+    lines += [f"\n{kind.capitalize()}: {s}" for kind, s in result.remarks()]
     if charts:
         lines.append("")
         lines += [f"![{c}]({c})" for c in charts]
