@@ -37,129 +37,90 @@ class HelpOverview(BaseModel):
         return "\n".join(lines)
 
 
-_T = ToolHelp
+def _tools(category: str, *rows: tuple[str, ...]) -> list[ToolHelp]:
+    """One category's tools, each ``(name, summary, *flags)`` with flags from "mutating" and "new"."""
+    return [
+        ToolHelp(
+            name=name, category=category, summary=summary, mutating="mutating" in flags, new="new" in flags
+        )
+        for name, summary, *flags in rows
+    ]
+
+
 TOOLS: list[ToolHelp] = [
-    _T(name="get_help", category="help", summary="This overview of the tools and resources."),
+    *_tools(
+        "help",
+        ("get_help", "This overview of the tools and resources."),
+    ),
     # service state
-    _T(name="get_vllm_endpoint", category="service", summary="The vLLM service URL, from the Cloud Run API."),
-    _T(name="get_endpoint", category="service", summary="The endpoint URL and the served model name."),
-    _T(
-        name="status_vllm", category="service", summary="Service status: ready revision, traffic, conditions."
-    ),
-    _T(
-        name="get_system_status",
-        category="service",
-        summary="Service, endpoint health and key metrics at once.",
-    ),
-    _T(
-        name="get_model_details",
-        category="service",
-        summary="The served model, its context length and flags.",
-    ),
-    _T(name="verify_model_health", category="service", summary="/health plus a short smoke completion."),
-    _T(
-        name="list_revisions", category="service", summary="Revisions of the service, newest first.", new=True
-    ),
-    _T(
-        name="get_vllm_metrics",
-        category="service",
-        summary="Parsed vLLM metrics: KV-cache use, running/waiting, preemptions, TTFT/ITL percentiles.",
-        new=True,
+    *_tools(
+        "service",
+        ("get_vllm_endpoint", "The vLLM service URL, from the Cloud Run API."),
+        ("get_endpoint", "The endpoint URL and the served model name."),
+        ("status_vllm", "Service status: ready revision, traffic, conditions."),
+        ("get_system_status", "Service, endpoint health and key metrics at once."),
+        ("get_model_details", "The served model, its context length and flags."),
+        ("verify_model_health", "/health plus a short smoke completion."),
+        ("list_revisions", "Revisions of the service, newest first.", "new"),
+        (
+            "get_vllm_metrics",
+            "Parsed vLLM metrics: KV-cache use, running/waiting, preemptions, TTFT/ITL percentiles.",
+            "new",
+        ),
     ),
     # changes (two-step: plan, then apply with the confirmation token)
-    _T(name="deploy_vllm", category="changes", summary="Deploy or update the vLLM service.", mutating=True),
-    _T(name="destroy_vllm", category="changes", summary="Delete the vLLM service.", mutating=True),
-    _T(name="update_vllm_scaling", category="changes", summary="Change min/max instances.", mutating=True),
-    _T(
-        name="rollback_service",
-        category="changes",
-        summary="Route all traffic back to an earlier ready revision.",
-        mutating=True,
-        new=True,
+    *_tools(
+        "changes",
+        ("deploy_vllm", "Deploy or update the vLLM service.", "mutating"),
+        ("destroy_vllm", "Delete the vLLM service.", "mutating"),
+        ("update_vllm_scaling", "Change min/max instances.", "mutating"),
+        ("rollback_service", "Route all traffic back to an earlier ready revision.", "mutating", "new"),
     ),
     # configs and capacity
-    _T(
-        name="get_vllm_deployment_config",
-        category="configs",
-        summary="The gcloud run deploy command for vLLM on a Cloud Run GPU, as text.",
-    ),
-    _T(
-        name="get_vllm_gpu_deployment_config",
-        category="configs",
-        summary="A GKE GPU node pool command plus vLLM Deployment and Service manifests.",
-    ),
-    _T(
-        name="check_gpu_quotas",
-        category="configs",
-        summary="Cloud Run GPU quota per region, with and without zonal redundancy.",
-    ),
-    _T(
-        name="plan_capacity",
-        category="configs",
-        summary="Does the model fit the GPU: weights, KV-cache tokens, concurrency, fixes.",
-        new=True,
+    *_tools(
+        "configs",
+        ("get_vllm_deployment_config", "The gcloud run deploy command for vLLM on a Cloud Run GPU, as text."),
+        (
+            "get_vllm_gpu_deployment_config",
+            "A GKE GPU node pool command plus vLLM Deployment and Service manifests.",
+        ),
+        ("check_gpu_quotas", "Cloud Run GPU quota per region, with and without zonal redundancy."),
+        ("plan_capacity", "Does the model fit the GPU: weights, KV-cache tokens, concurrency, fixes.", "new"),
     ),
     # models and weights
-    _T(
-        name="list_bucket_models",
-        category="models",
-        summary="Model folders in a bucket: size, shards, quantization.",
-    ),
-    _T(name="list_vertex_models", category="models", summary="Models in the Vertex AI Model Registry."),
-    _T(
-        name="get_vertex_ai_model_copy_instructions",
-        category="models",
-        summary="Steps to copy Vertex AI / Model Garden weights into a bucket.",
-    ),
-    _T(
-        name="get_huggingface_model_copy_instructions",
-        category="models",
-        summary="Steps to copy Hugging Face weights into a bucket.",
-    ),
-    _T(
-        name="get_huggingfacehub_download_path",
-        category="models",
-        summary="Hub URLs and cache path for an org/name model.",
-    ),
-    _T(
-        name="save_hf_token",
-        category="models",
-        summary="Store the HF token in Secret Manager, read from an env var or file (never an argument).",
+    *_tools(
+        "models",
+        ("list_bucket_models", "Model folders in a bucket: size, shards, quantization."),
+        ("list_vertex_models", "Models in the Vertex AI Model Registry."),
+        (
+            "get_vertex_ai_model_copy_instructions",
+            "Steps to copy Vertex AI / Model Garden weights into a bucket.",
+        ),
+        ("get_huggingface_model_copy_instructions", "Steps to copy Hugging Face weights into a bucket."),
+        ("get_huggingfacehub_download_path", "Hub URLs and cache path for an org/name model."),
+        (
+            "save_hf_token",
+            "Store the HF token in Secret Manager, read from an env var or file (never an argument).",
+        ),
     ),
     # querying
-    _T(name="query_vllm", category="query", summary="Send a chat prompt to the vLLM endpoint."),
-    _T(name="query_gemma4", category="query", summary="Send a chat prompt to the Gemma 4 endpoint."),
-    _T(
-        name="query_gemma4_with_stats",
-        category="query",
-        summary="Chat prompt with real token usage, TTFT and inter-token latency.",
-    ),
-    _T(
-        name="run_benchmark",
-        category="query",
-        summary="A bounded load test: throughput and latency percentiles.",
+    *_tools(
+        "query",
+        ("query_vllm", "Send a chat prompt to the vLLM endpoint."),
+        ("query_gemma4", "Send a chat prompt to the Gemma 4 endpoint."),
+        ("query_gemma4_with_stats", "Chat prompt with real token usage, TTFT and inter-token latency."),
+        ("run_benchmark", "A bounded load test: throughput and latency percentiles."),
     ),
     # diagnosis
-    _T(
-        name="get_service_logs",
-        category="diagnosis",
-        summary="Filtered, bounded, compressed Cloud Logging entries for the service.",
-        new=True,
-    ),
-    _T(
-        name="analyze_cloud_logging",
-        category="diagnosis",
-        summary="Diagnose the service from its logs (errors, context, templates; secrets redacted).",
-    ),
-    _T(
-        name="analyze_gpu_logs",
-        category="diagnosis",
-        summary="GPU memory / CUDA failures in the logs, with evidence.",
-    ),
-    _T(
-        name="suggest_sre_remediation",
-        category="diagnosis",
-        summary="A typed remediation plan for the diagnosis, with its predicted effect.",
+    *_tools(
+        "diagnosis",
+        ("get_service_logs", "Filtered, bounded, compressed Cloud Logging entries for the service.", "new"),
+        (
+            "analyze_cloud_logging",
+            "Diagnose the service from its logs (errors, context, templates; secrets redacted).",
+        ),
+        ("analyze_gpu_logs", "GPU memory / CUDA failures in the logs, with evidence."),
+        ("suggest_sre_remediation", "A typed remediation plan for the diagnosis, with its predicted effect."),
     ),
 ]
 
