@@ -44,41 +44,38 @@ def _unit_gib(value: str, unit: str) -> float:
     return v
 
 
+_SIZE = _NUM + r"\s*(GiB|GB|MiB|MB)"  # a figure and its unit
+_GIB = _NUM + r"\s*(GiB|GB)"  # a figure in GiB or GB
+
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    # "Model loading took 15.0099 GiB and 4.1 seconds" / "Model loading took 14.99 GB"
-    # / "Loading model weights took 14.9888 GB" / "model weights take 14.99GiB"
-    ("model_loading_gib", re.compile(r"Model loading took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
-    ("model_loading_gib", re.compile(r"Loading model weights took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
-    ("model_loading_gib", re.compile(r"model weights take\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I)),
-    ("model_loading_gib", re.compile(r"Model loading took\s+" + _NUM + r"\s*(GiB|GB)\s+memory", re.I)),
-    ("kv_cache_tokens", re.compile(r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", re.I)),
-    ("gpu_blocks", re.compile(r"(?:#\s*)?(?:GPU|cuda) blocks:\s*" + _NUM, re.I)),
-    (
-        "kv_cache_tokens",
-        re.compile(r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)", re.I),
-    ),
-    ("available_kv_cache_gib", re.compile(r"kv_cache_size=" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("available_kv_cache_gib", re.compile(r"reserved for KV Cache is\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("total_gpu_memory_gib", re.compile(r"total_gpu_memory=" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("kv_needed_gib", re.compile(r"\(" + _NUM + r"\s*(GiB|GB) KV cache is needed", re.I)),
-    ("estimated_max_model_len", re.compile(r"estimated maximum model length is\s*" + _NUM, re.I)),
-    ("max_model_len", re.compile(r"Using max model len\s*" + _NUM, re.I)),
-    ("max_model_len", re.compile(r"max seq len \(" + _NUM + r"\)", re.I)),
-    ("gpu_blocks", re.compile(r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM, re.I)),
-    (
-        "available_kv_cache_gib",
-        re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I),
-    ),
-    (
-        "cuda_graph_gib",
-        re.compile(r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*(GiB|GB|MiB|MB)", re.I),
-    ),
-    ("total_gpu_memory_gib", re.compile(r"Total GPU memory:?\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("total_gpu_memory_gib", re.compile(r"total_gpu_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
-    ("activation_peak_gib", re.compile(r"activation peak memory takes\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("activation_peak_gib", re.compile(r"peak_torch_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
-    ("non_torch_gib", re.compile(r"non_torch_memory takes\s*" + _NUM + r"\s*(GiB|GB)", re.I)),
-    ("non_torch_gib", re.compile(r"non_torch_memory \(" + _NUM + r"\s*(GiB|GB)\)", re.I)),
+    (key, re.compile(pattern, re.I))
+    for key, pattern in [
+        # "Model loading took 15.0099 GiB and 4.1 seconds" / "Model loading took 14.99 GB"
+        # / "Loading model weights took 14.9888 GB" / "model weights take 14.99GiB"
+        ("model_loading_gib", r"Model loading took\s+" + _SIZE),
+        ("model_loading_gib", r"Loading model weights took\s+" + _SIZE),
+        ("model_loading_gib", r"model weights take\s+" + _SIZE),
+        ("model_loading_gib", r"Model loading took\s+" + _GIB + r"\s+memory"),
+        ("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens"),
+        ("gpu_blocks", r"(?:#\s*)?(?:GPU|cuda) blocks:\s*" + _NUM),
+        ("kv_cache_tokens", r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)"),
+        ("available_kv_cache_gib", r"kv_cache_size=" + _GIB),
+        ("available_kv_cache_gib", r"reserved for KV Cache is\s*" + _GIB),
+        ("total_gpu_memory_gib", r"total_gpu_memory=" + _GIB),
+        ("kv_needed_gib", r"\(" + _GIB + r" KV cache is needed"),
+        ("estimated_max_model_len", r"estimated maximum model length is\s*" + _NUM),
+        ("max_model_len", r"Using max model len\s*" + _NUM),
+        ("max_model_len", r"max seq len \(" + _NUM + r"\)"),
+        ("gpu_blocks", r"num_gpu_blocks(?: is)?[:=]\s*" + _NUM),
+        ("available_kv_cache_gib", r"Available KV cache memory:\s*" + _SIZE),
+        ("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _SIZE),
+        ("total_gpu_memory_gib", r"Total GPU memory:?\s*" + _GIB),
+        ("total_gpu_memory_gib", r"total_gpu_memory \(" + _GIB + r"\)"),
+        ("activation_peak_gib", r"activation peak memory takes\s*" + _GIB),
+        ("activation_peak_gib", r"peak_torch_memory \(" + _GIB + r"\)"),
+        ("non_torch_gib", r"non_torch_memory takes\s*" + _GIB),
+        ("non_torch_gib", r"non_torch_memory \(" + _GIB + r"\)"),
+    ]
 ]
 _CONCURRENCY = re.compile(
     r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:?\s*" + _NUM + r"\s*x", re.I
