@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -35,6 +37,23 @@ def gpu_service(args: list[str], *, concurrency: int = 4) -> run_v2.Service:
             scaling=run_v2.RevisionScaling(max_instance_count=1),
         )
     )
+
+
+@dataclass
+class Healthy:
+    """The "healthy" scenario's sandbox, its Cloud Run clients and its service's full name."""
+
+    sb: Any
+    services: run_v2.ServicesClient
+    revisions: run_v2.RevisionsClient
+    name: str
+
+
+@pytest.fixture
+def healthy(sandbox_factory: Any) -> Healthy:  # noqa: F811
+    sb = sandbox_factory(scenario="healthy")
+    services, revisions = run_clients(sb)
+    return Healthy(sb, services, revisions, sb.service_name("gemma-4-12b"))
 
 
 def _error_status(e: gexc.GoogleAPICallError) -> str:
@@ -104,10 +123,8 @@ def test_create_get_list_update_delete(sandbox):  # noqa: F811
     assert [e.method for e in sandbox.journal] == ["POST", "PATCH", "DELETE"]
 
 
-def test_bad_revision_fails_and_traffic_stays_on_the_good_one(sandbox_factory):  # noqa: F811
-    sb = sandbox_factory(scenario="healthy")
-    services, revisions = run_clients(sb)
-    name = sb.service_name("gemma-4-12b")
+def test_bad_revision_fails_and_traffic_stays_on_the_good_one(healthy: Healthy):
+    services, revisions, name = healthy.services, healthy.revisions, healthy.name
     before = services.get_service(name=name)
     good = before.latest_ready_revision
     before.template.containers[0].args = [BF16, "--max-model-len=16384", "--port=8080"]
@@ -162,10 +179,8 @@ def test_list_revisions_pages(sandbox_factory):  # noqa: F811
     assert names[0].startswith("gemma-4-12b-00002-") and names[1].startswith("gemma-4-12b-00001-")
 
 
-def test_etags_and_conflicts(sandbox_factory):  # noqa: F811
-    sb = sandbox_factory(scenario="healthy")
-    services, _ = run_clients(sb)
-    name = sb.service_name("gemma-4-12b")
+def test_etags_and_conflicts(healthy: Healthy):
+    services, name = healthy.services, healthy.name
     svc = services.get_service(name=name)
     stale = svc.etag
     svc.labels["team"] = "sre"
@@ -272,22 +287,18 @@ def test_enum_ints_and_strings_are_both_accepted(sandbox):  # noqa: F811
         (404, gexc.NotFound),
     ],
 )
-def test_fault_injection_maps_to_client_exceptions(sandbox_factory, status, exc):  # noqa: F811
-    sb = sandbox_factory(scenario="healthy")
-    services, _ = run_clients(sb)
-    name = sb.service_name("gemma-4-12b")
+def test_fault_injection_maps_to_client_exceptions(healthy: Healthy, status, exc):
+    sb, services, name = healthy.sb, healthy.services, healthy.name
     sb.faults.inject("run", "status", status, count=1)
     with pytest.raises(exc):
         services.get_service(name=name, retry=None)
     assert services.get_service(name=name, retry=None).name == name  # the fault was used up
 
 
-def test_fault_hang_and_drop(sandbox_factory):  # noqa: F811
+def test_fault_hang_and_drop(healthy: Healthy):
     import requests
 
-    sb = sandbox_factory(scenario="healthy")
-    services, _ = run_clients(sb)
-    name = sb.service_name("gemma-4-12b")
+    sb, services, name = healthy.sb, healthy.services, healthy.name
     sb.faults.inject("run", "hang", count=1, seconds=5)
     with pytest.raises((requests.exceptions.Timeout, gexc.GoogleAPICallError, gexc.RetryError)):
         services.get_service(name=name, retry=None, timeout=0.3)
