@@ -115,20 +115,22 @@ def test_reference_fix_comes_up_ready_with_vllm_startup_lines(sandbox_factory): 
     assert any(e.http_request and e.http_request.get("status") == 200 for e in reqs)
 
 
-def test_startup_timeout_fixed_by_a_longer_probe(sandbox_factory):  # noqa: F811
-    sb = sandbox_factory(scenario="startup-timeout")
-    new = _fix(sb, "gemma-4-12b-fp8", failure_threshold=24)
-    assert new.latest_ready_revision == new.latest_created_revision
-
-
-def test_kv_starvation_fixed_by_a_shorter_context(sandbox_factory):  # noqa: F811
-    sb = sandbox_factory(scenario="kv-starvation")
-    new = _fix(
-        sb,
-        "llama-3-8b",
-        ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=16384", "--port=8080"],
-    )
-    assert new.latest_ready_revision
+@pytest.mark.parametrize(
+    ("scenario", "service", "args", "probe"),
+    [
+        ("startup-timeout", "gemma-4-12b-fp8", None, {"failure_threshold": 24}),  # a longer probe
+        (  # a shorter context
+            "kv-starvation",
+            "llama-3-8b",
+            ["--model=/mnt/models/Llama-3.1-8B-Instruct", "--max-model-len=16384", "--port=8080"],
+            {},
+        ),
+    ],
+)
+def test_the_fix_comes_up_ready(sandbox_factory, scenario, service, args, probe):  # noqa: F811
+    sb = sandbox_factory(scenario=scenario)
+    new = _fix(sb, service, args, **probe)
+    assert new.latest_ready_revision and new.latest_ready_revision == new.latest_created_revision
 
 
 def test_other_physics(sandbox_factory):  # noqa: F811
