@@ -544,3 +544,29 @@ UNSUPPORTED_GENERIC = re.compile(
     _I,
 )
 UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
+
+
+# --------------------------------------------------------------------------------------------------
+# Facts: figures and particulars the analyzers read from their evidence for the remedies (which read
+# ``Finding.facts``, never log text)
+# --------------------------------------------------------------------------------------------------
+
+#: context_too_long
+FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
+FACT_SERVED_CONTEXT = re.compile(r"maximum context length is (\d+)")
+FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
+#: auth_denied: what refused
+FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)
+FACT_DENIED_BUCKET = re.compile(r"storage|bucket|gs://|/mnt/", _I)
+FACT_DENIED_SECRET = re.compile(r"secret", _I)
+#: engine_crash: a CUDA fault (graph capture is a frequent source: eager mode may avoid it)
+FACT_CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|cudaError")
+#: runtime_oom: where after loading
+FACT_OOM_IN_CUDA_GRAPHS = re.compile(r"capture_model|cuda_graph|CUDAGraph|capture_graph")
+FACT_OOM_IN_SAMPLER = re.compile(r"sampler|max_num_seqs")
+#: unsupported_config: what is not supported
+FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
+FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
+FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
+FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")
+FACT_KV_CACHE_DTYPE = re.compile(r"kv.?cache.?dtype|fp8_e|nvfp4", _I)

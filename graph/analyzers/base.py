@@ -328,6 +328,11 @@ def started_between(v: LogView, after: int, before: int | None = None) -> Line |
 _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
 
 
+def evidence_text(f: Finding) -> str:
+    """The finding's cited text, joined (what its facts are read from)."""
+    return "\n".join(e.text for e in f.evidence)
+
+
 def condition_texts(obs: Observation) -> list[str]:
     """Cloud Run condition messages as 'type (reason): message' lines (current conditions only: a
     superseded revision's condition is history, see ``Observation.condition_is_history``)."""

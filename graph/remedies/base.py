@@ -36,6 +36,3 @@ def fact(diag: Diagnosis, key: str) -> Any:
             return f.facts[key]
     return None
 
-
-def evidence_text(diag: Diagnosis) -> str:
-    return "\n".join(e.text for e in diag.evidence)
