@@ -35,4 +35,3 @@ def fact(diag: Diagnosis, key: str) -> Any:
         if f.category == diag.category and key in f.facts:
             return f.facts[key]
     return None
-
