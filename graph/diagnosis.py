@@ -446,7 +446,8 @@ def build_context(
     if history:
         parts += ["", "## History (superseded revisions: context, not evidence of a current fault)", *history]
     parts += ["", "## Logs (compressed)"]
-    parts.append(compress_logs(obs.logs, budget_tokens=budget_tokens).text)
+    cited = {e.line for f in findings for e in f.evidence if e.line > 0}
+    parts.append(compress_logs(obs.logs, budget_tokens=budget_tokens, cited=cited).text)
     return "\n".join(parts)
 
 

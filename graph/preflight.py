@@ -195,10 +195,15 @@ def choose_plan(
         return Choice(plan=empty, new_spec=spec)
     checked = [preflight(opt, spec, policy=policy) for opt in options]
     plans = [c for c, _, _ in checked]
+    if spec is None:
+        # Nothing can be applied without a spec (apply needs one), so the best-ranked option is shown as
+        # the plan, marked not checked, rather than an escalation that hides it.
+        first, new, diff = checked[0]
+        return Choice(plan=first, alternatives=plans[1:], diff=diff, new_spec=new)
     for i, (c, new, diff) in enumerate(checked):
         if c.preflight.ok:
             return Choice(plan=c, alternatives=plans[:i] + plans[i + 1 :], diff=diff, new_spec=new)
-    if spec is None or _policy(policy) is Policy.READ_ONLY:
+    if _policy(policy) is Policy.READ_ONLY:
         first, new, diff = checked[0]
         return Choice(plan=first, alternatives=plans[1:], diff=diff, new_spec=new)
     # Why each option failed: its notes, less the planner's "fits" verdicts (those are not the reason).

@@ -28,13 +28,15 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mcp_tools import vocabulary
 from mcp_tools.incident import LogLine
+from mcp_tools.records import clean, severity_of
 from mcp_tools.redact import might_hold_secret, redact
 
 log = logging.getLogger(__name__)
@@ -71,38 +73,11 @@ _SEVERITY_RANK = {
 }
 
 #: Root-cause signatures across vLLM versions and Cloud Run: kept raw first.
-SIGNAL = re.compile(
-    r"out of memory|OutOfMemoryError|No available memory for the cache blocks"
-    r"|larger than the maximum number of tokens that can be stored in KV cache"
-    r"|larger than the available KV cache memory|estimated maximum model length"
-    r"|is greater than the derived max_model_len|maximum context length is"
-    r"|Memory limit of .* exceeded|oom[-_ ]?kill|\bKilled\b|exit code 137|signal 9|SIGKILL"
-    r"|failed to start and listen on the port|probe failed|Startup probe|DEADLINE_EXCEEDED"
-    r"|does not appear to have a file named|Repository Not Found|No such file or directory"
-    r"|is not a local folder and is not a valid model identifier|RepositoryNotFoundError"
-    r"|401 Client Error|403 Client Error|gated repo|is restricted|Permission denied|PERMISSION_DENIED"
-    r"|Quota exceeded|QUOTA_EXCEEDED|ZONE_RESOURCE_POOL_EXHAUSTED|STOCKOUT|RESOURCE_EXHAUSTED"
-    r"|not supported|only supported on GPUs|compute capability|unrecognized arguments|invalid choice"
-    r"|are not supported for now|illegal memory access|NCCL error|EngineDeadError|Segmentation fault"
-    r"|core dumped|CUDA error|Image .* not found|failed to pull|ErrImagePull|ImagePullBackOff"
-    r"|manifest unknown|Container called exit|terminated on signal",
-    re.IGNORECASE,
-)
-
+SIGNAL = vocabulary.COMPRESS_SIGNAL
 #: vLLM's start-up figures (what the planner and a person check first).
-STARTUP = re.compile(
-    r"vLLM API server version|Initializing (?:a V1 |an )LLM engine|non-default args"
-    r"|Loading (?:model )?weights took|Model loading took|Memory profiling|Available KV cache memory"
-    r"|GPU KV cache size|# GPU blocks|GPU blocks:|Maximum concurrency for|max_model_len"
-    r"|Graph capturing finished|init engine .* took|Starting vLLM API server|Application startup complete"
-    r"|Resolved architecture|Using max model len",
-    re.IGNORECASE,
-)
-
-_EXCEPTION_LINE = re.compile(
-    r"(?:^|\]\s|\)\s)\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:?"
-)
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+STARTUP = vocabulary.COMPRESS_STARTUP
+_EXCEPTION_LINE = vocabulary.COMPRESS_EXCEPTION
+_TRACEBACK = vocabulary.TRACEBACK_HEAD
 _ERRORISH = re.compile(
     r"\b(?:error|exception|fatal|failed|failure|traceback|critical|panic|abort(?:ed)?|denied|"
     r"unavailable|refused|timed? ?out|crash(?:ed)?)\b",
@@ -242,16 +217,18 @@ def _to_lines(lines: Sequence[LogLine] | Sequence[str]) -> list[_Line]:
         shape = _SHAPE.sub("0", msg)
         seen = per_shape.get(shape)
         if seen is None:
-            m = _VLLM_PREFIX.match(msg)
-            seen = (might_hold_secret(shape), m.group(1) if m else None)
+            # The level the text itself carries (vLLM's, uvicorn's, glog's, a traceback's shape) wins
+            # over the field: Cloud Run labels whole streams alike, pasted output arrives as DEFAULT.
+            level = severity_of(clean(msg), "") or None
+            seen = (might_hold_secret(shape), level)
             per_shape[shape] = seen
         hinted, level = seen
         if hinted:
             red = redact(msg)
             if red != msg:
                 msg, shape = red, _SHAPE.sub("0", red)
-        if sev in ("DEFAULT", "INFO") and level in ("WARNING", "ERROR", "CRITICAL"):
-            sev = level  # container stdout often carries vLLM's own level
+        if level:
+            sev = level
         out.append(_Line(n=i, severity=sev, timestamp=ts, message=msg, shape=shape.replace("\n", " ")[:2000]))
     return out
 
@@ -347,8 +324,14 @@ def _fmt_template(t: Template) -> str:
     return f"T{t.id} x{t.count} {where} {t.severity}: {_shorten(t.template, _MAX_TEMPLATE_CHARS)}"
 
 
-def compress_logs(lines: Sequence[LogLine] | Sequence[str], budget_tokens: int = 3000) -> CompressedLogs:
-    """Compress observed log lines into a fenced, redacted block of at most ``budget_tokens``."""
+def compress_logs(
+    lines: Sequence[LogLine] | Sequence[str], budget_tokens: int = 3000, *, cited: Collection[int] = ()
+) -> CompressedLogs:
+    """Compress observed log lines into a fenced, redacted block of at most ``budget_tokens``.
+
+    ``cited`` are the lines the analyzers cite (1-based): kept raw before anything else, so a model
+    sees the cause the analyzers found however its wording reads, also when it is buried in thousands
+    of ordinary lines or hard-wrapped over several."""
     budget_tokens = max(200, int(budget_tokens))
     obs = _to_lines(lines)
     total = len(obs)
@@ -378,7 +361,11 @@ def compress_logs(lines: Sequence[LogLine] | Sequence[str], budget_tokens: int =
         )
 
     # ---- candidates, by priority (lower first) ----------------------------------------------------
-    cands: list[_Candidate] = []
+    cands: list[_Candidate] = [
+        _Candidate(-1.0 + i / 100, n, "cited")
+        for i, n in enumerate(sorted(set(cited))[:12])
+        if 1 <= n <= total
+    ]
     seen_signal_tmpl: set[int] = set()
     seen_exc_tmpl: set[int] = set()
     for ln in obs:

@@ -85,16 +85,22 @@ def clean(raw: str) -> Clean:
     level = ""
     for _ in range(4):  # prefixes nest: "vllm-1 | 2025-01-01T00:00:00Z (EngineCore pid=1) ERROR ..."
         before = s
-        if s[:1].isalnum() and "|" in s[:66]:
+        head = s[:1]
+        if head.isalnum() and "|" in s[:66]:
             m = _COMPOSE.match(s)
             if m and not _TQDM_GLUE.match(s):
                 s = s[m.end() :]
-        s = _LEAD_TS.sub("", s, count=1)
-        s = _KUBECTL_PREFIX.sub("", s, count=1)
-        m = _PROC.match(s)
-        if m:
-            proc = (m.group("proc") or m.group("rank") or m.group("pid") or m.group("ray") or "").strip()
-            s = s[m.end() :]
+                head = s[:1]
+        if head.isdigit() or head == "[":
+            s = _LEAD_TS.sub("", s, count=1)
+            if s.startswith("[pod/"):
+                s = _KUBECTL_PREFIX.sub("", s, count=1)
+            head = s[:1]
+        if head in "([ ":
+            m = _PROC.match(s)
+            if m:
+                proc = (m.group("proc") or m.group("rank") or m.group("pid") or m.group("ray") or "").strip()
+                s = s[m.end() :]
         if s == before:
             break
     if "|" in s and "[" in s:
@@ -105,7 +111,7 @@ def clean(raw: str) -> Clean:
             if m2:
                 proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
                 s = s[m2.end() :]
-    for pat in (_VLLM, _GLOG, _PYLOG):
+    for pat in (_VLLM, _GLOG, _PYLOG) if s[:1].isupper() else ():
         m = pat.match(s)
         if m:
             lv = m.group("level")

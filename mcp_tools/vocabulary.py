@@ -544,3 +544,68 @@ UNSUPPORTED_GENERIC = re.compile(
     _I,
 )
 UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
+
+
+# --------------------------------------------------------------------------------------------------
+# Facts: figures and particulars the analyzers read from their evidence for the remedies (which read
+# ``Finding.facts``, never log text)
+# --------------------------------------------------------------------------------------------------
+
+#: context_too_long
+FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
+FACT_SERVED_CONTEXT = re.compile(r"maximum context length is (\d+)")
+FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
+#: auth_denied: what refused
+FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)
+FACT_DENIED_BUCKET = re.compile(r"storage|bucket|gs://|/mnt/", _I)
+FACT_DENIED_SECRET = re.compile(r"secret", _I)
+#: engine_crash: a CUDA fault (graph capture is a frequent source: eager mode may avoid it)
+FACT_CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|cudaError")
+#: runtime_oom: where after loading
+FACT_OOM_IN_CUDA_GRAPHS = re.compile(r"capture_model|cuda_graph|CUDAGraph|capture_graph")
+FACT_OOM_IN_SAMPLER = re.compile(r"sampler|max_num_seqs")
+#: unsupported_config: what is not supported
+FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
+FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
+FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
+FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")
+FACT_KV_CACHE_DTYPE = re.compile(r"kv.?cache.?dtype|fp8_e|nvfp4", _I)
+
+
+# --------------------------------------------------------------------------------------------------
+# For log compression (mcp_tools/logs.py): what to keep raw, tested on raw lines
+# --------------------------------------------------------------------------------------------------
+
+#: Root-cause signatures across vLLM versions and Cloud Run, in raw lines: kept first.
+COMPRESS_SIGNAL = re.compile(
+    r"out of memory|OutOfMemoryError|No available memory for the cache blocks"
+    r"|larger than the maximum number of tokens that can be stored in KV cache"
+    r"|larger than the available KV cache memory|estimated maximum model length"
+    r"|is greater than the derived max_model_len|maximum context length is"
+    r"|Memory limit of .* exceeded|oom[-_ ]?kill|\bKilled\b|exit code 137|signal 9|SIGKILL"
+    r"|failed to start and listen on the port|probe failed|Startup probe|DEADLINE_EXCEEDED"
+    r"|does not appear to have a file named|Repository Not Found|No such file or directory"
+    r"|is not a local folder and is not a valid model identifier|RepositoryNotFoundError"
+    r"|401 Client Error|403 Client Error|gated repo|is restricted|Permission denied|PERMISSION_DENIED"
+    r"|Quota exceeded|QUOTA_EXCEEDED|ZONE_RESOURCE_POOL_EXHAUSTED|STOCKOUT|RESOURCE_EXHAUSTED"
+    r"|not supported|only supported on GPUs|compute capability|unrecognized arguments|invalid choice"
+    r"|are not supported for now|illegal memory access|NCCL error|EngineDeadError|Segmentation fault"
+    r"|core dumped|CUDA error|Image .* not found|failed to pull|ErrImagePull|ImagePullBackOff"
+    r"|manifest unknown|Container called exit|terminated on signal",
+    _I,
+)
+
+#: vLLM's start-up figures in raw lines (what the planner and a person check first).
+COMPRESS_STARTUP = re.compile(
+    r"vLLM API server version|Initializing (?:a V1 |an )LLM engine|non-default args"
+    r"|Loading (?:model )?weights took|Model loading took|Memory profiling|Available KV cache memory"
+    r"|GPU KV cache size|# GPU blocks|GPU blocks:|Maximum concurrency for|max_model_len"
+    r"|Graph capturing finished|init engine .* took|Starting vLLM API server|Application startup complete"
+    r"|Resolved architecture|Using max model len",
+    _I,
+)
+
+#: An exception line in a raw line (after any process tag or vLLM prefix).
+COMPRESS_EXCEPTION = re.compile(
+    r"(?:^|\]\s|\)\s)\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:?"
+)

@@ -87,7 +87,8 @@ def test_a_larger_gpu_comes_with_that_gpus_minimum_cpu_and_memory() -> None:
         }
     )
     text = "ValueError: NVFP4 needs compute capability 100; current is 89. Minimum capability: 100"
-    opts = propose_options(_diag("unsupported_config", text), Observation(id="x", service=spec))
+    opts = propose_options(_diag("unsupported_config", text, min_compute_capability=10.0, quantization=True),
+                           Observation(id="x", service=spec))  # fmt: skip
     moves = [s for o in opts for s in o.steps if s.kind is K.SET_RESOURCES and "gpu_type" in s.change]
     assert moves and moves[0].change == {"gpu_type": "nvidia-rtx-pro-6000", "cpu": 20, "memory": "80Gi"}
 
@@ -96,3 +97,15 @@ def test_scaling_never_goes_past_cloud_run_maximum() -> None:
     spec = L4.model_copy(update={"max_instances": 1000})
     opts = propose_options(_diag("overload", "num_requests_waiting"), Observation(id="x", service=spec))
     assert not any(s.kind is K.SET_SCALING for o in opts for s in o.steps)
+
+
+def test_remedies_read_the_analyzers_facts_not_the_log_text() -> None:
+    obs = Observation(id="x", service=L4)
+    # The text mentions CUDA graphs, the facts say the sampler: the facts decide.
+    opts = propose_options(_diag("runtime_oom", "capture_model OOM", during="sampler"), obs)
+    first = [s.change for o in opts for s in o.steps]
+    assert {"--max-num-seqs"} <= set(first[0]) and {"--enforce-eager": True} in first
+    flags = propose_options(
+        _diag("unsupported_config", "no words", unrecognized_flags=["--max-model-length"]), obs
+    )
+    assert flags[0].steps[0].change == {"--max-model-length": None}

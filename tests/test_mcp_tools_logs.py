@@ -217,3 +217,30 @@ def test_redact_data_hides_secret_keys_and_env_pairs_but_keeps_what_it_is_told()
     ]
     assert "abcdefghijklmnop" not in out["note"]
     assert out["max_tokens"] == 512 and out["confirmation_token"] == "cf-123"
+
+
+def test_cited_lines_are_kept_also_when_hard_wrapped_and_buried() -> None:
+    """The analyzers' cited lines reach the model whatever their wording: a Ray memory-monitor record
+    hard-wrapped over three physical lines (vllm-project/vllm#1160), buried in 6,000 serving lines."""
+    from graph.analyzers import run_analyzers
+    from graph.diagnosis import build_context
+    from graph.observation import Observation
+
+    serving = 'INFO:     10.0.0.{i}:5000 - "POST /v1/completions HTTP/1.1" 200 OK'
+    wrapped = [
+        "#033[2m#033[33m(raylet)#033[0m [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks /",
+        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: "
+        "abd406d415bd2b74a5",
+        "e281968fd76aa200d56e4529fd1c1cd4373840, IP: 10.0.167.26) over the last time period.",
+    ]
+    lines = (
+        [serving.format(i=i % 250) for i in range(3000)]
+        + wrapped
+        + [serving.format(i=i % 250) for i in range(3000)]
+    )
+    obs = Observation(id="t", logs=[{"text": t} for t in lines])
+    findings = run_analyzers(obs)
+    assert any(f.category == "host_memory_exceeded" for f in findings)
+    ctx = build_context(obs, findings=findings)
+    assert "killed due to memory pressure" in ctx
+    assert count_tokens(ctx) < 3000 + 600  # the logs' budget, plus the findings and headings

@@ -11,13 +11,20 @@ denials belong to image_pull; a 401 that says the repository does not exist to m
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, simple
+from graph.analyzers.base import Finding, evidence_text, simple
 from graph.observation import Observation
-from mcp_tools.vocabulary import AUTH, AUTH_EXCLUDE, AUTH_PREFILTER
+from mcp_tools.vocabulary import (
+    AUTH,
+    AUTH_EXCLUDE,
+    AUTH_PREFILTER,
+    FACT_DENIED_BUCKET,
+    FACT_DENIED_HUB,
+    FACT_DENIED_SECRET,
+)
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    return simple(
+    found = simple(
         obs,
         category="auth_denied",
         pattern=AUTH,
@@ -27,3 +34,11 @@ def analyze(obs: Observation) -> list[Finding]:
         summary="Access was denied (line {line}): {text}",
         confidence=0.88,
     )
+    for f in found:
+        text = evidence_text(f)
+        f.facts["denied"] = next(
+            (what for what, p in (("hub", FACT_DENIED_HUB), ("bucket", FACT_DENIED_BUCKET),
+                                  ("secret", FACT_DENIED_SECRET)) if p.search(text)),
+            "other",
+        )  # fmt: skip
+    return found

@@ -186,13 +186,19 @@ class LogView:
     def milestones(self) -> list[tuple[int, Phase]]:
         """(line, phase) for every milestone line of the current revision, in order (cached)."""
         if self._milestones is None:
+            # The phase depends on the words, not the numbers: decided once per line shape.
             out: list[tuple[int, Phase]] = []
-            for ln in self.matching(ANY_MILESTONE)[0]:
-                phase = max((ph for ph, p in MILESTONES if p.search(ln.text)), default=None)
-                if phase is Phase.SERVING and SERVER_ERROR_STATUS.search(ln.text):
-                    continue  # a 5xx answer is not service
-                if phase is not None:
+            for g in self._groups:
+                if not ANY_MILESTONE.search(g[0].text):
+                    continue
+                phase = max((ph for ph, p in MILESTONES if p.search(g[0].text)), default=None)
+                if phase is None:
+                    continue
+                for ln in g:
+                    if phase is Phase.SERVING and SERVER_ERROR_STATUS.search(ln.text):
+                        continue  # a 5xx answer is not service
                     out.append((ln.n, phase))
+            out.sort()
             self._milestones = out
         return self._milestones
 
@@ -326,6 +332,11 @@ def started_between(v: LogView, after: int, before: int | None = None) -> Line |
 
 
 _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
+
+
+def evidence_text(f: Finding) -> str:
+    """The finding's cited text, joined (what its facts are read from)."""
+    return "\n".join(e.text for e in f.evidence)
 
 
 def condition_texts(obs: Observation) -> list[str]:

@@ -10,16 +10,27 @@ length is 8192 tokens. However, you requested 9000 tokens" and V1's "'max_tokens
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, simple
+from graph.analyzers.base import Finding, evidence_text, simple
 from graph.observation import Observation
-from mcp_tools.vocabulary import CONTEXT
+from mcp_tools.vocabulary import CONTEXT, FACT_DERIVED_MAX_LEN, FACT_SERVED_CONTEXT, FACT_USER_MAX_LEN
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    return simple(
+    found = simple(
         obs,
         category="context_too_long",
         pattern=CONTEXT,
         summary="The context length is the problem (line {line}): {text}",
         confidence=0.9,
     )
+    for f in found:
+        text = evidence_text(f)
+        for key, p in (
+            ("derived_max_model_len", FACT_DERIVED_MAX_LEN),
+            ("served_context", FACT_SERVED_CONTEXT),
+            ("user_max_model_len", FACT_USER_MAX_LEN),
+        ):
+            m = p.search(text)
+            if m:
+                f.facts[key] = int(m.group(1))
+    return found

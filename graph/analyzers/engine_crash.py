@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from graph.analyzers.base import SHUTDOWN, Finding, finding, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import CRASH, CRASH_DIED
+from mcp_tools.vocabulary import CRASH, CRASH_DIED, FACT_CUDA_FAULT
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -29,6 +29,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 hits[:3],
                 pattern=CRASH,
                 analyzer="engine_crash",
+                facts={"cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits)},
             )
         ]
     died = [ln for ln in v.grep(CRASH_DIED) if not _after_shutdown(v, ln.n)]

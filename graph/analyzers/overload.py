@@ -125,6 +125,8 @@ def analyze(obs: Observation) -> list[Finding]:
         facts.setdefault("num_requests_waiting", waiting_l)
         if waiting_l >= 5 and "queue" not in signals:
             signals.append("queue")
+        if peak is not None:
+            facts.setdefault("kv_cache_usage", round(peak[2] / 100, 3))
         if kv_l >= 90.0 and "kv_full" not in signals:
             signals.append("kv_full")
         cited = {

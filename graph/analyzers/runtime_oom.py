@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from graph.analyzers._oom import OOM, oom_events
-from graph.analyzers.base import Finding, finding
+from graph.analyzers.base import Finding, Line, finding
 from graph.observation import Observation
+from mcp_tools.vocabulary import FACT_OOM_IN_CUDA_GRAPHS, FACT_OOM_IN_SAMPLER
+
+
+def _during(lines: list[Line]) -> str:
+    """What ran out of memory: CUDA-graph capture, the sampler warm-up, or the forward pass / profile run."""
+    text = "\n".join(ln.text for ln in lines)
+    if FACT_OOM_IN_CUDA_GRAPHS.search(text):
+        return "cuda_graphs"
+    if FACT_OOM_IN_SAMPLER.search(text):
+        return "sampler"
+    return "forward"
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -24,6 +35,6 @@ def analyze(obs: Observation) -> list[Finding]:
             pattern=OOM,
             analyzer="runtime_oom",
             last_line=events[-1].line.n,
-            facts={"oom_count": len(events)},
+            facts={"oom_count": len(events), "during": _during(lines)},
         )
     ]

@@ -15,7 +15,17 @@ from __future__ import annotations
 from graph.analyzers.base import Evidence, Finding, finding, view
 from graph.observation import Observation
 from mcp_tools.redact import redact_args
-from mcp_tools.vocabulary import UNSUPPORTED, UNSUPPORTED_GENERIC, UNSUPPORTED_WARNING, Phase
+from mcp_tools.vocabulary import (
+    FACT_KV_CACHE_DTYPE,
+    FACT_MIN_CAPABILITY,
+    FACT_NO_BF16,
+    FACT_QUANTIZATION,
+    FACT_UNRECOGNIZED_ARGS,
+    UNSUPPORTED,
+    UNSUPPORTED_GENERIC,
+    UNSUPPORTED_WARNING,
+    Phase,
+)
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -42,9 +52,28 @@ def analyze(obs: Observation) -> list[Finding]:
                 hits[:3],
                 pattern=UNSUPPORTED,
                 analyzer="unsupported_config",
+                facts=_what("\n".join(ln.text for ln in hits[:3])),
             )
         ]
     return _from_spec(obs, v.total)
+
+
+def _what(text: str) -> dict[str, object]:
+    """What is not supported, as the remedies need it."""
+    facts: dict[str, object] = {}
+    m = FACT_UNRECOGNIZED_ARGS.search(text)
+    if m:
+        facts["unrecognized_flags"] = [a.split("=")[0] for a in m.group(1).split() if a.startswith("--")]
+    if FACT_NO_BF16.search(text):
+        facts["no_bfloat16"] = True
+    c = FACT_MIN_CAPABILITY.search(text)
+    if c:
+        facts["min_compute_capability"] = int(c.group(1) or c.group(2)) / 10
+    if FACT_QUANTIZATION.search(text):
+        facts["quantization"] = True
+    if FACT_KV_CACHE_DTYPE.search(text):
+        facts["kv_cache_dtype"] = True
+    return facts
 
 
 def _from_spec(obs: Observation, total: int) -> list[Finding]:

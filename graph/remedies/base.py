@@ -35,7 +35,3 @@ def fact(diag: Diagnosis, key: str) -> Any:
         if f.category == diag.category and key in f.facts:
             return f.facts[key]
     return None
-
-
-def evidence_text(diag: Diagnosis) -> str:
-    return "\n".join(e.text for e in diag.evidence)

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import re
-
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import escalate, evidence_text
+from graph.remedies.base import escalate, fact
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import round_max_model_len
 
-_DERIVED = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
-_MAXCTX = re.compile(r"maximum context length is (\d+)")
-_USER = re.compile(r"User-specified max_model_len \((\d+)\)")
-
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
-    text = evidence_text(diag)
-    m = _DERIVED.search(text)
-    limit = int(m.group(1)) if m else (cap.model.max_position_embeddings if cap.model else None)
-    if _USER.search(text) or m:  # start-up: the flag is above the model's limit
+    derived = fact(diag, "derived_max_model_len")
+    limit = derived or (cap.model.max_position_embeddings if cap.model else None)
+    if fact(diag, "user_max_model_len") or derived:  # start-up: the flag is above the model's limit
         if limit:
             return [
                 flags_option(
@@ -29,10 +22,14 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                     f"--max-model-len is above the model's {limit}-token limit",
                 )
             ]
-        return [escalate("Set --max-model-len at or below the model's max_position_embeddings.", text[:200])]
+        return [
+            escalate(
+                "Set --max-model-len at or below the model's max_position_embeddings.",
+                "--max-model-len is above the model's limit",
+            )
+        ]
     # Requests longer than the served context.
-    mc = _MAXCTX.search(text)
-    served = int(mc.group(1)) if mc else (cap.flags.max_model_len if cap.flags else None)
+    served = fact(diag, "served_context") or (cap.flags.max_model_len if cap.flags else None)
     out = []
     if cap.ok and cap.plan is not None and served and cap.plan.model_context_limit > served:
         target = min(cap.plan.model_context_limit, max(served * 2, served + 4096))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import evidence_text
+from graph.remedies.base import fact
 from graph.remedies.engine_hung import restart
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
@@ -14,7 +12,7 @@ from mcp_tools.remediation import RemediationPlan
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     out = [restart("the engine died for a reason its configuration does not explain: start a fresh revision")]
-    if re.search(r"illegal memory access|CUDA error|cudaError", evidence_text(diag)):
+    if fact(diag, "cuda_fault"):
         out.append(
             flags_option(
                 cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"

@@ -6,7 +6,7 @@ import logging
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, evidence_text, plan
+from graph.remedies.base import K, escalate, plan
 from graph.remedies.catalog import closest_model
 from graph.remedies.planner import Capacity, predicted
 from mcp_tools.remediation import PlanStep, RemediationPlan
@@ -24,7 +24,6 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             f"The model path or repo id{f' {model!r}' if model else ''} does not exist where the service "
             "looks: fix --model (typo, missing config.json, wrong bucket path) or upload the weights.",
             "the weights / config were not found",
-            evidence=evidence_text(diag)[:200],
         )
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, evidence_text, fact, plan
+from graph.remedies.base import K, fact, plan
 from graph.remedies.catalog import gpu_supports
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.cloudrun_limits import MAX_INSTANCES
@@ -28,7 +28,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             )
         )
     kv = fact(diag, "kv_cache_usage")
-    kv_full = (isinstance(kv, float) and kv >= 0.95) or "KV cache" in evidence_text(diag)
+    kv_full = isinstance(kv, float) and kv >= 0.9
     if kv_full and gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
         out.append(
             flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import re
-
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import evidence_text
+from graph.remedies.base import fact
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
-    text = evidence_text(diag)
+    during = fact(diag, "during")
     out = []
-    if re.search(r"capture_model|cuda_graph|CUDAGraph|capture_graph", text):
+    if during == "cuda_graphs":
         out.append(
             flags_option(cap, {"--enforce-eager": True}, "the OOM hit CUDA-graph capture: run eagerly")
         )
-    if re.search(r"sampler|max_num_seqs", text):
+    if during == "sampler":
         seqs = cap.flags.max_num_seqs if cap.flags and cap.flags.max_num_seqs else 256
         out.append(
             flags_option(
@@ -33,7 +31,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             "a smaller prefill batch lowers the activation peak of the profiling run",
         )
     )
-    if not re.search(r"capture_model|cuda_graph|CUDAGraph", text):
+    if during != "cuda_graphs":
         out.append(flags_option(cap, {"--enforce-eager": True}, "skip CUDA graphs to free their memory"))
     util = cap.flags.gpu_memory_utilization if cap.flags else 0.9
     if util > 0.8:

@@ -3,37 +3,32 @@ GPU runs, or (ranked last) a GPU that supports the configuration."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, evidence_text
+from graph.remedies.base import K, escalate, fact
 from graph.remedies.catalog import QUANT_SUFFIX, gpu_cc, larger_gpu, sibling_checkpoints
 from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import get_model
 
-_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
-_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
-
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
-    text = evidence_text(diag)
     out: list[RemediationPlan] = []
-    m = _UNRECOGNIZED.search(text)
-    if m:
-        bad = [a.split("=")[0] for a in m.group(1).split() if a.startswith("--")]
-        if bad:
-            out.append(
-                flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
-            )
-    if _BF16.search(text):
+    bad = fact(diag, "unrecognized_flags") or []
+    if bad:
+        out.append(
+            flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
+        )
+    no_bf16 = bool(fact(diag, "no_bfloat16"))
+    need: float | None = fact(diag, "min_compute_capability")
+    quantization = bool(fact(diag, "quantization"))
+    if no_bf16:
         out.append(flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
     ref = get_model(obs.service.args) if obs.service else None
     prequantized = bool(ref and QUANT_SUFFIX.search(ref))
-    need = re.search(r"Minimum capability: (\d+)|requires capability (\d+)", text)
-    if re.search(r"fp8|FP8|fp4|FP4|quantization", text) and prequantized:
+    if quantization and prequantized:
         for sib in sibling_checkpoints(ref):
             out.append(
                 model_option(
@@ -41,13 +36,13 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 )
             )
         if need:
-            cc = int(need.group(1) or need.group(2)) / 10
+            cc = need
             gpu = larger_gpu(cap.gpu, min_cc=cc)
             if gpu:
                 out.append(
                     gpu_option(cap, gpu, f"the checkpoint needs compute capability {cc:g}: {gpu} has it")
                 )
-    elif re.search(r"fp8|FP8|quantization", text) and cap.flags and cap.flags.quantization:
+    elif quantization and cap.flags and cap.flags.quantization:
         # Drop the online quantization and serve the checkpoint in 16 bits; a GPU without bf16
         # (cc < 8.0, e.g. a T4) needs --dtype half for that.
         change: dict[str, Any] = {"--quantization": None}
@@ -59,8 +54,8 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         out.append(flags_option(cap, change, why))
     gpu_options: list[RemediationPlan] = []
     if not prequantized:  # the same checkpoint and flags on a GPU that supports them
-        min_cc = int(need.group(1) or need.group(2)) / 10 if need else None
-        if min_cc is None and _BF16.search(text):
+        min_cc = need
+        if min_cc is None and no_bf16:
             min_cc = 8.0
         if min_cc is not None:
             gpu = larger_gpu(cap.gpu, min_cc=min_cc)
@@ -68,11 +63,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 gpu_options.append(
                     gpu_option(cap, gpu, f"this needs compute capability {min_cc:g}: {gpu} has it")
                 )
-    if (
-        re.search(r"kv.?cache.?dtype|fp8_e|nvfp4", text, re.IGNORECASE)
-        and cap.flags
-        and cap.flags.kv_cache_dtype != "auto"
-    ):
+    if fact(diag, "kv_cache_dtype") and cap.flags and cap.flags.kv_cache_dtype != "auto":
         out.append(
             flags_option(cap, {"--kv-cache-dtype": "auto"}, "this KV-cache dtype is not supported here")
         )
@@ -88,7 +79,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             escalate(
                 "The model architecture or kernel is not supported by this vLLM image: use a vLLM image that "
                 "supports it, or a supported checkpoint.",
-                text[:200] or "unsupported configuration",
+                "the configuration is not supported here",
             )
         )
     return out
