@@ -117,25 +117,15 @@ class GpuMemoryInUse(BaseModel):
 # V1 (0.8+): "ValueError: Free memory on device (31.44/47.38 GiB) on startup is less than desired GPU
 # memory utilization (0.95, 45.01 GiB). Decrease GPU memory utilization or reduce GPU memory used by
 # other processes." Later releases name the device: "Free memory on device cuda:0 (19.77/22.05 GiB)".
+_FREE_ON_DEVICE = r"Free memory on device\s*(?:[\w:]+\s*)?\(\s*" + _NUM + r"\s*/\s*" + _SIZE + r"\s*\)"
+_UTILIZATION = r"\(\s*" + _NUM + r"\s*,\s*" + _SIZE + r"\s*\)"  # (share, size)
 _FREE_LESS = re.compile(
-    r"Free memory on device\s*(?:[\w:]+\s*)?\(\s*" + _NUM + r"\s*/\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)\s*\)"
-    r"\s*on startup is less than desired GPU memory utilization\s*\(\s*"
-    + _NUM
-    + r"\s*,\s*"
-    + _NUM
-    + r"\s*(GiB|GB|MiB|MB)\s*\)",
-    re.I,
+    _FREE_ON_DEVICE + r"\s*on startup is less than desired GPU memory utilization\s*" + _UTILIZATION, re.I
 )
 # V1 0.10-0.11 after start-up, informational: "Free memory on device (43.93/44.42 GiB) on startup.
 # Desired GPU memory utilization is (0.9, 39.98 GiB)." -- a cause only when free < desired.
 _FREE_INFO = re.compile(
-    r"Free memory on device\s*(?:[\w:]+\s*)?\(\s*" + _NUM + r"\s*/\s*" + _NUM + r"\s*(GiB|GB|MiB|MB)\s*\)"
-    r"\s*on startup\.\s*Desired GPU memory utilization is\s*\(\s*"
-    + _NUM
-    + r"\s*,\s*"
-    + _NUM
-    + r"\s*(GiB|GB|MiB|MB)\s*\)",
-    re.I,
+    _FREE_ON_DEVICE + r"\s*on startup\.\s*Desired GPU memory utilization is\s*" + _UTILIZATION, re.I
 )
 # V0 0.6-0.7 and V1: "Error in memory profiling. Initial free memory 20.5 GiB, current free memory
 # 18.2 GiB. This happens when the GPU memory was not properly cleaned up before initializing the
