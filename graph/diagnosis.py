@@ -41,6 +41,7 @@ from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (
     EXCEPTION,
     EXCEPTION_PREFILTER,
+    FAMILY_WORDING,
     FATAL,
     FATAL_PREFILTER,
     KIND_CHECKPOINT,
@@ -718,6 +719,36 @@ def diagnose(
     )
 
 
+#: Below this a model's answer is a guess: it may not change the analyzers' category.
+MIN_MODEL_CONFIDENCE = 0.5
+#: A summary that is the prompt's own placeholder, or empty words.
+_PLACEHOLDER = re.compile(r"^\W*$|^\s*<[^>]{0,80}>\s*$|one paragraph|your (?:summary|answer) here", re.I)
+
+
+def _says(obs: Observation, category: str, lines: list[int]) -> bool:
+    """Does one of the cited lines say what the family says (its wording, from the vocabulary)?"""
+    from mcp_tools.records import clean
+
+    patterns = FAMILY_WORDING.get(category, ())
+    texts = [clean(obs.line_text(n) or "").text for n in lines]
+    return any(p.search(t) for p in patterns for t in texts)
+
+
+def _unusable(answer: ModelAnswer, root: RootCause, obs: Observation, category: str) -> str | None:
+    """Why a model's answer may not change the category (None: it may)."""
+    if answer.category == category:
+        return None
+    if answer.category != "unknown" and answer.confidence < MIN_MODEL_CONFIDENCE:  # unknown is the safe way
+        return f"its confidence {answer.confidence:.2f} is below {MIN_MODEL_CONFIDENCE}"
+    if _PLACEHOLDER.search(answer.summary.strip()):
+        return "its summary is a placeholder, not an explanation"
+    if answer.category == "healthy" and root.category != "healthy":
+        return "healthy must be earned by the logs (a completed start after the last failure)"
+    if answer.category not in ("healthy", "unknown") and not _says(obs, answer.category, answer.evidence):
+        return f"none of the lines it cites says {answer.category}"
+    return None
+
+
 def _weigh(
     answer: ModelAnswer,
     root: RootCause,
@@ -732,6 +763,10 @@ def _weigh(
     if not findings:
         allowed = set(Category.values())
     history = obs.history_lines()
+    why_not = _unusable(answer, root, obs, category)
+    if why_not is not None:
+        notes.append(f"the model said {answer.category}, but {why_not}; kept {category}")
+        return category, confidence, summary, evidence
     if (
         answer.category not in ("healthy", "unknown")
         and answer.category != category

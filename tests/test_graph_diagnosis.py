@@ -421,3 +421,21 @@ def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
     d = assess(oom_obs(), model=[ep(down), ep(url)], policy="approve")
     assert d.model_used == "gemma-test" and len(script.requests) == 1
     assert any("trying the fallback" in n for n in d.notes)
+
+
+def test_a_model_guess_never_overrides_the_analyzers(model_server: Any) -> None:
+    """A real small model's reply (issue 15): low confidence, the prompt's placeholder as the summary, an
+    INFO line as evidence. None of it may change the diagnosis, nor may a model call a failure healthy."""
+    o = Observation(id="k", logs=[{"text": t} for t in [*STARTUP_OK, "Container terminated on signal 9."]])
+    base = assess(o, policy="approve").category
+    guesses = [
+        {"category": "context_too_long", "confidence": 0.2, "summary": "Requests too long.", "evidence": [1]},
+        {"category": "context_too_long", "confidence": 0.9, "summary": "<one paragraph>", "evidence": [1]},
+        {"category": "context_too_long", "confidence": 0.9, "summary": "Requests too long.", "evidence": [1]},
+        {"category": "healthy", "confidence": 0.95, "summary": "It is fine.", "evidence": [1]},
+    ]
+    for g in guesses:
+        url, _ = model_server([answer(g)])
+        d = assess(o, model=ep(url), policy="approve")
+        assert d.category == base, g
+        assert any(f"the model said {g['category']}, but" in n for n in d.notes), d.notes
