@@ -536,6 +536,9 @@ def chat_model(ep: ModelEndpoint) -> Any:
         max_retries=ep.max_retries,
         temperature=ep.temperature,
         max_completion_tokens=ep.max_tokens,
+        # langchain-openai sends only max_completion_tokens; llama.cpp's server and older vLLM releases
+        # read max_tokens, so without it a reply runs to the end of the context. Send both.
+        extra_body={"max_tokens": ep.max_tokens} if ep.max_tokens else None,
         default_headers=ep.headers or None,
     )
 

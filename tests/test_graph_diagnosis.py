@@ -439,3 +439,11 @@ def test_a_model_guess_never_overrides_the_analyzers(model_server: Any) -> None:
         d = assess(o, model=ep(url), policy="approve")
         assert d.category == base, g
         assert any(f"the model said {g['category']}, but" in n for n in d.notes), d.notes
+
+
+def test_the_output_limit_reaches_every_kind_of_server(model_server: Any) -> None:
+    """langchain-openai sends only ``max_completion_tokens``; llama.cpp's server reads ``max_tokens``."""
+    url, script = model_server([answer(GOOD)])
+    assess(oom_obs(), model=ep(url).model_copy(update={"max_tokens": 300}), policy="approve")
+    body = script.requests[0]
+    assert body.get("max_tokens") == 300 and body.get("max_completion_tokens") == 300
