@@ -81,7 +81,7 @@ _REDACTIONS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] 
     (
         re.compile(
             r"(?i)(?<![A-Za-z0-9])(" + _KEY_NAMES + r")([\"']?\s*[:=]\s*\[?\s*)"  # [: vLLM's api_key=['...']
-            r"(?!(?:None|null|''|\"\"|False|True|\[REDACTED)\b)"
+            r"(?!(?:None|null|''|\"\"|False|True|\[?REDACTED)\b)"
             r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]\[]+)"
         ),
         lambda m: m.group(1) + m.group(2) + _keep_quotes(m.group(3)),
