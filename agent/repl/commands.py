@@ -228,7 +228,9 @@ class ReplCommands:
         text_filter = " ".join(args) if args else None
         lines = self._logs(name, text_filter)
         if not lines:
-            what = f" containing {text_filter!r}" if text_filter else ""
+            from mcp_tools.redact import redact
+
+            what = f" containing {redact(text_filter)!r}" if text_filter else ""
             return Reply([_note(f"no log lines{what} in the last 24 hours")])
         out = Text()
         for ln in lines[-50:]:
@@ -246,10 +248,16 @@ class ReplCommands:
         return Reply([out, _note(f"source: Cloud Logging, service {name}, last 24 hours{more}")])
 
     def _logs(self, name: str, text_filter: str | None) -> list[Any]:
+        """The service's log lines, redacted (what is shown never holds a secret)."""
+        from graph.observation import redacted
         from mcp_tools.cloudlogging import list_entries
 
-        return list(
-            list_entries(name, since="24h", text_filter=text_filter, limit=500, settings=self.world.settings)
+        return redacted(
+            list(
+                list_entries(
+                    name, since="24h", text_filter=text_filter, limit=500, settings=self.world.settings
+                )
+            )
         )
 
     def cmd_metrics(self, args: list[str]) -> Reply:
