@@ -125,14 +125,16 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
         "id": "planted",
         "title": "planted secrets",
         "service": {**spec.model_dump(mode="json", exclude_none=True), "args": [*spec.args, *ARGS], "env": ENV},
-        "logs": [{"severity": "INFO", "text": s.text} for s in SHAPES]
+        "logs": [{"severity": "ERROR", "text": s.text} for s in SHAPES]
         + [{"severity": "ERROR", "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB"}],
     }
     path = tmp_path / "planted.yaml"
     path.write_text(yaml.safe_dump(incident))
-    r = cli("diagnose", "--incident", str(path), "--json")
-    assert r.returncode in (0, 1), r.stderr
-    leaks += _leaks("diagnose --json", r.stdout + r.stderr)
+    for extra in ([], ["--show-context"]):  # the diagnosis, and what a model would be sent
+        r = cli("diagnose", "--incident", str(path), "--json", *extra)
+        assert r.returncode in (0, 1), r.stderr
+        assert "CUDA out of memory" in r.stdout
+        leaks += _leaks(f"diagnose --json {' '.join(extra)}", r.stdout + r.stderr)
 
     # -- the REPL: /status, /logs, and its history ---------------------------------------------------------
     from prompt_toolkit.application import create_app_session
@@ -169,3 +171,34 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
         leaks += _leaks(str(p.relative_to(state_dir)), p.read_bytes())
 
     assert leaks == [], f"{len(leaks)} planted secrets found:\n" + "\n".join(leaks)
+
+
+def test_a_secret_changed_while_the_plan_waits_stops_the_apply(sandbox_factory: Any) -> None:  # noqa: F811
+    """Someone rotates a secret in the env while the plan waits: the redacted spec in the state looks
+    the same, but the etag does not, so approving applies nothing and their new secret stays."""
+    from google.cloud import run_v2
+
+    from graph.runner import resume_cycle, run_cycle
+    from tests.test_graph_loop import config_for, mutations
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    name = _plant(sb)
+    first = run_cycle(config_for(sb))
+    assert first.status == "awaiting_approval"
+    assert first.values["observation"]["service"]["env"]["HF_TOKEN"] == "[REDACTED]"
+
+    services, _ = run_clients(sb)
+    full = f"projects/{sb.project}/locations/{sb.location}/services/{name}"
+    svc = services.get_service(name=full)
+    rotated = "hf_PLANTrotatedToken0123456789abcd"
+    env = [e for e in svc.template.containers[0].env if e.name != "HF_TOKEN"]
+    svc.template.containers[0].env = [*env, run_v2.EnvVar(name="HF_TOKEN", value=rotated)]
+    services.update_service(service=svc)  # someone else's change, not awaited
+    theirs = len(mutations(sb))
+
+    r = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert r.status != "fixed"
+    assert "changed after this plan was made" in r.values["applied"]["error"]
+    assert len(mutations(sb)) == theirs  # we sent nothing
+    live = {e.name: e.value for e in services.get_service(name=full).template.containers[0].env}
+    assert live["HF_TOKEN"] == rotated
