@@ -110,7 +110,7 @@ def redact(text: str) -> str:
 
 
 #: A mapping key that names a secret (``HF_TOKEN``, ``db_password``, ``api_key``, ``credentials``).
-_SECRET_KEY = re.compile(r"(?i)^" + _KEY_NAMES + r"s?$")
+_SECRET_KEY = re.compile(r"(?i)^(?!.*tokens$)" + _KEY_NAMES + r"s?$")  # MAX_TOKENS is a number
 
 
 def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:

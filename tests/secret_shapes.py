@@ -52,7 +52,11 @@ SHAPES: list[Shape] = [
         '{{"type": "service_account", "private_key": "{s}"}}',
         PEM.replace("\n", "\\n").rstrip("\\n"),
     ),
-    _s("private_key_id", '{{"type": "service_account", "private_key_id": "{s}"}}', "PLANTpkid0123456789abcdef"),
+    _s(
+        "private_key_id",
+        '{{"type": "service_account", "private_key_id": "{s}"}}',
+        "PLANTpkid0123456789abcdef",
+    ),
     _s(
         "vLLM Namespace api_key list",
         "INFO 05-29 19:07:48 api_server.py:912] args: Namespace(host=None, port=8080, "

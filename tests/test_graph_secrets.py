@@ -101,12 +101,24 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
         assert not done.isError, text_of(done)
         assert (done.structuredContent or {})["status"] == "fixed", text_of(done)
         results.append(("approve_remediation", done))
-        results.append(("get_incident_report", client.call("get_incident_report", {"thread_id": out["thread_id"]})))
-        for tool in ("status_vllm", "list_revisions", "get_model_details", "get_system_status", "destroy_vllm"):
+        results.append(
+            ("get_incident_report", client.call("get_incident_report", {"thread_id": out["thread_id"]}))
+        )
+        for tool in (
+            "status_vllm",
+            "list_revisions",
+            "get_model_details",
+            "get_system_status",
+            "destroy_vllm",
+        ):
             results.append((tool, client.call(tool, {"service_name": name})))
-        results.append(("get_service_logs", client.call("get_service_logs", {"service_name": name, "since": "1d"})))
+        results.append(
+            ("get_service_logs", client.call("get_service_logs", {"service_name": name, "since": "1d"}))
+        )
         results.append(("analyze_gpu_logs", client.call("analyze_gpu_logs", {"service_name": name})))
-        results.append(("suggest_sre_remediation", client.call("suggest_sre_remediation", {"service_name": name})))
+        results.append(
+            ("suggest_sre_remediation", client.call("suggest_sre_remediation", {"service_name": name}))
+        )
     finally:
         client.close()
     for tool, r in results:
@@ -124,9 +136,18 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
     incident = {
         "id": "planted",
         "title": "planted secrets",
-        "service": {**spec.model_dump(mode="json", exclude_none=True), "args": [*spec.args, *ARGS], "env": ENV},
+        "service": {
+            **spec.model_dump(mode="json", exclude_none=True),
+            "args": [*spec.args, *ARGS],
+            "env": ENV,
+        },
         "logs": [{"severity": "ERROR", "text": s.text} for s in SHAPES]
-        + [{"severity": "ERROR", "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB"}],
+        + [
+            {
+                "severity": "ERROR",
+                "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB",
+            }
+        ],
     }
     path = tmp_path / "planted.yaml"
     path.write_text(yaml.safe_dump(incident))
@@ -157,7 +178,9 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
     with create_pipe_input() as inp, create_app_session(input=inp, output=DummyOutput()):
         inp.send_text(typed)
         inp.close()
-        run_repl(cmds, console=console, history_path=state_dir / HISTORY_FILE, input=inp, output=DummyOutput())
+        run_repl(
+            cmds, console=console, history_path=state_dir / HISTORY_FILE, input=inp, output=DummyOutput()
+        )
     shown = buf.getvalue()
     assert "connecting to redis://" in shown and "GPU" in shown  # /logs and /status showed the service
     leaks += _leaks("REPL output", shown)
@@ -191,8 +214,10 @@ def test_a_secret_changed_while_the_plan_waits_stops_the_apply(sandbox_factory: 
     full = f"projects/{sb.project}/locations/{sb.location}/services/{name}"
     svc = services.get_service(name=full)
     rotated = "hf_PLANTrotatedToken0123456789abcd"
-    env = [e for e in svc.template.containers[0].env if e.name != "HF_TOKEN"]
-    svc.template.containers[0].env = [*env, run_v2.EnvVar(name="HF_TOKEN", value=rotated)]
+    svc.template.containers[0].env = [  # the same names in the same order: only the value changes
+        run_v2.EnvVar(name=e.name, value=rotated if e.name == "HF_TOKEN" else e.value)
+        for e in svc.template.containers[0].env
+    ]
     services.update_service(service=svc)  # someone else's change, not awaited
     theirs = len(mutations(sb))
 

@@ -24,8 +24,19 @@ def test_each_shape_is_redacted_in_data(shape: Shape) -> None:
 
 
 def test_a_command_line_split_into_items() -> None:
-    args = ["serve", "/m", "--api-key", "PLANTa1", "--hf-token=hf_PLANTabcdefghijklmnopqrstu",
-            "--hf-token", "PLANTa2", "--max-num-batched-tokens", "8192", "--tokenizer", "/tok"]
+    args = [
+        "serve",
+        "/m",
+        "--api-key",
+        "PLANTa1",
+        "--hf-token=hf_PLANTabcdefghijklmnopqrstu",
+        "--hf-token",
+        "PLANTa2",
+        "--max-num-batched-tokens",
+        "8192",
+        "--tokenizer",
+        "/tok",
+    ]
     out = redact_args(args)
     assert "PLANT" not in " ".join(out)
     assert out[-4:] == ["--max-num-batched-tokens", "8192", "--tokenizer", "/tok"]
@@ -37,10 +48,21 @@ def test_a_spec_keeps_what_the_loop_reads_and_hides_the_rest() -> None:
 
     spec = ServiceSpec(
         name="svc",
-        args=["--model=/mnt/models/m", "--max-model-len=16384", "--max-num-batched-tokens", "8192",
-              "--api-key", "PLANTspec1"],
-        env={"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_PLANTspecTokenabcdefghij", "REDIS_URL": "redis://:PLANTr@h:1",
-             "SA": PEM, "GEMMA_SRE_APPLY_KEY": "abc123"},
+        args=[
+            "--model=/mnt/models/m",
+            "--max-model-len=16384",
+            "--max-num-batched-tokens",
+            "8192",
+            "--api-key",
+            "PLANTspec1",
+        ],
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "HF_TOKEN": "hf_PLANTspecTokenabcdefghij",
+            "REDIS_URL": "redis://:PLANTr@h:1",
+            "SA": PEM,
+            "GEMMA_SRE_APPLY_KEY": "abc123",
+        },
     )
     safe = redact_spec(spec)
     assert "PLANT" not in safe.model_dump_json()
