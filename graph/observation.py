@@ -72,6 +72,9 @@ class Observation(BaseModel):
                 conditions += [
                     {"scope": f"revision/{r.name}", **c.model_dump(mode="json")} for c in r.conditions
                 ]
+        from mcp_tools.redact import redact_data
+
+        conditions = redact_data(conditions)  # a condition's message may quote the container's output
         return cls(
             id=name,
             title=f"Cloud Run service {name}",

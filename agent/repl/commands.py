@@ -218,8 +218,10 @@ class ReplCommands:
         for r in info.revisions[:3]:
             conds += [c.model_copy(update={"type": f"{r.name}: {c.type}"}) for c in r.conditions]
         bad = [c for c in conds if c.state not in ("CONDITION_SUCCEEDED", "")]
+        from mcp_tools.redact import redact
+
         for c in bad[:8]:
-            out.append(_note(f"{c.type} {c.state}: {c.message or c.reason or ''}", "yellow"))
+            out.append(_note(redact(f"{c.type} {c.state}: {c.message or c.reason or ''}"), "yellow"))
         out.append(_note("source: Cloud Run Admin API, vLLM /health"))
         return Reply(out)
 
