@@ -38,11 +38,12 @@ class Observation(BaseModel):
 
     @classmethod
     def from_incident(cls, incident: Incident) -> Observation:
-        """The observation an incident file records (no live health check: ``health`` stays None)."""
+        """The observation an incident file records (no live health check: ``health`` stays None).
+        The service spec is redacted, as in every observation."""
         return cls(
             id=incident.id,
             title=incident.title,
-            service=incident.service,
+            service=_redacted_spec(incident.service),
             logs=list(incident.logs),
             metrics=incident.metrics,
             model_config=dict(incident.model_config_),
@@ -61,7 +62,9 @@ class Observation(BaseModel):
     ) -> Observation:
         """A live service's observation: ``info`` is ``mcp_tools.cloudrun.ServiceInfo`` (None when it
         could not be read). Conditions are tagged with their scope (the service, or a revision, so
-        superseded revisions' failures read as history); log lines are redacted."""
+        superseded revisions' failures read as history); log lines and the spec are redacted: an
+        observation is stored and shown, so it never holds a secret (apply reads the real spec from
+        Cloud Run)."""
         conditions: list[dict[str, Any]] = []
         if info is not None:
             conditions += [{"scope": "service", **c.model_dump(mode="json")} for c in info.conditions]
@@ -69,10 +72,13 @@ class Observation(BaseModel):
                 conditions += [
                     {"scope": f"revision/{r.name}", **c.model_dump(mode="json")} for c in r.conditions
                 ]
+        from mcp_tools.redact import redact_data
+
+        conditions = redact_data(conditions)  # a condition's message may quote the container's output
         return cls(
             id=name,
             title=f"Cloud Run service {name}",
-            service=info.spec if info is not None else None,
+            service=_redacted_spec(info.spec) if info is not None else None,
             logs=redacted(logs),
             metrics=metrics,
             conditions=conditions,
@@ -172,6 +178,12 @@ def _sequence(revision: str) -> int | None:
 
     m = re.search(r"-(\d{5})-[a-z0-9]+$", revision) or re.search(r"-(\d+)(?:-[a-z0-9]+)?$", revision)
     return int(m.group(1)) if m else None
+
+
+def _redacted_spec(spec: ServiceSpec | None) -> ServiceSpec | None:
+    from mcp_tools.redact import redact_spec
+
+    return redact_spec(spec) if spec is not None else None
 
 
 def redacted(lines: list[LogLine]) -> list[LogLine]:

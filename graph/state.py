@@ -43,6 +43,7 @@ class ObservationSummary(BaseModel):
     health: bool | None = None
     metrics_read: bool = False
     unread: list[str] = Field(default_factory=list)  # "logs: 503 after 3 attempts", ...
+    spec_etag: str | None = None  # the service's etag when observed: apply refuses a service changed since
 
     @property
     def degraded(self) -> bool:

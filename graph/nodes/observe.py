@@ -97,6 +97,7 @@ def observe_service(
         health=health,
         metrics_read=metrics is not None,
         unread=unread,
+        spec_etag=info.etag if info is not None else None,
     )
     for u in unread:
         log.warning("observe %s: %s", name, u)
