@@ -486,6 +486,41 @@ class ModelAnswer(BaseModel):
         return out
 
 
+def answer_schema(n_lines: int) -> dict[str, Any]:
+    """The JSON schema of ``ModelAnswer`` as a server can enforce it (vLLM's structured-output
+    backends, llama.cpp's grammar): the taxonomy as an enum, evidence as line numbers in range."""
+    return {
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "enum": list(Category.values())},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 600},
+            "evidence": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1, "maximum": max(1, n_lines)},
+                "maxItems": 6,
+            },
+        },
+        "required": ["category", "confidence", "summary", "evidence"],
+        "additionalProperties": False,
+    }
+
+
+def _response_format(n_lines: int) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "diagnosis", "schema": answer_schema(n_lines), "strict": True},
+    }
+
+
+def _refused_schema(e: Exception) -> bool:
+    """Did the server refuse the JSON schema (an older server without structured outputs)?"""
+    status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
+    return status in (400, 422) and bool(
+        re.search(r"response_format|json_schema|schema|grammar", str(e), re.I)
+    )
+
+
 class ModelUnreachable(Exception):
     """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
 
@@ -584,7 +619,10 @@ def ask_model(
         llm = endpoint
         name = str(getattr(endpoint, "model_name", None) or getattr(endpoint, "model", None) or "model")
         where = name
-    bound = llm.bind_tools(tools) if tools else llm
+    # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
+    # without it, and a server that refuses the schema gets free text, validated as before.
+    schema_llm = llm.bind(response_format=_response_format(len(obs.logs)))
+    bound = llm.bind_tools(tools) if tools else schema_llm
     by_name = {t.name: t for t in tools or []}
     messages: list[Any] = [
         SystemMessage(load_prompt("diagnose_system")),
@@ -600,6 +638,10 @@ def ask_model(
         except Exception as e:
             if _is_unreachable(e):
                 raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
+            if bound is schema_llm and _refused_schema(e):
+                notes.append("the server refused the answer's JSON schema; asked for free text instead")
+                schema_llm = bound = llm
+                continue
             raise
         prompt_tokens += _usage(reply)
         calls = getattr(reply, "tool_calls", None) or []
@@ -632,6 +674,7 @@ def ask_model(
                 notes.append(f"the model's answer was malformed twice ({e}); the analyzers' diagnosis stands")
                 return None, prompt_tokens, name, notes
             notes.append(f"the model's first answer was malformed ({e}); asked once more")
+            bound = schema_llm  # the retry is the final answer: with the schema, without tools
             messages.append(AIMessage(content=text[:2000]))
             messages.append(HumanMessage(load_prompt("diagnose_retry").replace("{error}", str(e))))
 

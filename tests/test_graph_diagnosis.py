@@ -447,3 +447,23 @@ def test_the_output_limit_reaches_every_kind_of_server(model_server: Any) -> Non
     assess(oom_obs(), model=ep(url).model_copy(update={"max_tokens": 300}), policy="approve")
     body = script.requests[0]
     assert body.get("max_tokens") == 300 and body.get("max_completion_tokens") == 300
+
+
+def test_the_answer_is_asked_for_with_its_json_schema(model_server: Any) -> None:
+    url, script = model_server([answer(GOOD)])
+    d = assess(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom"
+    rf = script.requests[0]["response_format"]
+    assert rf["type"] == "json_schema"
+    schema = rf["json_schema"]["schema"]
+    assert "weights_oom" in schema["properties"]["category"]["enum"]
+    assert schema["properties"]["evidence"]["items"]["maximum"] == len(oom_obs().logs)
+
+
+def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any) -> None:
+    refuse = {"error": {"status": 400, "message": "response_format json_schema is not supported"}}
+    url, script = model_server([refuse, answer(GOOD)])
+    d = assess(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom" and len(script.requests) == 2
+    assert "response_format" in script.requests[0] and "response_format" not in script.requests[1]
+    assert sum("refused the answer's JSON schema" in n for n in d.notes) == 1
