@@ -780,7 +780,8 @@ def blind_root_cause(obs: Observation, root: RootCause) -> RootCause:
             else "."
         )
     elif root.category != Category.UNKNOWN:
-        kind = "a symptom, not a cause" if root.finding is not None and not root.finding.specific else "unproven"
+        symptom = root.finding is not None and not root.finding.specific
+        kind = "a symptom, not a cause" if symptom else "unproven"
         seen = f" Seen without the logs: {root.category} ({kind}); not proof on its own."
     others = [u.line for u in obs.unread if u.source != "logs"]
     return RootCause(

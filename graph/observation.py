@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mcp_tools.incident import Incident, LogLine, ServiceSpec
 
-
 #: What an observe step reads; each may be unread (a blind spot).
 Source = Literal["logs", "service", "health", "metrics"]
 

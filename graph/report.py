@@ -231,7 +231,9 @@ def not_read_section(obs: dict[str, Any], diag: dict[str, Any]) -> list[str]:
             out.append(f"- {what} ({reason}{took}): {b.get('why')}")
     else:
         out += [f"- {u}" for u in lines]
-    logs_blind = any(b.get("source") == "logs" for b in blind) or any(str(u).startswith("logs:") for u in lines)
+    logs_blind = any(b.get("source") == "logs" for b in blind) or any(
+        str(u).startswith("logs:") for u in lines
+    )
     if logs_blind and diag.get("category") == "unknown":
         out += ["", "Without the logs the diagnosis is `unknown`: nothing else observed proves a cause."]
     elif logs_blind:

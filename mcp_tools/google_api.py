@@ -279,8 +279,8 @@ def build_client(
     Generated (GAPIC) clients get ``transport="rest"``; their calls carry the timeout (``policy.rpc``).
     ``handwritten`` clients (``google.cloud.logging.Client``, ``google.cloud.storage.Client``) take no
     transport and, for Logging, no per-call timeout: they get an HTTP session bounded by
-    ``timeout_s`` (default: the settings' ``http_timeout_s``) and by ``deadline``. ``endpoint`` overrides the API host
-    (the sandbox); ``kwargs`` go to ``cls`` as they are (``project=...``).
+    ``timeout_s`` (default: the settings' ``http_timeout_s``) and by ``deadline``. ``endpoint``
+    overrides the API host (the sandbox); ``kwargs`` go to ``cls`` as they are (``project=...``).
     """
     from google.auth import exceptions as auth_exc
 

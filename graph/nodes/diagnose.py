@@ -156,7 +156,7 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
                 deadline.remaining(),
                 lambda: diagnose_with_tools(cfg, run, deadline) if cfg.max_tool_steps > 0 else run([]),
             )
-        except Exception as e:  # the tools or the model failed, or ran out of time: the analyzers still diagnose
+        except Exception as e:  # the model failed or ran out of time: the analyzers still diagnose
             why_not = f"model-assisted diagnosis failed: {short_error(e)}"
             log.warning("%s", why_not)
             diag = None

@@ -25,7 +25,7 @@ from mcp_tools.google_api import DeadlineExceeded
 from mcp_tools.incident import LogLine
 
 if TYPE_CHECKING:
-    from graph.observation import Observation, Source, Unread
+    from graph.observation import Observation, Source, Unread, UnreadReason
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ def _unread(source: Source, e: BaseException, started: float) -> Unread:
     from graph.observation import Unread
 
     why = short_error(e)
+    reason: UnreadReason
     if isinstance(e, DeadlineExceeded):
         reason = "deadline"
         why = str(e)
