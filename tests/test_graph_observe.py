@@ -24,11 +24,11 @@ from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.test_graph_loop import config_for, mutations
 
 #: The most permissive configuration there is: auto, with every mutating kind listed as safe.
-AUTO_ALL = dict(
+AUTO_ALL: dict[str, Any] = dict(
     policy="auto", auto_kinds=[k.value for k in RemediationKind if k is not RemediationKind.ESCALATE]
 )
 
-LOGGING_FAULTS = {
+LOGGING_FAULTS: dict[str, dict[str, Any]] = {
     "503": dict(kind="status", status=503),
     "429": dict(kind="status", status=429),
     "drop": dict(kind="drop"),
@@ -116,7 +116,8 @@ LOGS_UNREAD = Unread(source="logs", why="Cloud Logging (list entries): unavailab
 
 
 def _failed(message: str) -> dict[str, Any]:
-    return {"scope": "revision/svc-00002-abc", "type": "Ready", "state": "CONDITION_FAILED", "message": message}
+    scope = "revision/svc-00002-abc"
+    return {"scope": scope, "type": "Ready", "state": "CONDITION_FAILED", "message": message}
 
 
 def test_a_condition_an_analyzer_explains_proves_the_cause_without_logs() -> None:
@@ -136,7 +137,8 @@ def test_a_symptom_or_a_quiet_service_is_unknown_without_logs() -> None:
     d = diagnose(Observation(id="svc", conditions=[probe], unread=[LOGS_UNREAD], window=("A", "B")))
     assert d.category == "unknown" and "startup_timeout (a symptom, not a cause)" in d.summary
     assert "from A to B" in d.summary
-    up = diagnose(Observation(id="svc", health=True, metrics="vllm:num_requests_running 0\n", unread=[LOGS_UNREAD]))
+    metrics = "vllm:num_requests_running 0\n"
+    up = diagnose(Observation(id="svc", health=True, metrics=metrics, unread=[LOGS_UNREAD]))
     assert up.category == "unknown" and "'healthy' is not earned" in up.summary
     # The same observations with their logs read (and empty) are what they were.
     assert diagnose(Observation(id="svc", conditions=[probe])).category == "startup_timeout"
