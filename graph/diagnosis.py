@@ -722,7 +722,16 @@ def diagnose(
     if findings is None:
         findings = run_analyzers(obs)
     root = choose_root_cause(findings, obs)
+    blind = obs.blind_to("logs")
+    if blind is not None:
+        # What the analyzers made of an observation without its logs stands only on proof that
+        # needs no log line; a model would have nothing more to read, so it is not asked.
+        root = blind_root_cause(obs, root)
+        if model is not None:
+            model = None
+            root.notes.append("model not asked: the logs could not be read, so it would have nothing to read")
     notes = list(root.notes)
+    notes += [f"not read: {u.line}" for u in obs.unread]
     category, confidence, summary, evidence = root.category, root.confidence, root.summary, root.evidence
     prompt_tokens: int | None = None
     model_used: str | None = None
@@ -793,6 +802,74 @@ def _unusable(answer: ModelAnswer, root: RootCause, obs: Observation, category: 
     if answer.category not in ("healthy", "unknown") and not _says(obs, answer.category, answer.evidence):
         return f"none of the lines it cites says {answer.category}"
     return None
+
+
+def proof_without_logs(obs: Observation, root: RootCause) -> str | None:
+    """What proves the root cause when the logs could not be read (None: nothing does).
+
+    Proof is a cause (not a symptom: a probe that gave up proves nothing about why) that an analyzer
+    found in a current Cloud Run condition's message, or in vLLM's metrics.
+    """
+    f = root.finding
+    if f is None or not f.specific or root.category in (Category.UNKNOWN, Category.HEALTHY):
+        return None
+    conditions = condition_texts(obs)
+    for ev in f.evidence:
+        if ev.line != 0 or not ev.text:
+            continue
+        if any(ev.text in t for t in conditions):
+            return f"the Cloud Run condition {ev.text[:200]!r}"
+        if obs.metrics is not None and ev.text.startswith("metrics:"):
+            return f"vLLM's metrics ({ev.text[len('metrics:') :].strip()[:120]})"
+    return None
+
+
+def read_by_hand(obs: Observation) -> str:
+    """What a person should read instead of the logs the observation could not read."""
+    since, until = obs.window or ("the start of the incident", "now")
+    service = obs.service.name if obs.service is not None and obs.service.name else obs.id
+    return (
+        f"the Cloud Logging entries of Cloud Run service {service!r} from {since} to {until} "
+        f'(Logs Explorer: resource.type="cloud_run_revision" AND '
+        f'resource.labels.service_name="{service}")'
+    )
+
+
+def blind_root_cause(obs: Observation, root: RootCause) -> RootCause:
+    """The root cause of an observation whose logs could not be read: the analyzers' own, when
+    ``proof_without_logs`` finds proof for it; otherwise ``unknown``, saying what to read by hand."""
+    blind = obs.blind_to("logs")
+    assert blind is not None
+    proof = proof_without_logs(obs, root)
+    if proof is not None:
+        return root.model_copy(
+            update={
+                "summary": f"{root.summary} The logs could not be read ({blind.why}); {proof} proves "
+                "the cause on its own.",
+                "notes": [*root.notes, f"logs not read; the cause stands on {proof}"],
+            }
+        )
+    seen = ""
+    if root.category == Category.HEALTHY:
+        seen = " Without the logs, 'healthy' is not earned" + (
+            " (/health answers 200, but a failing start or a crash loop would not show there)."
+            if obs.health
+            else "."
+        )
+    elif root.category != Category.UNKNOWN:
+        symptom = root.finding is not None and not root.finding.specific
+        kind = "a symptom, not a cause" if symptom else "unproven"
+        seen = f" Seen without the logs: {root.category} ({kind}); not proof on its own."
+    others = [u.line for u in obs.unread if u.source != "logs"]
+    return RootCause(
+        category="unknown",
+        confidence=0.2,
+        summary=f"The logs could not be read ({blind.why}), and nothing else observed proves a cause "
+        f"on its own.{seen} A person should read {read_by_hand(obs)}."
+        + (f" Also not read: {'; '.join(others)}." if others else ""),
+        evidence=[ev for ev in root.evidence if ev.line == 0],
+        notes=[*root.notes, *([f"without the logs the analyzers saw {root.category}"] if seen else [])],
+    )
 
 
 def _weigh(
