@@ -135,14 +135,32 @@ def run_sandbox_case(
     from graph.config import Configuration
     from graph.runner import resume_cycle, run_cycle
     from mcp_tools.settings import Policy
+    from sandbox.errors import ApiError
     from sandbox.server import start_sandbox
 
     started = time.perf_counter()
     file = str(incident.path) if incident.path else None
     exp = incident.expected
-    assert exp is not None and incident.service is not None
+    assert exp is not None
+    if incident.service is None:  # a log without its service (most of the real corpus): nothing to deploy
+        return error_case(
+            incident.id,
+            "skipped: the incident records no service spec to deploy in the sandbox",
+            file=file,
+            expected_category=exp.category,
+            seconds=0.0,
+        ).model_copy(update={"skipped": True})
     service = incident.service.name
-    sb = start_sandbox(incident=incident, time_scale=time_scale, zero_latency=True)
+    try:
+        sb = start_sandbox(incident=incident, time_scale=time_scale, zero_latency=True)
+    except ApiError as e:  # the recorded spec is outside Cloud Run's limits (a TP 4 GKE node, ...)
+        return error_case(
+            incident.id,
+            f"skipped: Cloud Run (and so the sandbox) refuses the recorded spec: {e}",
+            file=file,
+            expected_category=exp.category,
+            seconds=0.0,
+        ).model_copy(update={"skipped": True})
     # The harness's threads, audit log and reports are its own: never the user's state directory.
     scratch = tempfile.TemporaryDirectory(prefix="gemma-sre-eval-")
     try:

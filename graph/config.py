@@ -9,15 +9,22 @@ resumes against the same service and endpoints.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_tools.settings import Policy, Settings, get_settings
 
-#: Keys of ``configurable`` that hold live objects, never persisted.
-RUNTIME_KEYS = ("model", "tools")
+if TYPE_CHECKING:
+    from mcp_tools.google_api import Deadline
+
+#: Keys of ``configurable`` that hold live objects or this process's clock, never persisted.
+RUNTIME_KEYS = ("model", "tools", "deadline_at")
+
+#: The bounds of ``cycle_deadline_s`` (seconds).
+CYCLE_DEADLINE_MIN_S = 1.0
+CYCLE_DEADLINE_MAX_S = 3600.0
 
 
 class Configuration(BaseModel):
@@ -45,6 +52,14 @@ class Configuration(BaseModel):
     log_window_s: float = 86400.0  # first cycle: the last day (bounded by log_limit)
     retries: int = 3
     retry_base_s: float = 0.5
+    # One overall deadline per cycle for everything before a decision: observe (every Cloud Run,
+    # Logging and endpoint read) and diagnose (the model and its tools). Each call's timeout is what
+    # is left of it; a dependency that hangs ends the cycle with an escalation, not a wait. Once a
+    # change is applied, verify and rollback run under ``verify_deadline_s`` instead: cutting a
+    # rollout short would leave the service half-changed.
+    cycle_deadline_s: float = Field(
+        default=180.0, ge=CYCLE_DEADLINE_MIN_S, le=CYCLE_DEADLINE_MAX_S, allow_inf_nan=False
+    )
     verify_deadline_s: float = 300.0
     verify_poll_s: float = 1.0
     smoke_prompt: str = "Reply with the word ok."
@@ -52,6 +67,8 @@ class Configuration(BaseModel):
     # model: used as is, instead of resolving model_url / fallback_model_url), extra LangChain tools.
     model: Any = Field(default=None, exclude=True)
     tools: Any = Field(default=None, exclude=True)
+    # When this cycle's deadline falls, in this process's ``time.monotonic()`` (set by the runner).
+    deadline_at: float | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Configuration:
@@ -71,6 +88,7 @@ class Configuration(BaseModel):
             "fallback_model_url": s.fallback_model_url,
             "model_name": s.model_name,
             "mcp_servers_file": str(s.mcp_servers_file) if s.mcp_servers_file else None,
+            "cycle_deadline_s": s.cycle_deadline_s,
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(base)
@@ -103,6 +121,14 @@ class Configuration(BaseModel):
                 "fallback_model_url": self.fallback_model_url,
             }
         )
+
+    def deadline(self) -> Deadline:
+        """This cycle's deadline: the runner's (``deadline_at``), else one starting now."""
+        from mcp_tools.google_api import Deadline
+
+        if self.deadline_at is not None:
+            return Deadline.until(self.deadline_at, self.cycle_deadline_s)
+        return Deadline(total_s=self.cycle_deadline_s)
 
     @property
     def state_path(self) -> Path:

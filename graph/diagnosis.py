@@ -41,6 +41,7 @@ from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (
     EXCEPTION,
     EXCEPTION_PREFILTER,
+    FAMILY_WORDING,
     FATAL,
     FATAL_PREFILTER,
     KIND_CHECKPOINT,
@@ -485,6 +486,41 @@ class ModelAnswer(BaseModel):
         return out
 
 
+def answer_schema(n_lines: int) -> dict[str, Any]:
+    """The JSON schema of ``ModelAnswer`` as a server can enforce it (vLLM's structured-output
+    backends, llama.cpp's grammar): the taxonomy as an enum, evidence as line numbers in range."""
+    return {
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "enum": list(Category.values())},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 600},
+            "evidence": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1, "maximum": max(1, n_lines)},
+                "maxItems": 6,
+            },
+        },
+        "required": ["category", "confidence", "summary", "evidence"],
+        "additionalProperties": False,
+    }
+
+
+def _response_format(n_lines: int) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "diagnosis", "schema": answer_schema(n_lines), "strict": True},
+    }
+
+
+def _refused_schema(e: Exception) -> bool:
+    """Did the server refuse the JSON schema (an older server without structured outputs)?"""
+    status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
+    return status in (400, 422) and bool(
+        re.search(r"response_format|json_schema|schema|grammar", str(e), re.I)
+    )
+
+
 class ModelUnreachable(Exception):
     """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
 
@@ -535,6 +571,9 @@ def chat_model(ep: ModelEndpoint) -> Any:
         max_retries=ep.max_retries,
         temperature=ep.temperature,
         max_completion_tokens=ep.max_tokens,
+        # langchain-openai sends only max_completion_tokens; llama.cpp's server and older vLLM releases
+        # read max_tokens, so without it a reply runs to the end of the context. Send both.
+        extra_body={"max_tokens": ep.max_tokens} if ep.max_tokens else None,
         default_headers=ep.headers or None,
     )
 
@@ -580,7 +619,10 @@ def ask_model(
         llm = endpoint
         name = str(getattr(endpoint, "model_name", None) or getattr(endpoint, "model", None) or "model")
         where = name
-    bound = llm.bind_tools(tools) if tools else llm
+    # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
+    # without it, and a server that refuses the schema gets free text, validated as before.
+    schema_llm = llm.bind(response_format=_response_format(len(obs.logs)))
+    bound = llm.bind_tools(tools) if tools else schema_llm
     by_name = {t.name: t for t in tools or []}
     messages: list[Any] = [
         SystemMessage(load_prompt("diagnose_system")),
@@ -596,6 +638,10 @@ def ask_model(
         except Exception as e:
             if _is_unreachable(e):
                 raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
+            if bound is schema_llm and _refused_schema(e):
+                notes.append("the server refused the answer's JSON schema; asked for free text instead")
+                schema_llm = bound = llm
+                continue
             raise
         prompt_tokens += _usage(reply)
         calls = getattr(reply, "tool_calls", None) or []
@@ -628,6 +674,7 @@ def ask_model(
                 notes.append(f"the model's answer was malformed twice ({e}); the analyzers' diagnosis stands")
                 return None, prompt_tokens, name, notes
             notes.append(f"the model's first answer was malformed ({e}); asked once more")
+            bound = schema_llm  # the retry is the final answer: with the schema, without tools
             messages.append(AIMessage(content=text[:2000]))
             messages.append(HumanMessage(load_prompt("diagnose_retry").replace("{error}", str(e))))
 
@@ -675,7 +722,16 @@ def diagnose(
     if findings is None:
         findings = run_analyzers(obs)
     root = choose_root_cause(findings, obs)
+    blind = obs.blind_to("logs")
+    if blind is not None:
+        # What the analyzers made of an observation without its logs stands only on proof that
+        # needs no log line; a model would have nothing more to read, so it is not asked.
+        root = blind_root_cause(obs, root)
+        if model is not None:
+            model = None
+            root.notes.append("model not asked: the logs could not be read, so it would have nothing to read")
     notes = list(root.notes)
+    notes += [f"not read: {u.line}" for u in obs.unread]
     category, confidence, summary, evidence = root.category, root.confidence, root.summary, root.evidence
     prompt_tokens: int | None = None
     model_used: str | None = None
@@ -718,6 +774,104 @@ def diagnose(
     )
 
 
+#: Below this a model's answer is a guess: it may not change the analyzers' category.
+MIN_MODEL_CONFIDENCE = 0.5
+#: A summary that is the prompt's own placeholder, or empty words.
+_PLACEHOLDER = re.compile(r"^\W*$|^\s*<[^>]{0,80}>\s*$|one paragraph|your (?:summary|answer) here", re.I)
+
+
+def _says(obs: Observation, category: str, lines: list[int]) -> bool:
+    """Does one of the cited lines say what the family says (its wording, from the vocabulary)?"""
+    from mcp_tools.records import clean
+
+    patterns = FAMILY_WORDING.get(category, ())
+    texts = [clean(obs.line_text(n) or "").text for n in lines]
+    return any(p.search(t) for p in patterns for t in texts)
+
+
+def _unusable(answer: ModelAnswer, root: RootCause, obs: Observation, category: str) -> str | None:
+    """Why a model's answer may not change the category (None: it may)."""
+    if answer.category == category:
+        return None
+    if answer.category != "unknown" and answer.confidence < MIN_MODEL_CONFIDENCE:  # unknown is the safe way
+        return f"its confidence {answer.confidence:.2f} is below {MIN_MODEL_CONFIDENCE}"
+    if _PLACEHOLDER.search(answer.summary.strip()):
+        return "its summary is a placeholder, not an explanation"
+    if answer.category == "healthy" and root.category != "healthy":
+        return "healthy must be earned by the logs (a completed start after the last failure)"
+    if answer.category not in ("healthy", "unknown") and not _says(obs, answer.category, answer.evidence):
+        return f"none of the lines it cites says {answer.category}"
+    return None
+
+
+def proof_without_logs(obs: Observation, root: RootCause) -> str | None:
+    """What proves the root cause when the logs could not be read (None: nothing does).
+
+    Proof is a cause (not a symptom: a probe that gave up proves nothing about why) that an analyzer
+    found in a current Cloud Run condition's message, or in vLLM's metrics.
+    """
+    f = root.finding
+    if f is None or not f.specific or root.category in (Category.UNKNOWN, Category.HEALTHY):
+        return None
+    conditions = condition_texts(obs)
+    for ev in f.evidence:
+        if ev.line != 0 or not ev.text:
+            continue
+        if any(ev.text in t for t in conditions):
+            return f"the Cloud Run condition {ev.text[:200]!r}"
+        if obs.metrics is not None and ev.text.startswith("metrics:"):
+            return f"vLLM's metrics ({ev.text[len('metrics:') :].strip()[:120]})"
+    return None
+
+
+def read_by_hand(obs: Observation) -> str:
+    """What a person should read instead of the logs the observation could not read."""
+    since, until = obs.window or ("the start of the incident", "now")
+    service = obs.service.name if obs.service is not None and obs.service.name else obs.id
+    return (
+        f"the Cloud Logging entries of Cloud Run service {service!r} from {since} to {until} "
+        f'(Logs Explorer: resource.type="cloud_run_revision" AND '
+        f'resource.labels.service_name="{service}")'
+    )
+
+
+def blind_root_cause(obs: Observation, root: RootCause) -> RootCause:
+    """The root cause of an observation whose logs could not be read: the analyzers' own, when
+    ``proof_without_logs`` finds proof for it; otherwise ``unknown``, saying what to read by hand."""
+    blind = obs.blind_to("logs")
+    assert blind is not None
+    proof = proof_without_logs(obs, root)
+    if proof is not None:
+        return root.model_copy(
+            update={
+                "summary": f"{root.summary} The logs could not be read ({blind.why}); {proof} proves "
+                "the cause on its own.",
+                "notes": [*root.notes, f"logs not read; the cause stands on {proof}"],
+            }
+        )
+    seen = ""
+    if root.category == Category.HEALTHY:
+        seen = " Without the logs, 'healthy' is not earned" + (
+            " (/health answers 200, but a failing start or a crash loop would not show there)."
+            if obs.health
+            else "."
+        )
+    elif root.category != Category.UNKNOWN:
+        symptom = root.finding is not None and not root.finding.specific
+        kind = "a symptom, not a cause" if symptom else "unproven"
+        seen = f" Seen without the logs: {root.category} ({kind}); not proof on its own."
+    others = [u.line for u in obs.unread if u.source != "logs"]
+    return RootCause(
+        category="unknown",
+        confidence=0.2,
+        summary=f"The logs could not be read ({blind.why}), and nothing else observed proves a cause "
+        f"on its own.{seen} A person should read {read_by_hand(obs)}."
+        + (f" Also not read: {'; '.join(others)}." if others else ""),
+        evidence=[ev for ev in root.evidence if ev.line == 0],
+        notes=[*root.notes, *([f"without the logs the analyzers saw {root.category}"] if seen else [])],
+    )
+
+
 def _weigh(
     answer: ModelAnswer,
     root: RootCause,
@@ -732,6 +886,10 @@ def _weigh(
     if not findings:
         allowed = set(Category.values())
     history = obs.history_lines()
+    why_not = _unusable(answer, root, obs, category)
+    if why_not is not None:
+        notes.append(f"the model said {answer.category}, but {why_not}; kept {category}")
+        return category, confidence, summary, evidence
     if (
         answer.category not in ("healthy", "unknown")
         and answer.category != category

@@ -8,11 +8,40 @@ and the diagnosis all cite them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mcp_tools.incident import Incident, LogLine, ServiceSpec
+
+#: What an observe step reads; each may be unread (a blind spot).
+Source = Literal["logs", "service", "health", "metrics"]
+
+#: Why a read failed: the dependency errored, it did not answer in time, or the cycle's deadline had
+#: no time left for it (it was not tried, or was cut short).
+UnreadReason = Literal["error", "timeout", "deadline", "no_url"]
+
+#: How each source is named in a summary line (the service's label is the one faces match on).
+LABELS: dict[str, str] = {
+    "logs": "logs",
+    "service": "service spec and revisions",
+    "health": "/health",
+    "metrics": "/metrics",
+}
+
+
+class Unread(BaseModel):
+    """One thing an observation could not read, and why (a blind spot: never filled by a guess)."""
+
+    source: Source
+    reason: UnreadReason = "error"
+    why: str  # one line: the call and its failure ("Cloud Logging (list entries): unavailable ...")
+    seconds: float | None = None  # time spent on the failed read
+
+    @property
+    def line(self) -> str:
+        """The observation summary's line: "logs: <why>"."""
+        return f"{LABELS[self.source]}: {self.why}"
 
 
 class Observation(BaseModel):
@@ -33,16 +62,20 @@ class Observation(BaseModel):
     serving_revision: str | None = None  # the revision that receives the traffic
     ready_revisions: list[str] = Field(default_factory=list)  # ready revisions, newest first
     revisions: list[str] = Field(default_factory=list)  # every known revision, newest first
+    # What could not be read (a live observation's blind spots; a recorded incident has none).
+    unread: list[Unread] = Field(default_factory=list)
+    window: tuple[str, str] | None = None  # the logs' [since, until] (RFC 3339), when live
 
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_incident(cls, incident: Incident) -> Observation:
-        """The observation an incident file records (no live health check: ``health`` stays None)."""
+        """The observation an incident file records (no live health check: ``health`` stays None).
+        The service spec is redacted, as in every observation."""
         return cls(
             id=incident.id,
             title=incident.title,
-            service=incident.service,
+            service=_redacted_spec(incident.service),
             logs=list(incident.logs),
             metrics=incident.metrics,
             model_config=dict(incident.model_config_),
@@ -58,10 +91,14 @@ class Observation(BaseModel):
         *,
         metrics: str | None = None,
         health: bool | None = None,
+        unread: list[Unread] | None = None,
+        window: tuple[str, str] | None = None,
     ) -> Observation:
         """A live service's observation: ``info`` is ``mcp_tools.cloudrun.ServiceInfo`` (None when it
         could not be read). Conditions are tagged with their scope (the service, or a revision, so
-        superseded revisions' failures read as history); log lines are redacted."""
+        superseded revisions' failures read as history); log lines and the spec are redacted: an
+        observation is stored and shown, so it never holds a secret (apply reads the real spec from
+        Cloud Run)."""
         conditions: list[dict[str, Any]] = []
         if info is not None:
             conditions += [{"scope": "service", **c.model_dump(mode="json")} for c in info.conditions]
@@ -69,10 +106,13 @@ class Observation(BaseModel):
                 conditions += [
                     {"scope": f"revision/{r.name}", **c.model_dump(mode="json")} for c in r.conditions
                 ]
+        from mcp_tools.redact import redact_data
+
+        conditions = redact_data(conditions)  # a condition's message may quote the container's output
         return cls(
             id=name,
             title=f"Cloud Run service {name}",
-            service=info.spec if info is not None else None,
+            service=_redacted_spec(info.spec) if info is not None else None,
             logs=redacted(logs),
             metrics=metrics,
             conditions=conditions,
@@ -83,7 +123,18 @@ class Observation(BaseModel):
             serving_revision=info.serving_revision if info is not None else None,
             ready_revisions=[r.name for r in info.revisions if r.ready] if info is not None else [],
             revisions=[r.name for r in info.revisions] if info is not None else [],
+            unread=list(unread or []),
+            window=window,
         )
+
+    def blind_to(self, source: Source) -> Unread | None:
+        """The record of ``source`` being unread (None: it was read, or never meant to be)."""
+        return next((u for u in self.unread if u.source == source), None)
+
+    @property
+    def degraded(self) -> bool:
+        """True when something the observer meant to read could not be read."""
+        return bool(self.unread)
 
     @property
     def failing_revision_is_latest(self) -> bool:
@@ -172,6 +223,12 @@ def _sequence(revision: str) -> int | None:
 
     m = re.search(r"-(\d{5})-[a-z0-9]+$", revision) or re.search(r"-(\d+)(?:-[a-z0-9]+)?$", revision)
     return int(m.group(1)) if m else None
+
+
+def _redacted_spec(spec: ServiceSpec | None) -> ServiceSpec | None:
+    from mcp_tools.redact import redact_spec
+
+    return redact_spec(spec) if spec is not None else None
 
 
 def redacted(lines: list[LogLine]) -> list[LogLine]:

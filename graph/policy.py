@@ -39,9 +39,27 @@ def mutating_kinds(plan: RemediationPlan) -> list[str]:
     return [s.kind.value for s in plan.steps if s.mutates]
 
 
-def auto_allowed(plan: RemediationPlan, cfg: Configuration) -> bool:
-    """Under ``auto``: every mutating step is of a kind the user listed in GEMMA_SRE_AUTO_KINDS."""
+def degraded_observation(state: SREState | dict[str, Any]) -> str | None:
+    """Why ``auto`` may not act on this cycle's observation on its own: what it could not read
+    (None: it read everything it meant to)."""
+    unread = list((state.get("observation_summary") or {}).get("unread") or [])
+    if not unread:
+        return None
+    return (
+        "auto policy: not applied without a person, the observation is degraded (not read: "
+        + "; ".join(str(u) for u in unread)
+        + ")"
+    )
+
+
+def auto_allowed(
+    plan: RemediationPlan, cfg: Configuration, state: SREState | dict[str, Any] | None = None
+) -> bool:
+    """Under ``auto``: every mutating step is of a kind the user listed in GEMMA_SRE_AUTO_KINDS, and
+    the cycle's observation (``state``) is not degraded: a blind spot is never acted on unattended."""
     kinds = mutating_kinds(plan)
+    if state is not None and degraded_observation(state) is not None:
+        return False
     return cfg.policy is Policy.AUTO and bool(kinds) and all(k in cfg.auto_kinds for k in kinds)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from graph.observation import Observation
 from graph.remedies import REMEDIES
+from graph.remedies.blind import propose as escalate_blind
 from graph.remedies.planner import Capacity
 from graph.remedies.rollback import rollback
 from graph.remedies.unknown import propose as escalate_unknown
@@ -31,6 +32,8 @@ def propose_options(diagnosis: Diagnosis, obs: Observation) -> list[RemediationP
         return []
     cap = Capacity(obs)
     remedy = REMEDIES.get(diagnosis.category, escalate_unknown)  # type: ignore[call-overload]
+    if diagnosis.category == Category.UNKNOWN and obs.blind_to("logs") is not None:
+        remedy = escalate_blind  # what to read by hand, not "read the cited lines"
     opts = remedy(diagnosis, obs, cap)
     rb = rollback(obs, diagnosis.category)
     if rb is not None:

@@ -115,11 +115,7 @@ def render_markdown(state: SREState, outcome: Outcome) -> str:
         f"/health: {obs.get('health')}; latest ready revision: {obs.get('latest_ready_revision') or 'none'}; "
         f"latest created: {obs.get('latest_created_revision') or 'none'}."
     )
-    if obs.get("unread"):
-        add("")
-        add("Could not be read (the diagnosis worked without it):")
-        for u in obs["unread"]:
-            add(f"- {u}")
+    out += not_read_section(obs, diag)
     evidence = diag.get("evidence") or []
     if evidence:
         add("")
@@ -199,6 +195,51 @@ def render_markdown(state: SREState, outcome: Outcome) -> str:
             )
     add("")
     return "\n".join(out)
+
+
+#: What each source of an observation is, for a person reading the report.
+_SOURCE_TEXT = {
+    "logs": "logs: the Cloud Logging entries of the service",
+    "service": "service spec, revisions and their conditions (Cloud Run Admin API)",
+    "health": "/health of the vLLM endpoint",
+    "metrics": "/metrics of the vLLM endpoint (Prometheus text)",
+}
+_REASON_TEXT = {
+    "error": "the read failed",
+    "timeout": "no answer in time",
+    "deadline": "the cycle's deadline ran out",
+    "no_url": "nothing to read from",
+}
+
+
+def not_read_section(obs: dict[str, Any], diag: dict[str, Any]) -> list[str]:
+    """The report's "Not read" lines: each source the observation could not read, why, for how long,
+    and what that did to the diagnosis. Empty when everything was read."""
+    blind = list(obs.get("blind") or [])
+    lines = list(obs.get("unread") or [])
+    if not blind and not lines:
+        return []
+    out = ["", "### Not read", "", "Nothing below was read; nothing in this report was inferred from it:", ""]
+    if blind:
+        for b in blind:
+            src = str(b.get("source"))
+            what = _SOURCE_TEXT.get(src, src)
+            if src == "logs" and obs.get("since"):
+                what += f" from {obs.get('since')} to {obs.get('until')}"
+            took = f", after {b['seconds']} s" if b.get("seconds") is not None else ""
+            reason = _REASON_TEXT.get(str(b.get("reason")), str(b.get("reason")))
+            out.append(f"- {what} ({reason}{took}): {b.get('why')}")
+    else:
+        out += [f"- {u}" for u in lines]
+    logs_blind = any(b.get("source") == "logs" for b in blind) or any(
+        str(u).startswith("logs:") for u in lines
+    )
+    if logs_blind and diag.get("category") == "unknown":
+        out += ["", "Without the logs the diagnosis is `unknown`: nothing else observed proves a cause."]
+    elif logs_blind:
+        out += ["", f"Without the logs, `{diag.get('category')}` stands on evidence that is not a log line."]
+    out += ["", "A degraded observation is never acted on without a person (the auto policy asks instead)."]
+    return out
 
 
 def report_basename(service: str, thread_id: str, cycle: int) -> str:

@@ -19,6 +19,7 @@ kept in its state (``meta.config``).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,7 +79,13 @@ def new_thread_id(service: str) -> str:
 
 
 def _runnable_config(thread_id: str, cfg: Configuration) -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": thread_id, **cfg.persisted()}
+    """The run config of one run of the graph: its thread, its configuration, and its deadline (one
+    per run, from now: a resumed thread's run gets its own)."""
+    configurable: dict[str, Any] = {
+        "thread_id": thread_id,
+        **cfg.persisted(),
+        "deadline_at": time.monotonic() + cfg.cycle_deadline_s,
+    }
     if cfg.model is not None:
         configurable["model"] = cfg.model
     if cfg.tools is not None:

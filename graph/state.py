@@ -43,6 +43,9 @@ class ObservationSummary(BaseModel):
     health: bool | None = None
     metrics_read: bool = False
     unread: list[str] = Field(default_factory=list)  # "logs: 503 after 3 attempts", ...
+    spec_etag: str | None = None  # the service's etag when observed: apply refuses a service changed since
+    # The same, typed (graph.observation.Unread as JSON): source, reason, why, seconds.
+    blind: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def degraded(self) -> bool:

@@ -6,6 +6,10 @@ credentials. Keeping this seam in one module means the nodes read as the loop, n
 
 Retries: each Google call is tried ``cfg.retries`` times by ``mcp_tools.google_api`` (once, not again
 here); the vLLM endpoint's reads are retried the same way through ``World.retrying``.
+
+Deadline: a ``World`` built with the cycle's deadline (``World(cfg, deadline=cfg.deadline())``, as
+observe does) gives every call, Google's and the endpoint's, a timeout of at most what is left of it
+and starts none past it (``google_api.DeadlineExceeded``).
 """
 
 from __future__ import annotations
@@ -16,18 +20,22 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from graph.config import Configuration
-from mcp_tools.google_api import READ, CallPolicy, retrying
+from mcp_tools.google_api import READ, CallPolicy, Deadline, retrying
 from mcp_tools.incident import LogLine, ServiceSpec
 
 T = TypeVar("T")
 
 
 class World:
-    def __init__(self, cfg: Configuration) -> None:
+    def __init__(self, cfg: Configuration, *, deadline: Deadline | None = None) -> None:
         self.cfg = cfg
         self.settings = cfg.settings()
+        self.deadline = deadline
         self.policy: CallPolicy = READ.with_(
-            attempts=cfg.retries, base_delay_s=cfg.retry_base_s, timeout_s=self.settings.http_timeout_s
+            attempts=cfg.retries,
+            base_delay_s=cfg.retry_base_s,
+            timeout_s=self.settings.http_timeout_s,
+            deadline=deadline,
         )
         self._cloudrun: Any = None
 
@@ -103,23 +111,33 @@ class World:
         from mcp_tools.endpoint import VllmEndpoint
 
         api_key = self.settings.model_api_key if base_url == self.settings.vllm_base_url else None
-        return SyncEndpoint(VllmEndpoint(base_url, timeout_s=self.settings.http_timeout_s, api_key=api_key))
+        return SyncEndpoint(
+            VllmEndpoint(base_url, timeout_s=self.settings.http_timeout_s, api_key=api_key), self.policy
+        )
 
 
 class SyncEndpoint:
     """``mcp_tools.endpoint.VllmEndpoint`` (async) for the loop's synchronous nodes.
 
     Nodes run in a thread without an event loop (LangGraph runs sync nodes in an executor under an
-    async driver), so each call gets its own short-lived loop.
+    async driver), so each call gets its own short-lived loop. With a deadline on ``policy``, each
+    read's timeout is at most what is left of it.
     """
 
-    def __init__(self, endpoint: Any) -> None:
+    def __init__(self, endpoint: Any, policy: CallPolicy | None = None) -> None:
         self.endpoint = endpoint
+        self.policy = policy or READ.with_(timeout_s=endpoint.timeout_s)
+        self._base_timeout_s = float(endpoint.timeout_s)
+
+    def _bounded(self, what: str) -> None:
+        self.endpoint.timeout_s = min(self._base_timeout_s, self.policy.attempt_timeout(what))
 
     def health(self) -> bool:
+        self._bounded("vLLM /health")
         return bool(asyncio.run(self.endpoint.health()))
 
     def metrics_text(self) -> str:
+        self._bounded("vLLM /metrics")
         return str(asyncio.run(self.endpoint.metrics_text()))
 
     def chat(self, messages: list[dict[str, Any]], *, max_tokens: int = 8) -> Any:

@@ -168,6 +168,7 @@ class CloudLogging:
                 endpoint=self.settings.logging_api_endpoint,
                 handwritten=True,
                 timeout_s=self.policy.timeout_s,
+                deadline=self.policy.deadline,
                 project=self.settings.project,
                 _use_grpc=False,
             )

@@ -9,6 +9,10 @@
   ``CallPolicy``: a bounded number of attempts with exponential backoff on one set of transient
   failures, a timeout per attempt. The library's own retry is switched off (``policy.rpc``), so a
   call is tried ``policy.attempts`` times in all, never retries inside retries.
+- A ``Deadline`` (optional, on the policy): the time one piece of work (a loop's cycle) has in all.
+  Each attempt's timeout is the smaller of ``timeout_s`` and what is left of it, no attempt starts
+  and no backoff sleeps past it, and a call it cuts short raises ``DeadlineExceeded``: a hung
+  dependency costs at most the time left, never ``attempts`` times ``timeout_s``.
 - One error map: 404 is ``NotFoundError``; 401/403 and credential problems are ``AuthError``; a
   rejected request (400, 409) is ``UserError``; anything else, and a transient failure that outlived
   its attempts, is ``ExternalError``. Each is one line that names the call.
@@ -22,8 +26,9 @@ Nothing here imports a Google library at module import time: the CLI and the MCP
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from mcp_tools.errors import AuthError, ExternalError, NotFoundError, UserError, short_error
@@ -39,23 +44,70 @@ NO_CREDENTIALS = (
 )
 
 
+class DeadlineExceeded(ExternalError):
+    """The work's overall deadline ran out before (or while) a call was made: it was not waited for."""
+
+
+#: Below this many seconds left, an attempt is not started: it could not finish anyway.
+MIN_ATTEMPT_S = 0.05
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A point in (monotonic) time that a whole piece of work must end by, and its total budget."""
+
+    total_s: float
+    at: float = field(default=-1.0)
+
+    def __post_init__(self) -> None:
+        if self.at < 0:
+            object.__setattr__(self, "at", time.monotonic() + self.total_s)
+
+    @classmethod
+    def until(cls, at: float, total_s: float) -> Deadline:
+        return cls(total_s=total_s, at=at)
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() < MIN_ATTEMPT_S
+
+    def check(self, what: str) -> float:
+        """The seconds left; ``DeadlineExceeded`` when there are none."""
+        left = self.remaining()
+        if left < MIN_ATTEMPT_S:
+            raise DeadlineExceeded(f"{what}: not tried, the deadline of {self.total_s:g} s ran out")
+        return left
+
+
 @dataclass(frozen=True)
 class CallPolicy:
-    """How one call is tried: ``attempts`` in all, backoff between them, ``timeout_s`` per attempt."""
+    """How one call is tried: ``attempts`` in all, backoff between them, ``timeout_s`` per attempt,
+    and all of it inside ``deadline`` when there is one."""
 
     attempts: int = 3
     base_delay_s: float = 0.5
     max_delay_s: float = 4.0
     timeout_s: float = 30.0
     mutation: bool = False
+    deadline: Deadline | None = None
 
     def with_(self, **changes: Any) -> CallPolicy:
         return replace(self, **changes)
 
+    def attempt_timeout(self, what: str = "call") -> float:
+        """This attempt's timeout: ``timeout_s``, or less when the deadline is nearer."""
+        if self.deadline is None:
+            return self.timeout_s
+        return min(self.timeout_s, self.deadline.check(what))
+
     @property
     def rpc(self) -> dict[str, Any]:
-        """Keyword arguments for a generated (GAPIC) client method: our timeout, not its retry."""
-        return {"retry": None, "timeout": self.timeout_s}
+        """Keyword arguments for a generated (GAPIC) client method: our timeout, not its retry.
+        Read at each attempt, so each gets what is left of the deadline."""
+        return {"retry": None, "timeout": self.attempt_timeout()}
 
 
 READ = CallPolicy()
@@ -98,24 +150,48 @@ def retrying(
     """``fn()`` tried up to ``policy.attempts`` times while it raises one of ``retry_on``.
 
     The last failure propagates as it was raised. A ``UserError`` is never retried. Used by ``call``
-    for Google APIs, and by the loop for the vLLM endpoint's reads.
+    for Google APIs, and by the loop for the vLLM endpoint's reads. With ``policy.deadline``, no
+    attempt starts and no backoff sleeps past it; a failure it cut short is ``DeadlineExceeded``.
     """
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
     attempts = max(1, policy.attempts)
+    deadline = policy.deadline
+    backoff = wait_exponential(multiplier=policy.base_delay_s, max=policy.max_delay_s)
 
     def _log(rs: Any) -> None:
         exc = rs.outcome.exception() if rs.outcome else None
         n = rs.attempt_number
         log.warning("%s: %s; retrying (attempt %d of %d)", what, short_error(exc), n, attempts)
 
-    return Retrying(
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=policy.base_delay_s, max=policy.max_delay_s),
-        retry=retry_if_exception(lambda e: isinstance(e, retry_on) and not isinstance(e, UserError)),
-        reraise=True,
-        before_sleep=_log,
-    )(fn)
+    def _wait(rs: Any) -> float:
+        w = float(backoff(rs))
+        return w if deadline is None else min(w, deadline.remaining())
+
+    def _stop(rs: Any) -> bool:
+        return rs.attempt_number >= attempts or (deadline is not None and deadline.expired)
+
+    def _retry(e: BaseException) -> bool:
+        return isinstance(e, retry_on) and not isinstance(e, UserError | DeadlineExceeded)
+
+    if deadline is not None:
+        deadline.check(what)
+    try:
+        return Retrying(
+            stop=_stop if deadline is not None else stop_after_attempt(attempts),
+            wait=_wait,
+            retry=retry_if_exception(_retry),
+            reraise=True,
+            before_sleep=_log,
+        )(fn)
+    except (UserError, DeadlineExceeded):
+        raise
+    except Exception as e:
+        if deadline is not None and deadline.expired:
+            raise DeadlineExceeded(
+                f"{what}: the deadline of {deadline.total_s:g} s ran out ({short_error(e)})"
+            ) from None
+        raise
 
 
 def call(what: str, fn: Callable[[], T], *, policy: CallPolicy = READ, not_found: str | None = None) -> T:
@@ -172,15 +248,17 @@ def credentials(settings: Settings, scopes: Any = None) -> Any:
     return creds
 
 
-def _timeout_session(creds: Any, timeout_s: float) -> Any:
-    """An authorized ``requests`` session whose every request times out after ``timeout_s``."""
+def _timeout_session(creds: Any, timeout_s: float, deadline: Deadline | None = None) -> Any:
+    """An authorized ``requests`` session whose every request times out after ``timeout_s``, or
+    sooner when ``deadline`` is nearer (a request with no time left is not sent)."""
     from google.auth.transport.requests import AuthorizedSession
 
     class _Session(AuthorizedSession):  # type: ignore[misc]
         def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            limit = timeout_s if deadline is None else min(timeout_s, deadline.check(f"{method} {url}"))
             t = kwargs.get("timeout")
-            if not isinstance(t, int | float) or t <= 0 or t > timeout_s:
-                kwargs["timeout"] = timeout_s
+            if not isinstance(t, int | float) or t <= 0 or t > limit:
+                kwargs["timeout"] = limit
             return super().request(method, url, *args, **kwargs)
 
     return _Session(creds)
@@ -193,6 +271,7 @@ def build_client(
     endpoint: str | None = None,
     handwritten: bool = False,
     timeout_s: float | None = None,
+    deadline: Deadline | None = None,
     **kwargs: Any,
 ) -> Any:
     """An instance of the Google client class ``cls`` for these settings.
@@ -200,8 +279,8 @@ def build_client(
     Generated (GAPIC) clients get ``transport="rest"``; their calls carry the timeout (``policy.rpc``).
     ``handwritten`` clients (``google.cloud.logging.Client``, ``google.cloud.storage.Client``) take no
     transport and, for Logging, no per-call timeout: they get an HTTP session bounded by
-    ``timeout_s`` (default: the settings' ``http_timeout_s``). ``endpoint`` overrides the API host
-    (the sandbox); ``kwargs`` go to ``cls`` as they are (``project=...``).
+    ``timeout_s`` (default: the settings' ``http_timeout_s``) and by ``deadline``. ``endpoint``
+    overrides the API host (the sandbox); ``kwargs`` go to ``cls`` as they are (``project=...``).
     """
     from google.auth import exceptions as auth_exc
 
@@ -211,7 +290,7 @@ def build_client(
         if handwritten:
             creds = credentials(settings, scopes=getattr(cls, "SCOPE", None) or ())
             kwargs.setdefault("credentials", creds)
-            kwargs["_http"] = _timeout_session(creds, timeout_s or settings.http_timeout_s)
+            kwargs["_http"] = _timeout_session(creds, timeout_s or settings.http_timeout_s, deadline)
         else:
             kwargs.setdefault("transport", "rest")
             creds = credentials(settings)

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # Cheap gate, run on the lower-cased line: only lines that might hold a secret go through every pattern.
 _SECRET_HINT = re.compile(
-    r"bearer|basic |hf_|aiza|ya\d+\.|private key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
-    r"|api.?key|access.?key|credential|auth\w*[\"']?\s*[:=]|eyj|akia|asia|://[^/\s:@]+:[^/\s@]+@"
-    r"|gh[pousr]_|github_pat_|sk-|xox[abpr]-"
+    r"bearer|basic |hf_|aiza|ya\d+\.|private.?key|passw|passphrase|pwd|secret|token(?![s_]|izer)"
+    r"|api.?key|access.?key|credential|auth\w*[\"']?\s*[:=]|eyj|akia|asia|://[^/\s:@]*:[^/\s@]+@"
+    r"|gh[pousr]_|github_pat_|sk-|xox[abpr]-|^[a-z0-9+/]{40,}={0,2}$",
+    re.M,
 )
 
 _KEY_NAMES = (
     r"[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|credentials?|auth)"
+    r"|private[_-]?key(?:[_-]?id)?|credentials?|auth)"
 )
 
 
@@ -37,6 +41,12 @@ _REDACTIONS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] 
     (
         re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|$)", re.DOTALL),
         "[REDACTED:private_key]",
+    ),
+    # A line that is only base64 (a PEM body printed one line per log entry): mixed case and digits,
+    # so hex digests and words stay
+    (
+        re.compile(r"(?m)^(?=[^\n]*[A-Z])(?=[^\n]*[a-z])(?=[^\n]*\d)[A-Za-z0-9+/]{40,}={0,2}$"),
+        "[REDACTED:key_material]",
     ),
     # Authorization headers: "Authorization: Bearer x", "authorization=Basic x"
     (
@@ -58,13 +68,21 @@ _REDACTIONS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] 
     # AWS access key ids
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED:aws_key_id]"),
     # user:password@ in URLs
-    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1[REDACTED]@"),
+    (re.compile(r"(://)[^/\s:@]*:[^/\s@]+@"), r"\1[REDACTED]@"),  # redis://:pw@host too
+    # a secret flag's value as the next word of a logged command line: "--api-key VALUE"
+    (
+        re.compile(
+            r"(?i)(?<![\w-])(--?[\w.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key"
+            r"|credentials?))(\s+)(?!-|\[REDACTED)([^\s\"',;]+)"
+        ),
+        r"\1\2[REDACTED]",
+    ),
     # key=value / key: value / "key": "value" for secret-looking keys (values None/null/empty are kept)
     (
         re.compile(
-            r"(?i)(?<![A-Za-z0-9])(" + _KEY_NAMES + r")([\"']?\s*[:=]\s*)"
-            r"(?!(?:None|null|''|\"\"|False|True|\[REDACTED)\b)"
-            r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)"
+            r"(?i)(?<![A-Za-z0-9])(" + _KEY_NAMES + r")([\"']?\s*[:=]\s*\[?\s*)"  # [: vLLM's api_key=['...']
+            r"(?!(?:None|null|''|\"\"|False|True|\[?REDACTED)\b)"
+            r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]\[]+)"
         ),
         lambda m: m.group(1) + m.group(2) + _keep_quotes(m.group(3)),
     ),
@@ -92,7 +110,7 @@ def redact(text: str) -> str:
 
 
 #: A mapping key that names a secret (``HF_TOKEN``, ``db_password``, ``api_key``, ``credentials``).
-_SECRET_KEY = re.compile(r"(?i)^" + _KEY_NAMES + r"s?$")
+_SECRET_KEY = re.compile(r"(?i)^(?!.*tokens$)" + _KEY_NAMES + r"s?$")  # MAX_TOKENS is a number
 
 
 def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:
@@ -116,6 +134,8 @@ def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:
                 out[k] = redact_data(v, keep)
         return out
     if isinstance(obj, list | tuple):
+        if obj and all(isinstance(v, str) for v in obj):
+            return redact_args(obj)  # a command line: "--api-key", "VALUE"
         return [redact_data(v, keep) for v in obj]
     if isinstance(obj, str):
         return redact(obj)
@@ -123,7 +143,7 @@ def redact_data(obj: Any, keep: frozenset[str] = frozenset()) -> Any:
 
 
 _SECRET_FLAG = re.compile(
-    r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)s?$", re.I
+    r"^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credentials?)$", re.I
 )
 
 
@@ -140,3 +160,14 @@ def redact_args(args: Sequence[str]) -> list[str]:
         hide_next = bool(_SECRET_FLAG.match(a))
         out.append(redact(a))
     return out
+
+
+_Spec = TypeVar("_Spec", bound="BaseModel")
+
+
+def redact_spec(spec: _Spec) -> _Spec:
+    """A service spec (``mcp_tools.incident.ServiceSpec``) as it may be stored or shown: secrets in
+    its args (``--api-key VALUE`` too) and env values redacted, everything else as it was. Redacting a
+    redacted spec changes nothing; the real spec is only ever read from Cloud Run, never stored."""
+    env = {str(k): str(v) for k, v in redact_data(dict(spec.env)).items()}  # type: ignore[attr-defined]
+    return spec.model_copy(update={"args": redact_args(spec.args), "env": env})  # type: ignore[attr-defined]

@@ -68,6 +68,8 @@ class Settings(BaseSettings):
     model_api_key: SecretStr | None = None
     model_timeout_s: float = 60.0
     http_timeout_s: float = 30.0
+    # One cycle's overall deadline (observe and diagnose: every read and the model inside it).
+    cycle_deadline_s: float = Field(default=180.0, ge=1, le=3600, allow_inf_nan=False)
     state_dir: Path = Field(default_factory=_default_state_dir)
     checkpoint_url: str | None = None  # sqlite path (default under state_dir) or postgresql:// URL
     mcp_servers_file: Path | None = None  # an mcpServers JSON file, as Antigravity / Gemini CLI write it

@@ -185,15 +185,9 @@ def render(spec: ServiceSpec) -> str:
 
 def _shown(spec: ServiceSpec) -> str:
     """A spec rendered for people: secrets in args (``--api-key VALUE``) and env values redacted."""
-    from mcp_tools.redact import redact, redact_args, redact_data
+    from mcp_tools.redact import redact_spec
 
-    safe = spec.model_copy(
-        update={
-            "args": redact_args(spec.args),
-            "env": {k: str(v) for k, v in redact_data({k: redact(v) for k, v in spec.env.items()}).items()},
-        }
-    )
-    return render(safe)
+    return render(redact_spec(spec))
 
 
 def spec_diff(old: ServiceSpec, new: ServiceSpec, *, label: str = "service") -> str:

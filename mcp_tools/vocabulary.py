@@ -609,3 +609,25 @@ COMPRESS_STARTUP = re.compile(
 COMPRESS_EXCEPTION = re.compile(
     r"(?:^|\]\s|\)\s)\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:?"
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# What each family's evidence says: a model naming a family must cite a line that says it
+# --------------------------------------------------------------------------------------------------
+
+FAMILY_WORDING: dict[str, tuple[re.Pattern[str], ...]] = {
+    "weights_oom": (OOM,),
+    "kv_cache_oom": (KV_SHORT, OOM, GPU_MEMORY_IN_USE),
+    "runtime_oom": (OOM,),
+    "context_too_long": (CONTEXT,),
+    "host_memory_exceeded": (HOST_MEMORY_STRONG, HOST_MEMORY_WEAK),
+    "startup_timeout": (STARTUP,),
+    "model_not_found": (MODEL_NOT_FOUND, KIND_MISSING),
+    "auth_denied": (AUTH, KIND_DENIED),
+    "gpu_quota": (QUOTA,),
+    "unsupported_config": (UNSUPPORTED, UNSUPPORTED_GENERIC),
+    "overload": (OVERLOAD_STATS, OVERLOAD_PREEMPT, OVERLOAD_REJECT),
+    "engine_crash": (CRASH, CRASH_DIED, EXCEPTION),
+    "engine_hung": (HUNG_STALL, HUNG_WAITING, HUNG_STATS),
+    "image_pull": (IMAGE_PULL,),
+}

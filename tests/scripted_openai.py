@@ -6,7 +6,8 @@ client) talk HTTP to this server, which answers from a script and records every 
 One reply format, consumed in order (the last reply repeats):
 
 * ``{"content": "..."}``: a text answer (``answer(obj)`` builds one from a JSON-able object);
-* ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``: tool calls.
+* ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``: tool calls;
+* ``{"error": {"status": 400, "message": "..."}}``: the server refuses the request.
 
 Both answer plainly or as a stream (SSE), as the request asks. A stream carries ``tokens_per_chunk``
 words per chunk on purpose (a client that counts chunks as tokens is caught), waits ``ttft_s`` before
@@ -181,6 +182,12 @@ class ScriptedOpenAI:
             body = await request.json()
             self.requests.append(body)
             reply = self._next()
+            if "error" in reply:  # {"error": {"status": 400, "message": "..."}}: the server refuses
+                err = reply["error"]
+                return JSONResponse(
+                    {"error": {"message": err.get("message", "bad request"), "type": "BadRequestError"}},
+                    status_code=int(err.get("status", 400)),
+                )
             calls = self._calls(reply)
             text = str(reply.get("content") or "")
             words = text.split(" ") if text else []

@@ -421,3 +421,49 @@ def test_fallback_endpoint_when_primary_is_down(model_server: Any) -> None:
     d = assess(oom_obs(), model=[ep(down), ep(url)], policy="approve")
     assert d.model_used == "gemma-test" and len(script.requests) == 1
     assert any("trying the fallback" in n for n in d.notes)
+
+
+def test_a_model_guess_never_overrides_the_analyzers(model_server: Any) -> None:
+    """A real small model's reply (issue 15): low confidence, the prompt's placeholder as the summary, an
+    INFO line as evidence. None of it may change the diagnosis, nor may a model call a failure healthy."""
+    o = Observation(id="k", logs=[{"text": t} for t in [*STARTUP_OK, "Container terminated on signal 9."]])
+    base = assess(o, policy="approve").category
+    guesses = [
+        {"category": "context_too_long", "confidence": 0.2, "summary": "Requests too long.", "evidence": [1]},
+        {"category": "context_too_long", "confidence": 0.9, "summary": "<one paragraph>", "evidence": [1]},
+        {"category": "context_too_long", "confidence": 0.9, "summary": "Requests too long.", "evidence": [1]},
+        {"category": "healthy", "confidence": 0.95, "summary": "It is fine.", "evidence": [1]},
+    ]
+    for g in guesses:
+        url, _ = model_server([answer(g)])
+        d = assess(o, model=ep(url), policy="approve")
+        assert d.category == base, g
+        assert any(f"the model said {g['category']}, but" in n for n in d.notes), d.notes
+
+
+def test_the_output_limit_reaches_every_kind_of_server(model_server: Any) -> None:
+    """langchain-openai sends only ``max_completion_tokens``; llama.cpp's server reads ``max_tokens``."""
+    url, script = model_server([answer(GOOD)])
+    assess(oom_obs(), model=ep(url).model_copy(update={"max_tokens": 300}), policy="approve")
+    body = script.requests[0]
+    assert body.get("max_tokens") == 300 and body.get("max_completion_tokens") == 300
+
+
+def test_the_answer_is_asked_for_with_its_json_schema(model_server: Any) -> None:
+    url, script = model_server([answer(GOOD)])
+    d = assess(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom"
+    rf = script.requests[0]["response_format"]
+    assert rf["type"] == "json_schema"
+    schema = rf["json_schema"]["schema"]
+    assert "weights_oom" in schema["properties"]["category"]["enum"]
+    assert schema["properties"]["evidence"]["items"]["maximum"] == len(oom_obs().logs)
+
+
+def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any) -> None:
+    refuse = {"error": {"status": 400, "message": "response_format json_schema is not supported"}}
+    url, script = model_server([refuse, answer(GOOD)])
+    d = assess(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom" and len(script.requests) == 2
+    assert "response_format" in script.requests[0] and "response_format" not in script.requests[1]
+    assert sum("refused the answer's JSON schema" in n for n in d.notes) == 1

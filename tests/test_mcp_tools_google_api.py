@@ -132,3 +132,33 @@ def test_a_timeout_ends_the_call(sb: Sandbox, client: str) -> None:
             _read_logs(sb, attempts=2, timeout_s=0.5)
     assert time.monotonic() - started < 10  # two 0.5 s attempts, not the hang's 30 s
     assert fault.fired == 2
+
+
+@pytest.mark.parametrize("client", ["cloudrun", "cloudlogging"])
+def test_a_deadline_bounds_every_attempt_and_the_backoff(sb: Sandbox, client: str) -> None:
+    """Three attempts of 5 s each would take 15 s; a 1.5 s deadline ends the call at 1.5 s, named."""
+    from mcp_tools.google_api import Deadline, DeadlineExceeded
+
+    target = "run:service" if client == "cloudrun" else "entries:list"
+    sb.faults.inject(target, kind="hang", count=None, seconds=30)
+    policy = FAST.with_(attempts=3, timeout_s=5.0, deadline=Deadline(total_s=1.5))
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="deadline of 1.5 s ran out"):
+        if client == "cloudrun":
+            CloudRun(_settings(sb), policy=policy).get_service(SERVICE)
+        else:
+            CloudLogging(_settings(sb), policy=policy).list_entries(SERVICE, since="1h", limit=10)
+    assert time.monotonic() - started < 4.0
+    with pytest.raises(DeadlineExceeded, match="not tried"):  # nothing left: no request is sent
+        CloudRun(_settings(sb), policy=policy).get_service(SERVICE)
+
+
+def test_the_cycle_deadline_is_validated() -> None:
+    from pydantic import ValidationError
+
+    for bad in (float("nan"), float("inf"), 0.0, -5.0, 1e9):
+        with pytest.raises(ValidationError, match="cycle_deadline_s"):
+            Configuration(cycle_deadline_s=bad)
+        with pytest.raises(ValidationError, match="cycle_deadline_s"):
+            Settings(cycle_deadline_s=bad)
+    assert Configuration().cycle_deadline_s == 180.0

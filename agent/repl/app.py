@@ -26,6 +26,16 @@ from agent.repl.commands import COMMAND_NAMES, ReplCommands
 HISTORY_FILE = "repl_history"
 
 
+class RedactedFileHistory(FileHistory):
+    """The history file, with secrets a person typed or pasted (a token in a question) redacted:
+    the state directory holds no secret."""
+
+    def store_string(self, string: str) -> None:
+        from mcp_tools.redact import redact
+
+        super().store_string(redact(string))
+
+
 class ReplCompleter(Completer):
     def __init__(self, commands: ReplCommands) -> None:
         self.commands = commands
@@ -92,7 +102,7 @@ def run_repl(
     if history is None:
         if history_path is not None:
             history_path.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(history_path))
+            history = RedactedFileHistory(str(history_path))
         else:
             history = InMemoryHistory()
     session: PromptSession[str] = PromptSession(

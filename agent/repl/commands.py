@@ -218,8 +218,10 @@ class ReplCommands:
         for r in info.revisions[:3]:
             conds += [c.model_copy(update={"type": f"{r.name}: {c.type}"}) for c in r.conditions]
         bad = [c for c in conds if c.state not in ("CONDITION_SUCCEEDED", "")]
+        from mcp_tools.redact import redact
+
         for c in bad[:8]:
-            out.append(_note(f"{c.type} {c.state}: {c.message or c.reason or ''}", "yellow"))
+            out.append(_note(redact(f"{c.type} {c.state}: {c.message or c.reason or ''}"), "yellow"))
         out.append(_note("source: Cloud Run Admin API, vLLM /health"))
         return Reply(out)
 
@@ -228,7 +230,9 @@ class ReplCommands:
         text_filter = " ".join(args) if args else None
         lines = self._logs(name, text_filter)
         if not lines:
-            what = f" containing {text_filter!r}" if text_filter else ""
+            from mcp_tools.redact import redact
+
+            what = f" containing {redact(text_filter)!r}" if text_filter else ""
             return Reply([_note(f"no log lines{what} in the last 24 hours")])
         out = Text()
         for ln in lines[-50:]:
@@ -246,13 +250,12 @@ class ReplCommands:
         return Reply([out, _note(f"source: Cloud Logging, service {name}, last 24 hours{more}")])
 
     def _logs(self, name: str, text_filter: str | None) -> list[Any]:
+        """The service's log lines, redacted (what is shown never holds a secret)."""
+        from graph.observation import redacted
         from mcp_tools.cloudlogging import CloudLogging
 
-        return list(
-            CloudLogging(self.world.settings).list_entries(
-                name, since="24h", text_filter=text_filter, limit=500
-            )
-        )
+        logging_api = CloudLogging(self.world.settings)
+        return redacted(list(logging_api.list_entries(name, since="24h", text_filter=text_filter, limit=500)))
 
     def cmd_metrics(self, args: list[str]) -> Reply:
         from mcp_tools.metrics import parse_vllm_metrics

@@ -9,6 +9,11 @@ process killed between approval and apply, or during apply, resumes and applies 
 The mutation path is closed unless the state holds an approval whose id is in the audit log, and a
 plan is never applied over a service that changed after the plan was made (the approved diff would no
 longer be what happens).
+
+The state holds only redacted specs (no secret at rest). The spec that is sent is the live one, read
+from the Cloud Run API just before the change, with the plan's typed steps applied to it: it is used
+only when its etag is the one observed and its redacted form is the observed spec, and the change it
+makes, redacted, is the approved one.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from graph.state import ApplyResult, Approval, ObservationSummary, SREState, eve
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import ServiceSpec
+from mcp_tools.redact import redact_spec
 from mcp_tools.remediation import RemediationKind, RemediationPlan
 from mcp_tools.settings import Policy
-from mcp_tools.spec_ops import render
+from mcp_tools.spec_ops import apply_steps, render
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +90,9 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if not pf.get("new_spec"):
         result.error = "preflight rendered no new spec"
         return _done(state, cfg, thread_id, approval, plan, result)
-    new_spec = ServiceSpec.model_validate(pf["new_spec"])
-    new_spec.env = {**new_spec.env, APPLY_KEY_ENV: key}
+    approved_spec = ServiceSpec.model_validate(pf["new_spec"])  # redacted, as preflight rendered it
     observed = (state.get("observation") or {}).get("service")
-    planned_from = ServiceSpec.model_validate(observed) if observed else None
+    planned_from = ServiceSpec.model_validate(observed) if observed else None  # redacted
 
     first = True
     for attempt in range(1, max(1, cfg.retries) + 1):
@@ -102,7 +107,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.revision = info.latest_created_revision
             result.error = None  # whether it came up is verify's question
             break
-        if first and planned_from is not None and render(info.spec) != render(planned_from):
+        if first and _changed_since(info, planned_from, summary.spec_etag):
             # Someone changed the service after the plan was made: the approved diff is no longer what
             # would happen, and sending the rendered spec would silently undo their change.
             result.error = (
@@ -110,6 +115,15 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
                 "run a new cycle to plan against the current spec"
             )
             break
+        try:
+            new_spec = apply_steps(info.spec, plan.steps)  # the real spec: secrets as Cloud Run has them
+        except UserError as e:
+            result.error = f"the plan's steps do not apply to the live spec: {e}"
+            break
+        if render(redact_spec(new_spec)) != render(redact_spec(approved_spec)):
+            result.error = "the change would differ from the approved diff: nothing applied"
+            break
+        new_spec.env = {**new_spec.env, APPLY_KEY_ENV: key}
         if first and result.previous_ready_revision is None:
             result.previous_ready_revision = info.latest_ready_revision
         first = False
@@ -127,6 +141,14 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.error = short_error(e)
             log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
     return _done(state, cfg, thread_id, approval, plan, result)
+
+
+def _changed_since(info: Any, planned_from: ServiceSpec | None, etag: str | None) -> bool:
+    """Did the live service change after the observation the plan was made from? By its etag when
+    both are known, and always by its spec, compared redacted (the state holds no other form)."""
+    if etag and info.etag and info.etag != etag:
+        return True
+    return planned_from is not None and render(redact_spec(info.spec)) != render(redact_spec(planned_from))
 
 
 def _done(

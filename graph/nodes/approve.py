@@ -65,7 +65,7 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     approver: str
     reason: str | None
     at: str | None
-    if auto_allowed(plan, cfg):
+    if auto_allowed(plan, cfg, state):
         decision, approver, at = "approve", "policy:auto", None
         reason = "every mutating step is of a kind listed in GEMMA_SRE_AUTO_KINDS"
     else:

@@ -1,14 +1,17 @@
 """observe: the service spec and revision conditions, the logs since the last cycle, /health, /metrics.
 
 Every read can fail. Each is tried a bounded number of times with backoff (Google reads by their
-client, the endpoint's through ``World.retrying``); what still cannot be read
-is named in the observation summary (``unread``) and the loop goes on with what it has: a degraded
-observation, never a crash.
+client, the endpoint's through ``World.retrying``), all inside the cycle's deadline
+(``Configuration.cycle_deadline_s``: each attempt's timeout is what is left of it). What still cannot
+be read is recorded, with why, in the observation (``Observation.unread``, typed) and in its summary
+(``unread``, one line each), and the loop goes on with what it has: a degraded observation, never a
+crash and never a wait past the deadline. The diagnose step lowers what it concludes accordingly.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +21,11 @@ from graph.config import Configuration
 from graph.state import ObservationSummary, SREState, event
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
+from mcp_tools.google_api import DeadlineExceeded
 from mcp_tools.incident import LogLine
 
 if TYPE_CHECKING:
-    from graph.observation import Observation
+    from graph.observation import Observation, Source, Unread, UnreadReason
 
 log = logging.getLogger(__name__)
 
@@ -39,51 +43,76 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _unread(source: Source, e: BaseException, started: float) -> Unread:
+    """The record of a failed read: what, why, and whether it failed, timed out or ran out of time."""
+    from graph.observation import Unread
+
+    why = short_error(e)
+    reason: UnreadReason
+    if isinstance(e, DeadlineExceeded):
+        reason = "deadline"
+        why = str(e)
+    elif "timeout" in why.lower() or "did not answer within" in why:
+        reason = "timeout"
+    else:
+        reason = "error"
+    return Unread(source=source, reason=reason, why=why, seconds=round(time.monotonic() - started, 2))
+
+
 def observe_service(
     cfg: Configuration, *, since: datetime, until: datetime
 ) -> tuple[Observation, ObservationSummary]:
     """The one way to observe a live service: spec and revisions, logs in [since, until], /health and
-    /metrics, each read with bounded retries; what could not be read is in the summary's ``unread``.
-    Used by this node and by the MCP agent tools."""
-    from graph.observation import Observation
+    /metrics, each read with bounded retries inside the cycle's deadline; what could not be read is
+    in the observation's ``unread`` (and the summary's). Used by this node and by the MCP agent tools."""
+    from graph.observation import Observation, Unread
 
-    world = World(cfg)
+    world = World(cfg, deadline=cfg.deadline())
     name = cfg.service
-    unread: list[str] = []
+    unread: list[Unread] = []
 
     info: Any = None
+    t = time.monotonic()
     try:
         info = world.get_service(name)
     except UserError:
         raise  # an unknown service or a bad name is the caller's mistake, not a degraded read
     except Exception as e:
-        unread.append(f"service spec and revisions: {short_error(e)}")
+        unread.append(_unread("service", e, t))
 
     logs: list[LogLine] = []
+    t = time.monotonic()
     try:
         logs = world.list_entries(name, since=since, until=until, limit=cfg.log_limit)
     except Exception as e:
-        unread.append(f"logs: {short_error(e)}")
+        unread.append(_unread("logs", e, t))
 
     base_url = (info.uri if info is not None else None) or cfg.vllm_base_url
     health: bool | None = None
     metrics: str | None = None
     if base_url:
         ep = world.endpoint(base_url)
+        t = time.monotonic()
         try:
             health = bool(world.retrying(ep.health, "vLLM /health"))
         except Exception as e:
-            health = False
-            unread.append(f"/health: {short_error(e)}")
+            miss = _unread("health", e, t)
+            # Unreachable is itself a sign the server is down; out of time is not a sign of anything.
+            health = None if miss.reason == "deadline" else False
+            unread.append(miss)
         if health:
+            t = time.monotonic()
             try:
                 metrics = world.retrying(ep.metrics_text, "vLLM /metrics")
             except Exception as e:
-                unread.append(f"/metrics: {short_error(e)}")
+                unread.append(_unread("metrics", e, t))
     else:
-        unread.append("/health and /metrics: the service has no URL")
+        why = "the service has no URL" if info is not None else "the service's URL is unknown (spec unread)"
+        unread += [Unread(source="health", reason="no_url", why=why)]
 
-    obs = Observation.from_cloud_run(name, info, logs, metrics=metrics, health=health)
+    obs = Observation.from_cloud_run(
+        name, info, logs, metrics=metrics, health=health, unread=unread, window=(_iso(since), _iso(until))
+    )
     summary = ObservationSummary(
         service=name,
         uri=base_url,
@@ -96,10 +125,12 @@ def observe_service(
         until=_iso(until),
         health=health,
         metrics_read=metrics is not None,
-        unread=unread,
+        unread=[u.line for u in unread],
+        blind=[u.model_dump(mode="json") for u in unread],
+        spec_etag=info.etag if info is not None else None,
     )
     for u in unread:
-        log.warning("observe %s: %s", name, u)
+        log.warning("observe %s: %s", name, u.line)
     return obs, summary
 
 

@@ -12,9 +12,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.config import Configuration
+from graph.policy import degraded_observation
 from graph.state import PreflightResult, SREState, event
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import RemediationPlan
+from mcp_tools.settings import Policy
 
 
 def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
@@ -33,6 +35,9 @@ def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         new_spec=choice.new_spec.model_dump(mode="json") if choice.new_spec is not None else None,
         mutates=plan.mutates,
     )
+    blocked = degraded_observation(state) if cfg.policy is Policy.AUTO and result.mutates else None
+    if blocked:
+        result.notes.append(blocked)  # it becomes an approval request (graph.policy.auto_allowed)
     verdict = "accepted" if result.ok else "refused"
     kinds = ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps) or "none"
     msg = f"plan {verdict}: {kinds}" + (f"; {'; '.join(result.notes)}" if result.notes else "")

@@ -1,4 +1,8 @@
-"""unknown (and any category without a remedy of its own): a person reads the cited lines."""
+"""unknown (and any category without a remedy of its own): a person reads the cited lines.
+
+The step's ``why`` is this remedy's own words and the cited line numbers: never the diagnosis
+summary, which a model may have written from (hostile) log text.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,11 @@ from mcp_tools.remediation import RemediationPlan
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
+    lines = sorted({e.line for e in diag.evidence if e.line > 0})
+    cited = f"cited log lines: {', '.join(map(str, lines[:10]))}" if lines else "no log line was cited"
     return [
         escalate(
             "A person must read the cited lines: the evidence matches no known failure family.",
-            diag.summary[:200],
+            f"no known failure family matches the evidence ({cited})",
         )
     ]

@@ -197,13 +197,14 @@ def register(mcp: FastMCP, state: ServerState) -> None:
     ) -> Annotated[CallToolResult, MutationPlan]:
         """Delete the Cloud Run service (all revisions and its URL). First call: what would be deleted and a
         confirmation token; second call with confirmation_token: deletes it."""
+        from mcp_tools.redact import redact_spec
         from mcp_tools.spec_ops import render
 
         name = s.service_name(service_name)
         info, st = await current(name)
         if info is None:
             raise UserError(f"service {name!r} not found")
-        diff = "".join(f"-{line}\n" for line in render(info.spec).splitlines())
+        diff = "".join(f"-{line}\n" for line in render(redact_spec(info.spec)).splitlines())
         plan = MutationPlan(
             tool="destroy_vllm",
             service=name,

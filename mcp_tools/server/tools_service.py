@@ -28,9 +28,10 @@ class RevisionsResult(BaseModel):
 
 
 def _spec_text(spec: ServiceSpec) -> str:
+    from mcp_tools.redact import redact_spec
     from mcp_tools.spec_ops import render
 
-    return render(spec)
+    return render(redact_spec(spec))
 
 
 def _service_text(info: ServiceInfo) -> str:
