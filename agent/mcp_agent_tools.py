@@ -19,7 +19,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.server import READ_ONLY, ServerState, result, tool_errors
+from mcp_tools.server import READ_ONLY, ServerState, result, tool
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
@@ -148,8 +148,7 @@ def _text(out: DiagnosisOut) -> str:
 
 
 def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def suggest_sre_remediation(
         error_message: str | None = None, service_name: str | None = None, since: str = "1h"
     ) -> Annotated[CallToolResult, DiagnosisOut]:
@@ -159,8 +158,7 @@ def register_agent_tools(mcp: FastMCP, state: ServerState) -> None:
         out = await _diagnose(state, obs, unread)
         return result(out, _text(out))
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def analyze_gpu_logs(
         service_name: str | None = None, since: str = "1h", log_text: str | None = None
     ) -> Annotated[CallToolResult, DiagnosisOut]:

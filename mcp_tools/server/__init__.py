@@ -14,18 +14,17 @@ streamable HTTP. Design points:
   ``GEMMA_SRE_POLICY=read-only`` removes these tools; ``suggest`` keeps them planning-only.
 - Heavy client libraries are imported inside the tools, so ``tools/list`` answers fast.
 
-Modules: ``build`` (build_server), ``core`` (results, bounded text, errors, annotations), ``state``
-(ServerState), ``confirm`` (confirmation tokens), ``http`` (bearer auth, serve_http; imported only to serve
-HTTP), and one module
-per tool family, each with ``register(mcp, state)``: ``tools_service`` (Cloud Run: endpoint, status,
-revisions), ``tools_endpoint`` (vLLM: health, model, queries, metrics), ``tools_capacity`` (planner,
-benchmark), ``tools_logs``, ``tools_extras`` (the GCP extras, save_hf_token), ``tools_mutate`` (the
-two-step mutations).
+Modules: ``build`` (build_server), ``core`` (results, bounded text, errors, annotations, the ``tool``
+registrar), ``state`` (ServerState), ``confirm`` (confirmation tokens), ``http`` (bearer auth, serve_http;
+imported only to serve HTTP), and one module per tool family, each with ``register(mcp, state)``:
+``tools_service`` (Cloud Run: endpoint, status, revisions), ``tools_endpoint`` (vLLM: health, model,
+queries, metrics), ``tools_capacity`` (planner, benchmark), ``tools_logs``, ``tools_extras`` (the GCP
+extras, save_hf_token), ``tools_mutate`` (the two-step mutations).
 """
 
 from mcp_tools.server.build import SERVER_NAME, Registrar, build_server
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore, fingerprint
-from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool_errors
+from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool, tool_errors
 from mcp_tools.server.state import EndpointResult, ServerState
 from mcp_tools.server.tools_capacity import BenchRunResult
 from mcp_tools.server.tools_endpoint import (
@@ -72,5 +71,6 @@ __all__ = [
     "build_server",
     "fingerprint",
     "result",
+    "tool",
     "tool_errors",
 ]
