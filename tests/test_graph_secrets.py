@@ -166,11 +166,10 @@ def test_planted_secrets_are_found_nowhere_after_a_full_loop(
     from agent.repl.app import HISTORY_FILE, run_repl
     from agent.repl.commands import ReplCommands
     from graph.config import Configuration
-    from sandbox.testing import sandbox_fields
 
     _plant_logs(sb, name)  # the newest lines again, so /logs (the last 50) shows them
     cmds = ReplCommands(
-        Configuration.from_settings(service=name, use_model=False, **sandbox_fields(sb)), approver="tester"
+        Configuration.from_settings(service=name, use_model=False, **sb.settings_fields()), approver="tester"
     )
     buf = io.StringIO()
     console = Console(file=buf, width=400, color_system=None, highlight=False)
