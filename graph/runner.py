@@ -271,7 +271,14 @@ def resume_cycle(
         won, standing = store.claim(mine)
         # Not won while holding the lease: the process that decided first died before carrying it
         # out. Its recorded decision stands and is carried out here; the result says whose it is.
-        _stream(g, Command(resume=_answer(standing)), config, on_update)
+        from graph.nodes.approve import DecisionConflict
+
+        try:
+            _stream(g, Command(resume=_answer(standing)), config, on_update)
+        except DecisionConflict:
+            # The thread was resumed outside this runner with another answer (LangGraph Studio, an
+            # old client): the recorded approval belongs to another resume; nothing is applied here.
+            return _lost(_result(g, thread_id, config), standing, decision, running=True)
         res = _result(g, thread_id, config)
         if not won:
             return _lost(res, standing, decision, running=False, carried_on=True)

@@ -58,8 +58,9 @@ def parse_decision(value: Any) -> tuple[str, str, str | None, str | None]:
 
 
 class DecisionConflict(RuntimeError):
-    """The thread was resumed with a decision that is not the one recorded for this plan: the
-    graph stops here and nothing is applied (the recorded decision belongs to another process)."""
+    """The thread was resumed with a decision that is not the one recorded for this plan, and the
+    recorded one is an approval another resume carries out: the graph stops here, nothing applied.
+    (A recorded rejection is simply carried out: that applies nothing.)"""
 
 
 def _record(
@@ -87,6 +88,8 @@ def _record(
         return standing
     if approver == AUTO_PRINCIPAL and standing.principal == AUTO_PRINCIPAL:
         return standing  # the policy's own approval, recorded before a restart
+    if standing.decision == "reject":
+        return standing  # the rejection stands: carrying it out applies nothing
     raise DecisionConflict(
         f"this plan was already {standing.verb()} by {standing.who} at {standing.at}; "
         f"the {decision} by {approver} is not carried out"
