@@ -99,6 +99,8 @@ _DDL = f"""CREATE TABLE IF NOT EXISTS {DECISIONS_TABLE} (
     PRIMARY KEY (thread_id, plan_key)
 )"""
 
+_DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
+
 _COLUMNS = ("thread_id", "plan_key", "decision", "principal", "note", "reason", "approval_id", "claim", "at")
 
 
@@ -130,7 +132,13 @@ class Decisions:
         self._conn = conn
         self._ph = "%s" if postgres else "?"
         self._lock = threading.Lock()
-        self._execute(_DDL)
+        if postgres:
+            # Concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres' catalog: serialise it.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                conn.execute(_DDL)
+        else:
+            self._execute(_DDL)
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         with self._lock:
