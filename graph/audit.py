@@ -1,9 +1,10 @@
 """The append-only audit log: every decision and every mutation, one JSON line each.
 
 ``<state_dir>/audit.jsonl``. Who, what, when, the diff, the thread and the approval id. Entries are
-only ever appended (under an exclusive lock, each one fsynced); an entry whose ``event_id`` is already present is not
-written again, so a node that re-runs after a crash does not record the same decision twice. A record torn by a
-crash mid-write is skipped on read (reported once) and ended before the next record is appended.
+only ever appended (under an exclusive lock, each one fsynced); an entry whose ``event_id`` is
+already present is not written again, so a node that re-runs after a crash does not record the same
+decision twice. A record torn by a crash mid-write is skipped on read (reported once) and ended
+before the next record is appended.
 """
 
 from __future__ import annotations

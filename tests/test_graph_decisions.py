@@ -139,7 +139,17 @@ def race_cli_pair(sb: Any, first: str, second: str) -> int:
     for service in broken_services(sb, ROUNDS):
         thread = pending(sb, service)
         procs = [
-            (d, spawn(sb, d, thread, *(["--reason", "race"] if d == "reject" else []), "--approver", f"typed-{d}"))
+            (
+                d,
+                spawn(
+                    sb,
+                    d,
+                    thread,
+                    *(["--reason", "race"] if d == "reject" else []),
+                    "--approver",
+                    f"typed-{d}",
+                ),
+            )
             for d in (first, second)
         ]
         answers = []
@@ -187,8 +197,10 @@ def test_mcp_approve_races_cli_reject(
             thread = pending(sb, service)
             got: dict[str, Any] = {}
 
-            def via_mcp(tid: str = thread) -> None:
-                got["res"] = st.call("approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180)
+            def via_mcp(tid: str = thread, got: dict[str, Any] = got) -> None:
+                got["res"] = st.call(
+                    "approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180
+                )
 
             t = threading.Thread(target=via_mcp)
             t.start()
@@ -218,9 +230,16 @@ def test_in_process_decisions_race_one_wins(sandbox_factory: Any) -> None:  # no
         answers: list[tuple[str, int | None, dict[str, Any]]] = []
         barrier = threading.Barrier(2)
 
-        def decide(d: str, tid: str = thread) -> None:
+        def decide(
+            d: str,
+            tid: str = thread,
+            barrier: threading.Barrier = barrier,
+            answers: list[tuple[str, int | None, dict[str, Any]]] = answers,
+        ) -> None:
             barrier.wait()
-            res = resume_cycle(tid, decision=d, approver=f"user-{d}", reason="race" if d == "reject" else None)
+            res = resume_cycle(
+                tid, decision=d, approver=f"user-{d}", reason="race" if d == "reject" else None
+            )
             answers.append((d, None, {"status": res.status, "summary": res.summary, "decided": res.decided}))
 
         workers = [threading.Thread(target=decide, args=(d,)) for d in order]
@@ -271,7 +290,9 @@ def test_a_resume_that_did_not_win_applies_nothing(sandbox_factory: Any) -> None
     for recorded in ("reject", "approve"):
         service = next(broken_services(sb, 1)) if recorded == "reject" else "race-b"
         if recorded == "approve":
-            sb.deploy(scenario_specs("reference-weights-oom")[0][0].model_copy(update={"name": service}), wait=True)
+            sb.deploy(
+                scenario_specs("reference-weights-oom")[0][0].model_copy(update={"name": service}), wait=True
+            )
         thread = pending(sb, service)
         key = run_state_plan_key(thread)
         with open_decisions(s.checkpoint_url, s.state_dir) as store:  # another process decided first
@@ -329,7 +350,13 @@ def test_apply_refuses_an_approval_another_resume_won(tmp_path: Path) -> None:
     with open_decisions(s.checkpoint_url, s.state_dir) as store:
         store.claim(
             DecisionRecord(
-                thread_id="t1", plan_key=key, decision="approve", principal="a", approval_id=apr, at="1", claim="c1"
+                thread_id="t1",
+                plan_key=key,
+                decision="approve",
+                principal="a",
+                approval_id=apr,
+                at="1",
+                claim="c1",
             )
         )
     mine = Approval(decision="approve", approver="a", approval_id=apr, claim="c1")
@@ -397,7 +424,9 @@ def test_the_recorded_approver_is_the_os_user_and_a_typed_name_a_note(sandbox_fa
     code, doc, err = finish(spawn(sb, "approve", thread, "--approver", "the-ceo"))
     assert code == 0 and doc["status"] == "fixed", err
     me = getpass.getuser()
-    (ev,) = [e for e in audit.read(get_settings().state_dir) if e.thread_id == thread and e.event == "approval"]
+    (ev,) = [
+        e for e in audit.read(get_settings().state_dir) if e.thread_id == thread and e.event == "approval"
+    ]
     assert ev.actor == me and ev.details["note"] == "the-ceo"
     assert decisions(thread)[0].principal == me
     md = Path(doc["report"]["markdown"]).read_text(encoding="utf-8")

@@ -146,7 +146,10 @@ def test_postgres_one_decision_per_plan(
     sb = sandbox_factory(scenario="healthy")
     for service in broken_services(sb, 4):
         thread = pending(sb, service)
-        procs = [(d, spawn(sb, d, thread, *(["--reason", "race"] if d == "reject" else []))) for d in ("approve", "reject")]
+        procs = [
+            (d, spawn(sb, d, thread, *(["--reason", "race"] if d == "reject" else [])))
+            for d in ("approve", "reject")
+        ]
         answers = []
         for d, p in procs:
             code, doc, _ = finish(p)

@@ -320,7 +320,12 @@ class ReplCommands:
         if not tid:
             return _err("nothing is waiting for a decision (run /plan first)")
         res = resume_cycle(
-            tid, decision=decision, approver=self.approver, note=self.approver_note, reason=reason, live=self.cfg
+            tid,
+            decision=decision,
+            approver=self.approver,
+            note=self.approver_note,
+            reason=reason,
+            live=self.cfg,
         )
         if tid == self.pending_thread:
             self.pending_thread = None

@@ -4,8 +4,9 @@ The node runs again from its top when the thread is resumed, so nothing before t
 call has a side effect: the payload is computed from the state only. After it returns, the decision
 is validated, recorded as the plan's one decision (``graph.checkpoint.Decisions``: first one wins; a
 resume whose decision lost stops with ``DecisionConflict``), written to the state and appended to
-the audit log (idempotently: a re-run does not record it twice). Under the ``auto`` policy, plans whose every mutating step is of a kind the user
-listed as safe are approved by the policy without interrupting, and that too is audited.
+the audit log (idempotently: a re-run does not record it twice). Under the ``auto`` policy, plans
+whose every mutating step is of a kind the user listed as safe are approved by the policy without
+interrupting, and that too is audited.
 """
 
 from __future__ import annotations
@@ -64,8 +65,15 @@ class DecisionConflict(RuntimeError):
 
 
 def _record(
-    thread_id: str, key: str, decision: str, approver: str, note: str | None, reason: str | None,
-    at: str | None, claim: str | None, cfg: Configuration,
+    thread_id: str,
+    key: str,
+    decision: str,
+    approver: str,
+    note: str | None,
+    reason: str | None,
+    at: str | None,
+    claim: str | None,
+    cfg: Configuration,
 ) -> DecisionRecord:
     """The decision that stands for this plan: ours, recorded now if none was (first one wins)."""
     from graph.checkpoint import open_decisions
