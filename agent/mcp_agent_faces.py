@@ -3,9 +3,12 @@
 - ``investigate(service, question?)``: runs the loop from observe to preflight and stops at the
   approval request: the diagnosis with its evidence, the plan with its diff and prediction, and the
   thread id to decide on. It never applies anything itself, whatever the server's policy.
-- ``approve_remediation(thread_id, approver)`` / ``reject_remediation(thread_id, reason)``: resume that
+- ``approve_remediation(thread_id, approver?)`` / ``reject_remediation(thread_id, reason)``: resume that
   thread from the checkpointer (any process, any time later); approve applies, verifies and rolls
-  back as the graph does, and returns the outcome.
+  back as the graph does, and returns the outcome. The decision is recorded as the server's
+  authenticated principal (``GEMMA_SRE_MCP_PRINCIPAL``: who holds its bearer token; default
+  ``mcp:<OS user of the server>``); a name the client passes is only a note beside it. When another
+  process decided first, nothing is done and the result says which decision stands.
 - ``get_incident_report(thread_id)``: the thread's Markdown report and its outcome, or the request it
   still waits on.
 
@@ -78,6 +81,8 @@ class OutcomeOut(BaseModel):
     summary: str = ""
     decision: str | None = None
     approver: str | None = None
+    approver_note: str | None = None
+    decided: dict[str, Any] | None = None  # status already_decided: the decision that stands
     applied_revision: str | None = None
     verification: dict[str, Any] | None = None
     rollback: dict[str, Any] | None = None
@@ -131,7 +136,7 @@ def _investigate_out(res: Any, service: str) -> InvestigateOut:
     req = res.pending or ApprovalRequest.of_state(v, thread_id=res.thread_id, service=service)
     if res.status == "awaiting_approval":
         nxt = (
-            f"approve_remediation(thread_id={res.thread_id!r}, approver=NAME) applies, verifies and rolls "
+            f"approve_remediation(thread_id={res.thread_id!r}) applies, verifies and rolls "
             f"back on failure; reject_remediation(thread_id={res.thread_id!r}, reason=...) records a no."
         )
     else:
@@ -187,12 +192,22 @@ def _outcome_out(res: Any) -> OutcomeOut:
         summary=res.summary,
         decision=approval.get("decision"),
         approver=approval.get("approver"),
+        approver_note=approval.get("note"),
+        decided=res.decided,
         applied_revision=applied.get("revision"),
         verification=v.get("verification"),
         rollback=v.get("rollback"),
         report_markdown=res.report.get("markdown"),
         report_json=res.report.get("json"),
     )
+
+
+def principal(state: ServerState) -> str:
+    """Who decides through this server: its configured principal, else the OS user it runs as."""
+    from agent.display import current_user
+
+    p = (state.settings.mcp_principal or "").strip()
+    return p[:200] if p else f"mcp:{current_user()}"
 
 
 def _answer(question: str, cfg: Any, out: InvestigateOut) -> str:
@@ -240,18 +255,24 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         @mcp.tool(annotations=DECIDE)
         @tool_errors
         async def approve_remediation(
-            thread_id: str, approver: str, ctx: Context | None = None
+            thread_id: str, approver: str | None = None, ctx: Context | None = None
         ) -> Annotated[CallToolResult, OutcomeOut]:
             """Approve the plan an investigation left waiting on thread_id: it is applied to Cloud Run
-            (recorded with the approver), verified (revision Ready, /health, a smoke completion) and
-            rolled back to the last good revision if verification fails. Returns the outcome."""
-            if not approver or not approver.strip():
-                raise UserError("approver: name the person who approves (it is recorded in the audit log)")
+            (recorded as this server's authenticated principal; approver is a note beside it), verified
+            (revision Ready, /health, a smoke completion) and rolled back to the last good revision if
+            verification fails. Returns the outcome; if another decision on this plan came first,
+            nothing is done and status is already_decided."""
             from graph.runner import resume_cycle
 
             on_update = _progress(ctx, offset=STEPS.index("preflight") + 1)
             res = await anyio.to_thread.run_sync(
-                lambda: resume_cycle(thread_id, decision="approve", approver=approver, on_update=on_update)
+                lambda: resume_cycle(
+                    thread_id,
+                    decision="approve",
+                    approver=principal(state),
+                    note=approver,
+                    on_update=on_update,
+                )
             )
             out = _outcome_out(res)
             return result(
@@ -263,15 +284,19 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
     @mcp.tool(annotations=REJECT)
     @tool_errors
     async def reject_remediation(
-        thread_id: str, reason: str, approver: str = "mcp-client"
+        thread_id: str, reason: str, approver: str | None = None
     ) -> Annotated[CallToolResult, OutcomeOut]:
-        """Reject the plan waiting on thread_id: nothing is applied; the report records who and why."""
+        """Reject the plan waiting on thread_id: nothing is applied; the report records who (this
+        server's authenticated principal; approver is a note beside it) and why. If another decision
+        on this plan came first, nothing is done and status is already_decided."""
         if not reason or not reason.strip():
             raise UserError("reason: say why the plan is rejected (it is recorded in the report)")
         from graph.runner import resume_cycle
 
         res = await anyio.to_thread.run_sync(
-            lambda: resume_cycle(thread_id, decision="reject", approver=approver, reason=reason.strip())
+            lambda: resume_cycle(
+                thread_id, decision="reject", approver=principal(state), note=approver, reason=reason.strip()
+            )
         )
         out = _outcome_out(res)
         return result(out, f"{out.status}: {out.summary}")

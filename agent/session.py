@@ -112,10 +112,11 @@ def run_interactive(
                 before_decision(console, result)
             print_request(console, result.pending)
             decision: str | None = None
-            approver = opts.approver or current_user()
+            approver = current_user()  # who decides; a typed --approver is a note beside it
             if opts.yes:
                 decision = "approve"
-                console.print(f"approved with --yes by {approver}")
+                note = f" (note: {opts.approver})" if opts.approver else ""
+                console.print(f"approved with --yes by {approver}{note}")
             elif sys.stdin.isatty() and not opts.as_json:
                 from rich.prompt import Confirm
 
@@ -138,6 +139,7 @@ def run_interactive(
                 result.thread_id,
                 decision=decision,
                 approver=approver,
+                note=opts.approver,
                 on_update=show,
                 live=cfg,
             )

@@ -1,8 +1,10 @@
 """The append-only audit log: every decision and every mutation, one JSON line each.
 
 ``<state_dir>/audit.jsonl``. Who, what, when, the diff, the thread and the approval id. Entries are
-only ever appended (under an exclusive lock); an entry whose ``event_id`` is already present is not
-written again, so a node that re-runs after a crash does not record the same decision twice.
+only ever appended (under an exclusive lock, each one fsynced); an entry whose ``event_id`` is
+already present is not written again, so a node that re-runs after a crash does not record the same
+decision twice. A record torn by a crash mid-write is skipped on read (reported once) and ended
+before the next record is appended.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +24,8 @@ from graph.state import now_iso
 AuditKind = Literal["approval", "rejection", "mutation", "mutation_failed", "rollback", "rollback_failed"]
 
 AUDIT_FILE = "audit.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 class AuditEvent(BaseModel):
@@ -52,6 +57,15 @@ def _redact(text: str) -> str:
     return redact(text)
 
 
+def _whole(line: str) -> bool:
+    """A complete record (a torn one that got as far as the event id recorded nothing)."""
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return line.endswith("\n")
+
+
 def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
     """Append one event (secrets redacted). False when the same event was already recorded."""
     path = audit_path(state_dir)
@@ -61,11 +75,15 @@ def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with os.fdopen(os.dup(fd), "r", encoding="utf-8") as f:
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
             f.seek(0)
             for existing in f:
-                if f'"event_id": "{event.event_id}"' in existing:
+                if f'"event_id": "{event.event_id}"' in existing and _whole(existing):
                     return False
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            # A torn last record (a crash mid-write): end it, so this record is a line of its own.
+            line = "\n" + line
         os.write(fd, line.encode("utf-8"))
         os.fsync(fd)
         return True
@@ -74,14 +92,26 @@ def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
         os.close(fd)
 
 
+_reported: set[tuple[str, int, str]] = set()
+
+
 def read(state_dir: Path | str) -> list[AuditEvent]:
+    """Every whole record. A torn record (a crash mid-write) is skipped and reported once (a warning
+    on stderr): it never recorded anything, and it must not block later decisions."""
     path = audit_path(state_dir)
     if not path.exists():
         return []
     out: list[AuditEvent] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        if raw.strip():
+    for n, raw in enumerate(path.read_bytes().decode("utf-8", errors="replace").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
             out.append(AuditEvent.model_validate_json(raw))
+        except ValueError:
+            key = (str(path), n, hashlib.sha256(raw.encode()).hexdigest())
+            if key not in _reported:
+                _reported.add(key)
+                log.warning("%s line %d: a torn or unreadable record (%d bytes), skipped", path, n, len(raw))
     return out
 
 

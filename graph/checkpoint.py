@@ -5,16 +5,27 @@ SQLite (langgraph-checkpoint-sqlite) is the default: ``<state_dir>/checkpoints.s
 langgraph-checkpoint-postgres, an optional extra (``pip install 'gemma-sre[postgres]'``, part of the
 dev extra) imported only then; the database must use the UTF8 encoding (with ``SQL_ASCII`` psycopg
 hands back bytes and resumed threads do not find their checkpoints).
+
+Beside the checkpoints, in the same database: the decisions table (one atomic first-wins record per
+pending approval, ``open_decisions``) and a per-thread lease (``thread_lease``) so that two live
+processes never run one thread at once.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import sqlite3
+import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
 
@@ -61,3 +72,177 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
         yield lite
     finally:
         conn.close()
+
+
+# --- Decisions: one per pending approval, first one wins ------------------------------------------
+#
+# The approval interrupt is answered by whichever process resumes the thread; two processes (two
+# ``approve``s, ``approve`` against ``reject``, the CLI against MCP) could both resume it. So every
+# decision is first recorded with one atomic ``INSERT ... ON CONFLICT DO NOTHING`` keyed by
+# (thread id, plan key) in the checkpoint store's own database: the insert that lands wins, every
+# other process reads the winner's row back and resumes nothing. The apply node refuses to run unless
+# the row is an approval carrying the same claim as the state's approval, so a process that resumed
+# without winning can never send a change.
+
+DECISIONS_TABLE = "gemma_sre_decisions"
+
+_DDL = f"""CREATE TABLE IF NOT EXISTS {DECISIONS_TABLE} (
+    thread_id TEXT NOT NULL,
+    plan_key TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    note TEXT,
+    reason TEXT,
+    approval_id TEXT NOT NULL,
+    claim TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (thread_id, plan_key)
+)"""
+
+_DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
+
+_COLUMNS = ("thread_id", "plan_key", "decision", "principal", "note", "reason", "approval_id", "claim", "at")
+
+
+class DecisionRecord(BaseModel):
+    """The decision recorded for one plan of one thread (the first one made)."""
+
+    thread_id: str
+    plan_key: str
+    decision: Literal["approve", "reject"]
+    principal: str  # the authenticated identity: the OS user (CLI, REPL), the MCP token's principal
+    note: str | None = None  # a name the person typed (``--approver``): kept beside, never instead
+    reason: str | None = None
+    approval_id: str
+    claim: str = Field(default_factory=lambda: uuid.uuid4().hex)  # which resume carries it out
+    at: str
+
+    @property
+    def who(self) -> str:
+        return self.principal + (f" (note: {self.note})" if self.note and self.note != self.principal else "")
+
+    def verb(self) -> str:
+        return "approved" if self.decision == "approve" else "rejected"
+
+
+class Decisions:
+    """The decisions table on one DB-API connection (autocommit: each statement is its own transaction)."""
+
+    def __init__(self, conn: Any, *, postgres: bool) -> None:
+        self._conn = conn
+        self._ph = "%s" if postgres else "?"
+        self._lock = threading.Lock()
+        if postgres:
+            # Concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres' catalog: serialise it.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                conn.execute(_DDL)
+        else:
+            self._execute(_DDL)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(sql, params)
+                rows = cur.fetchall() if cur.description else []
+                return rows, cur.rowcount
+            finally:
+                cur.close()
+
+    def claim(self, record: DecisionRecord) -> tuple[bool, DecisionRecord]:
+        """Record ``record`` unless this plan already has a decision: (won, the decision that stands)."""
+        values = tuple(getattr(record, c) for c in _COLUMNS)
+        marks = ", ".join([self._ph] * len(_COLUMNS))
+        self._execute(
+            f"INSERT INTO {DECISIONS_TABLE} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
+            "ON CONFLICT (thread_id, plan_key) DO NOTHING",
+            values,
+        )
+        standing = self.get(record.thread_id, record.plan_key)
+        if standing is None:  # cannot happen: the row was just written or was there
+            raise RuntimeError(f"decision for thread {record.thread_id!r} vanished")
+        return standing.claim == record.claim, standing
+
+    def get(self, thread_id: str, plan_key: str) -> DecisionRecord | None:
+        rows, _ = self._execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM {DECISIONS_TABLE} WHERE thread_id = {self._ph} "
+            f"AND plan_key = {self._ph}",
+            (thread_id, plan_key),
+        )
+        return _record(rows[0]) if rows else None
+
+    def for_thread(self, thread_id: str) -> list[DecisionRecord]:
+        rows, _ = self._execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM {DECISIONS_TABLE} WHERE thread_id = {self._ph} ORDER BY at",
+            (thread_id,),
+        )
+        return [_record(r) for r in rows]
+
+
+def _record(row: Any) -> DecisionRecord:
+    if isinstance(row, dict):
+        return DecisionRecord.model_validate(row)
+    return DecisionRecord.model_validate(dict(zip(_COLUMNS, row, strict=True)))
+
+
+def _is_postgres(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+
+
+@contextmanager
+def open_decisions(url: str | None, state_dir: Path) -> Iterator[Decisions]:
+    """The decisions table in the database the checkpointer uses, for the ``with`` block."""
+    if _is_postgres(url):
+        import psycopg
+
+        with psycopg.connect(str(url), autocommit=True) as pg:
+            yield Decisions(pg, postgres=True)
+        return
+    path = sqlite_path(url, state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        yield Decisions(conn, postgres=False)
+    finally:
+        conn.close()
+
+
+@contextmanager
+def thread_lease(url: str | None, state_dir: Path, thread_id: str) -> Iterator[bool]:
+    """Whether this process may run ``thread_id`` now: False while another live process runs it.
+
+    SQLite: an exclusive ``flock`` on a file beside the database; Postgres: a session advisory lock.
+    Both are released when the process ends, however it ends, so a killed process leaves the thread
+    free for whoever carries it on.
+    """
+    digest = hashlib.sha256(thread_id.encode()).hexdigest()
+    if _is_postgres(url):
+        import psycopg
+
+        with psycopg.connect(str(url), autocommit=True) as pg:
+            key = int(digest[:15], 16)  # fits a signed bigint
+            row = pg.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            got = bool(row and row[0])
+            try:
+                yield got
+            finally:
+                if got:
+                    pg.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        return
+    locks = sqlite_path(url, state_dir).parent / "thread-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(locks / f"{digest[:32]}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

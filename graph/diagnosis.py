@@ -525,6 +525,14 @@ class ModelUnreachable(Exception):
     """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
 
 
+class ModelTimedOut(ModelUnreachable):
+    """The endpoint is there (it answered /v1/models) but the answer did not come in time."""
+
+    def __init__(self, message: str, model: str) -> None:
+        super().__init__(message)
+        self.model = model
+
+
 class MalformedAnswer(Exception):
     pass
 
@@ -594,6 +602,14 @@ def _is_unreachable(e: Exception) -> bool:
     return isinstance(e, (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError))
 
 
+def _is_timeout(e: Exception) -> bool:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(e, openai.APITimeoutError)
+
+
 def ask_model(
     obs: Observation,
     context: str,
@@ -605,6 +621,7 @@ def ask_model(
     """Ask the model; returns (validated answer or None, prompt tokens, model name, notes).
 
     ``endpoint``: a ``ModelEndpoint``, or an already built LangChain chat model (e.g. ChatOpenAI).
+    The prompt tokens returned are the largest prompt sent (a retry's prompt holds the first one).
     ``tools``: optional LangChain tools (read-only ones: the caller decides which) the model may call,
     at most ``max_steps`` rounds. A malformed answer gets one retry; raises ``ModelUnreachable``.
     """
@@ -622,7 +639,8 @@ def ask_model(
     # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
     # without it, and a server that refuses the schema gets free text, validated as before.
     schema_llm = llm.bind(response_format=_response_format(len(obs.logs)))
-    bound = llm.bind_tools(tools) if tools else schema_llm
+    # tool_choice="auto": some servers only call tools when the request says they may.
+    bound = llm.bind_tools(tools, tool_choice="auto") if tools else schema_llm
     by_name = {t.name: t for t in tools or []}
     messages: list[Any] = [
         SystemMessage(load_prompt("diagnose_system")),
@@ -636,6 +654,8 @@ def ask_model(
         try:
             reply = bound.invoke(messages)
         except Exception as e:
+            if _is_timeout(e):
+                raise ModelTimedOut(f"{where}: no answer within the model timeout", name) from None
             if _is_unreachable(e):
                 raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
             if bound is schema_llm and _refused_schema(e):
@@ -643,7 +663,7 @@ def ask_model(
                 schema_llm = bound = llm
                 continue
             raise
-        prompt_tokens += _usage(reply)
+        prompt_tokens = max(prompt_tokens, _usage(reply))  # the prompt's size, not the sum of attempts
         calls = getattr(reply, "tool_calls", None) or []
         if calls and steps < max_steps:
             steps += 1
@@ -749,6 +769,13 @@ def diagnose(
                 )
                 notes += mnotes
                 break
+            except ModelTimedOut as e:
+                model_used = e.model  # it was there: not "no model"
+                more = i + 1 < len(candidates)
+                notes.append(
+                    f"the model answered /v1/models but not the diagnosis in time ({e}); "
+                    + ("trying the fallback" if more else "the analyzers' diagnosis stands")
+                )
             except ModelUnreachable as e:
                 more = i + 1 < len(candidates)
                 notes.append(

@@ -162,7 +162,8 @@ def render_markdown(state: SREState, outcome: Outcome) -> str:
     if ap:
         add(
             f"{'Approved' if ap.get('decision') == 'approve' else 'Rejected'} by **{ap.get('approver')}** "
-            f"at {ap.get('at')} (approval id `{ap.get('approval_id')}`, policy {ap.get('policy')})."
+            + (f"(note: {ap['note']}) " if ap.get("note") else "")
+            + f"at {ap.get('at')} (approval id `{ap.get('approval_id')}`, policy {ap.get('policy')})."
         )
         if ap.get("reason"):
             add(f"Reason: {ap['reason']}")

@@ -28,8 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from graph.checkpoint import DecisionRecord
 from graph.config import Configuration
-from graph.state import ApprovalRequest, RunMeta
+from graph.policy import approval_id_for
+from graph.state import ApprovalRequest, RunMeta, now_iso
 from mcp_tools.errors import UserError
 from mcp_tools.settings import get_settings
 
@@ -44,6 +46,8 @@ class CycleResult(BaseModel):
     pending: ApprovalRequest | None = None  # the approval request, when awaiting a decision
     report: dict[str, str] = Field(default_factory=dict)  # empty when the cycle found nothing
     values: dict[str, Any] = Field(default_factory=dict)
+    #: status ``already_decided``: the decision that stands (another process's), as recorded
+    decided: dict[str, Any] | None = None
 
     @property
     def waiting(self) -> bool:
@@ -52,7 +56,7 @@ class CycleResult(BaseModel):
 
     @property
     def finished(self) -> bool:
-        return self.status not in ("awaiting_approval", "running")
+        return self.status not in ("awaiting_approval", "running", "busy")
 
 
 class StepUpdate(BaseModel):
@@ -152,7 +156,16 @@ class CycleStream:
         self.result: CycleResult | None = None
 
     def __iter__(self) -> Iterator[StepUpdate]:
-        with compiled_graph(self._state_dir) as g:
+        from graph.checkpoint import thread_lease
+
+        s = get_settings()
+        state_dir = Path(self._state_dir) if self._state_dir else s.state_dir
+        with (
+            compiled_graph(state_dir) as g,
+            thread_lease(s.checkpoint_url, state_dir, self.thread_id) as leased,
+        ):
+            if not leased:
+                raise UserError(f"thread {self.thread_id!r} is being run by another process")
             yield from _updates(g, self._payload, self._config)
             self.result = _result(g, self.thread_id, self._config)
 
@@ -204,45 +217,130 @@ def resume_cycle(
     *,
     decision: str,
     approver: str,
+    note: str | None = None,
     reason: str | None = None,
     on_update: OnUpdate | None = None,
     live: Configuration | None = None,
 ) -> CycleResult:
-    """Answer a thread's approval request and run it to the end. ``live`` carries in-process objects."""
+    """Answer a thread's approval request and run it to the end. ``live`` carries in-process objects.
+
+    ``approver`` is the authenticated identity deciding (the OS user, the MCP token's principal);
+    ``note`` a name the person typed, kept beside it. The decision is first recorded in the checkpoint
+    store (``graph.checkpoint.Decisions``): when another process decided this plan first, nothing is
+    resumed and the result (status ``already_decided``) says which decision stands, by whom and when.
+    """
     from langgraph.types import Command
 
-    from graph.state import now_iso
+    from graph.checkpoint import open_decisions, thread_lease
 
     if decision not in ("approve", "reject"):
         raise UserError(f"decision must be approve or reject, not {decision!r}")
     if not approver.strip():
         raise UserError("--approver: a decision must name who made it")
-    with compiled_graph(live.state_dir if live is not None else None) as g:
+    s = get_settings()
+    state_dir = Path(live.state_dir) if live is not None and live.state_dir else s.state_dir
+    with (
+        compiled_graph(state_dir) as g,
+        open_decisions(s.checkpoint_url, state_dir) as store,
+        thread_lease(s.checkpoint_url, state_dir, thread_id) as leased,
+    ):
         cfg = thread_configuration(thread_id, g)
         if live is not None:
             cfg.model, cfg.tools = live.model, live.tools
         config = _runnable_config(thread_id, cfg)
+        if not leased:
+            # Another live process runs this thread (it decided, or it is still planning).
+            return _busy(g, thread_id, config, store, decision)
         snap = g.get_state(config)
-        carried_on = False
         if not snap.interrupts and snap.next:
             # Killed mid-cycle: carry on from the last checkpoint (to the end, or to the approval).
+            # The thread was killed before it asked, or after a decision was recorded and resumed:
+            # either way the decision given now is not for what happens next. Show the result.
             _stream(g, None, config, on_update)
-            snap = g.get_state(config)
-            carried_on = True
-        if carried_on:
-            # The thread was killed before it asked: the person has not seen this plan yet, so the
-            # decision given now is not for it. Show the request (or the outcome); decide after.
             return _result(g, thread_id, config)
         if not snap.interrupts:
             done = _result(g, thread_id, config)
+            recorded = store.for_thread(thread_id)
+            if recorded:
+                return _lost(done, recorded[-1], decision, running=False)
             raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
         shown = ApprovalRequest.model_validate(snap.interrupts[0].value)
-        answer = {
-            "decision": decision,
-            "approver": approver.strip(),
-            "reason": reason,
-            "at": now_iso(),
-            "plan_key": shown.plan_key,  # the decision is for the plan that was shown
-        }
-        _stream(g, Command(resume=answer), config, on_update)
-        return _result(g, thread_id, config)
+        mine = DecisionRecord(
+            thread_id=thread_id,
+            plan_key=shown.plan_key,
+            decision=decision,  # type: ignore[arg-type]
+            principal=approver.strip()[:200],
+            note=(note.strip()[:200] or None) if note else None,
+            reason=str(reason)[:500] if reason else None,
+            approval_id=approval_id_for(thread_id, shown.plan_key),
+            at=now_iso(),
+        )
+        won, standing = store.claim(mine)
+        # Not won while holding the lease: the process that decided first died before carrying it
+        # out. Its recorded decision stands and is carried out here; the result says whose it is.
+        from graph.nodes.approve import DecisionConflict
+
+        try:
+            _stream(g, Command(resume=_answer(standing)), config, on_update)
+        except DecisionConflict:
+            # The thread was resumed outside this runner with another answer (LangGraph Studio, an
+            # old client): the recorded approval belongs to another resume; nothing is applied here.
+            return _lost(_result(g, thread_id, config), standing, decision, running=True)
+        res = _result(g, thread_id, config)
+        if not won:
+            return _lost(res, standing, decision, running=False, carried_on=True)
+        return res
+
+
+def _answer(rec: DecisionRecord) -> dict[str, Any]:
+    return {
+        "decision": rec.decision,
+        "approver": rec.principal,
+        "note": rec.note,
+        "reason": rec.reason,
+        "at": rec.at,
+        "plan_key": rec.plan_key,  # the decision is for the plan that was shown
+        "claim": rec.claim,  # the apply node checks the recorded decision carries this claim
+    }
+
+
+def _busy(g: Any, thread_id: str, config: dict[str, Any], store: Any, decision: str) -> CycleResult:
+    recorded = store.for_thread(thread_id)
+    res = _result(g, thread_id, config)
+    if recorded:
+        return _lost(res, recorded[-1], decision, running=True)
+    return CycleResult(
+        thread_id=thread_id,
+        status="busy",
+        summary=f"thread {thread_id} is being run by another process right now; nothing was done here "
+        "(try again when it is waiting for a decision)",
+        values=res.values,
+    )
+
+
+def _lost(
+    res: CycleResult, rec: DecisionRecord, decision: str, *, running: bool, carried_on: bool = False
+) -> CycleResult:
+    """The result for a process whose decision was not the one recorded (or came second)."""
+    yours = "approval" if decision == "approve" else "rejection"
+    head = f"your {yours} was not recorded: this plan was already {rec.verb()} by {rec.who} at {rec.at}"
+    if rec.decision == decision:
+        head = f"already {rec.verb()} by {rec.who} at {rec.at}; nothing more was recorded for you"
+    if carried_on:
+        tail = f"that process stopped before carrying it out, so this one did: {res.status}: {res.summary}"
+    elif running:
+        tail = (
+            "the process that decided is carrying it out now (it applies the fix)"
+            if rec.decision == "approve"
+            else "the process that decided is finishing the thread; nothing is applied"
+        )
+    else:
+        tail = f"the thread's outcome: {res.status}: {res.summary}"
+    return CycleResult(
+        thread_id=res.thread_id,
+        status="already_decided",
+        summary=f"{head}; {tail}",
+        report=res.report,
+        values=res.values,
+        decided=rec.model_dump(mode="json"),
+    )

@@ -106,11 +106,13 @@ class ApprovalRequest(BaseModel):
 
 class Approval(BaseModel):
     decision: Decision
-    approver: str
+    approver: str  # the authenticated identity (OS user, MCP token principal, policy:auto)
     at: str = Field(default_factory=now_iso)
     reason: str | None = None
     approval_id: str
     policy: str = "approve"
+    note: str | None = None  # a name the person typed (--approver), beside the identity
+    claim: str | None = None  # the recorded decision's claim (graph.checkpoint.Decisions)
 
 
 class ApplyResult(BaseModel):

@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     checkpoint_url: str | None = None  # sqlite path (default under state_dir) or postgresql:// URL
     mcp_servers_file: Path | None = None  # an mcpServers JSON file, as Antigravity / Gemini CLI write it
     mcp_token: SecretStr | None = None  # bearer token required when the MCP HTTP server binds off-loopback
+    mcp_principal: str | None = None  # who decides through MCP (recorded as the approver); default mcp:<user>
     # Test and sandbox seams: point the official clients at another endpoint (e.g. the sandbox).
     run_api_endpoint: str | None = None
     logging_api_endpoint: str | None = None

@@ -195,6 +195,7 @@ class ScriptedOpenAI:
             usage = self._usage(len(tokens))
             finish = "tool_calls" if calls else "stop"
             if not body.get("stream"):
+                await self._wait(self.ttft_s)  # a slow model answers late whether it streams or not
                 message: dict[str, Any] = {"role": "assistant", "content": text if not calls else None}
                 if calls:
                     message["tool_calls"] = calls

@@ -41,7 +41,8 @@ def test_investigate_then_approve_over_stdio(
     sandbox_factory: Callable[..., Any],  # noqa: F811
 ) -> None:
     sb = sandbox_factory(scenario="reference-weights-oom")
-    st = _stdio(server_env(sandbox_env(sb), tmp_path / "state"))
+    env = {**server_env(sandbox_env(sb), tmp_path / "state"), "GEMMA_SRE_MCP_PRINCIPAL": "sre-team-token"}
+    st = _stdio(env)
     try:
         assert st.tool_names() >= FACES
         res, progress = _call_with_progress(st, "investigate", {"service": SERVICE})
@@ -69,19 +70,22 @@ def test_investigate_then_approve_over_stdio(
         )
         assert not res.isError, text_of(res)
         done = res.structuredContent
-        assert done["status"] == "fixed" and done["approver"] == "oncall" and done["applied_revision"]
+        # Recorded as the server's authenticated principal; the name the client typed is a note.
+        assert done["status"] == "fixed" and done["applied_revision"]
+        assert done["approver"] == "sre-team-token" and done["approver_note"] == "oncall"
         assert [m.split(":")[0] for _, _, m in progress] == ["approve", "apply", "verify", "report"]
         writes = sb.journal.entries()
         assert len(writes) == 1 and writes[0].approval
 
         rep = st.call("get_incident_report", {"thread_id": tid}).structuredContent
-        assert rep["status"] == "fixed" and "oncall" in rep["markdown"] and rep["report"]
+        assert rep["status"] == "fixed" and rep["report"]
+        assert "**sre-team-token** (note: oncall)" in rep["markdown"]
 
-        again = st.call("approve_remediation", {"thread_id": tid, "approver": "oncall"})
-        assert again.isError and "not waiting for a decision" in text_of(again)
+        again = st.call("approve_remediation", {"thread_id": tid, "approver": "someone"})
+        assert not again.isError and again.structuredContent["status"] == "already_decided"
+        assert "already approved by sre-team-token (note: oncall)" in text_of(again)
+        assert again.structuredContent["decided"]["principal"] == "sre-team-token"
         assert len(sb.journal.entries()) == 1  # never applied twice
-        nobody = st.call("approve_remediation", {"thread_id": tid, "approver": "  "})
-        assert nobody.isError and "approver" in text_of(nobody)
         missing = st.call("get_incident_report", {"thread_id": "no-such-thread"})
         assert missing.isError and "no such thread" in text_of(missing)
     finally:

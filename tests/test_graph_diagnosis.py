@@ -202,7 +202,7 @@ def test_model_malformed_then_valid(model_server: Any) -> None:
     url, script = model_server([{"content": "I think it is an OOM, probably."}, answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert len(script.requests) == 2
-    assert d.category == "weights_oom" and d.prompt_tokens == 1001 + 1002
+    assert d.category == "weights_oom" and d.prompt_tokens == 1002  # the prompt's size, not a sum
     assert any("malformed" in n and "once more" in n for n in d.notes)
     assert "previous answer could not be used" in script.requests[1]["messages"][-1]["content"]
 
@@ -467,3 +467,12 @@ def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any)
     assert d.category == "weights_oom" and len(script.requests) == 2
     assert "response_format" in script.requests[0] and "response_format" not in script.requests[1]
     assert sum("refused the answer's JSON schema" in n for n in d.notes) == 1
+
+
+def test_a_model_that_is_there_but_too_slow_is_not_called_no_model() -> None:
+    with ScriptedOpenAI([answer(GOOD)], model="gemma-slow", ttft_s=3.0) as srv:
+        slow = ModelEndpoint(base_url=srv.root, timeout_s=0.5, max_retries=0)
+        d = assess(oom_obs(), model=slow, policy="approve")
+    assert d.category == "weights_oom"  # the analyzers' diagnosis stands
+    assert d.model_used == "gemma-slow"
+    assert any("answered /v1/models but not the diagnosis in time" in n for n in d.notes), d.notes

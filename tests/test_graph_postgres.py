@@ -102,3 +102,53 @@ def test_postgres_checkpoints_resume_a_thread(
 
 
 from sandbox.testing import sandbox_factory  # noqa: E402,F401  (fixture)
+
+
+def test_postgres_one_decision_per_plan(
+    postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox_factory: Any,  # noqa: F811
+) -> None:
+    """The decisions table and the thread lease on Postgres: connections claiming at once get one
+    winner, and approve/reject processes racing on a thread record one decision, apply at most once."""
+    import threading
+
+    from graph.checkpoint import DecisionRecord, open_decisions, thread_lease
+    from tests.test_graph_decisions import broken_services, check_round, finish, pending, spawn
+
+    monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
+    get_settings.cache_clear()
+    state = get_settings().state_dir
+    wins: list[bool] = []
+
+    def claim(i: int) -> None:
+        with open_decisions(postgres_url, state) as store:
+            rec = DecisionRecord(
+                thread_id="t", plan_key="k", decision="approve", principal=f"p{i}", approval_id="a", at="1"
+            )
+            wins.append(store.claim(rec)[0])
+
+    workers = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(wins) == [False] * 7 + [True]
+    with thread_lease(postgres_url, state, "t") as first, thread_lease(postgres_url, state, "t") as second:
+        assert first and not second
+    with thread_lease(postgres_url, state, "t") as again:
+        assert again  # released with its connection
+
+    sb = sandbox_factory(scenario="healthy")
+    for service in broken_services(sb, 4):
+        thread = pending(sb, service)
+        procs = [
+            (d, spawn(sb, d, thread, *(["--reason", "race"] if d == "reject" else [])))
+            for d in ("approve", "reject")
+        ]
+        answers = []
+        for d, p in procs:
+            code, doc, _ = finish(p)
+            answers.append((d, code, doc))
+        check_round(sb, service, thread, answers)
+    assert not (state / "checkpoints.sqlite").exists()  # decisions went to Postgres too

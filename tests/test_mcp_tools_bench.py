@@ -331,10 +331,11 @@ def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
 def test_sweep_stops_at_saturation() -> None:
     """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4.
 
-    Steps of 20 ms, not 5: a busy machine's scheduling delays once made concurrency 4 look faster."""
+    Steps of 60 ms, not 5 or 20: a busy machine's scheduling delays (tens of ms with the load average at
+    8 on two cores) made concurrency 4 look faster than 2 at 20 ms; at 60 ms they are noise."""
     cfg = SimConfig(
-        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.04,
-        itl_s=0.02,
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, ttft_base_s=0.12,
+        itl_s=0.06,
     )  # fmt: skip
     url, stop = start_in_thread(VllmSim(cfg).app)
     try:

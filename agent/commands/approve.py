@@ -1,7 +1,9 @@
 """``gemma-sre approve THREAD`` / ``gemma-sre reject THREAD``: decide a pending approval.
 
 From another process or later: the thread is resumed from the checkpoint store, against the service
-and endpoints it was started with.
+and endpoints it was started with. The decision is recorded as the OS user running the command
+(``--approver NAME`` is a note beside it). When another process decided the plan first, nothing is
+done here: the output says which decision stands, by whom and when (exit 1 when it is not yours).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
     result = resume_cycle(
         thread,
         decision=decision,
-        approver=approver or current_user(),
+        approver=current_user(),
+        note=approver,
         reason=reason,
         on_update=lambda n, u: print_update(console, n, u),
     )
+    lost = result.status in ("already_decided", "busy") and (result.decided or {}).get("decision") != decision
     if as_json:
         doc = {
             "thread_id": result.thread_id,
@@ -33,10 +37,12 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
             "summary": result.summary,
             "report": result.report,
         }
+        if result.decided is not None:
+            doc["decided"] = result.decided
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
         print_outcome(console, result.status, result.summary, result.report)
-    if result.status in ("failed",):
+    if result.status in ("failed",) or lost:
         raise typer.Exit(1)
 
 
@@ -44,7 +50,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def approve(
         thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
-        approver: str = typer.Option(None, "--approver", help="Who approves (default: your user name)."),
+        approver: str = typer.Option(
+            None, "--approver", help="A name noted beside your OS user name (who is recorded)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
         """Approve a pending plan: it is applied, verified, and rolled back if it fails."""
@@ -54,7 +62,9 @@ def register(app: typer.Typer) -> None:
     def reject(
         thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
         reason: str = typer.Option(None, "--reason", help="Why (kept in the audit log and the report)."),
-        approver: str = typer.Option(None, "--approver", help="Who rejects (default: your user name)."),
+        approver: str = typer.Option(
+            None, "--approver", help="A name noted beside your OS user name (who is recorded)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
         """Reject a pending plan: nothing is applied; the report records who and why."""

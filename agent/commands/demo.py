@@ -86,7 +86,9 @@ def register(app: typer.Typer) -> None:
     def demo(
         yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
         model_url: str = typer.Option(None, "--model-url", help="A vLLM /v1 URL to diagnose with."),
-        approver: str = typer.Option(None, "--approver", help="Who approves (default: your user name)."),
+        approver: str = typer.Option(
+            None, "--approver", help="A name noted beside your OS user name on the decision."
+        ),
     ) -> None:
         """Run the whole loop on the reference failure (Gemma 4 12B bf16 on one L4) in a local sandbox."""
         from agent.session import CycleOptions, run_interactive

@@ -45,7 +45,9 @@ def register(app: typer.Typer) -> None:
             "reference-weights-oom", "--scenario", help="The sandbox scenario (with --sandbox)."
         ),
         policy: str = typer.Option(None, "--policy", help="read-only, suggest, approve (default) or auto."),
-        approver: str = typer.Option(None, "--approver", help="The name recorded with your approvals."),
+        approver: str = typer.Option(
+            None, "--approver", help="A name noted beside your OS user name on your decisions."
+        ),
     ) -> None:
         """An interactive session: /status /logs /metrics /diagnose /plan /approve /reject /bench /capacity
         /report /help, and free-form questions to the model (read-only tools; figures from tools)."""

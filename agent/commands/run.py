@@ -13,7 +13,9 @@ def register(app: typer.Typer) -> None:
             None, "--policy", help="read-only | suggest | approve (default) | auto (GEMMA_SRE_POLICY)."
         ),
         yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
-        approver: str = typer.Option(None, "--approver", help="Who approves (default: your user name)."),
+        approver: str = typer.Option(
+            None, "--approver", help="A name noted beside your OS user name on the decision."
+        ),
         sandbox: bool = typer.Option(False, "--sandbox", help="Start a local sandbox and run against it."),
         scenario: str = typer.Option(
             None, "--scenario", help="The sandbox scenario (with --sandbox; default reference-weights-oom)."

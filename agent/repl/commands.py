@@ -91,7 +91,8 @@ class ReplCommands:
         services: list[str] | None = None,
     ) -> None:
         self.cfg = cfg  # graph.config.Configuration
-        self.approver = approver or current_user()
+        self.approver = current_user()  # who decides: the OS user running the REPL
+        self.approver_note = approver.strip() if approver and approver.strip() else None  # typed
         self.last_thread: str | None = None
         self.pending_thread: str | None = None
         self.last_bench: dict[str, Any] | None = None  # figures of the last /bench, for questions
@@ -323,7 +324,14 @@ class ReplCommands:
         tid = thread or self.pending_thread
         if not tid:
             return _err("nothing is waiting for a decision (run /plan first)")
-        res = resume_cycle(tid, decision=decision, approver=self.approver, reason=reason, live=self.cfg)
+        res = resume_cycle(
+            tid,
+            decision=decision,
+            approver=self.approver,
+            note=self.approver_note,
+            reason=reason,
+            live=self.cfg,
+        )
         if tid == self.pending_thread:
             self.pending_thread = None
         self.last_thread = tid

@@ -6,7 +6,9 @@ the node reads the service: if the template already carries the key, the change 
 process before a retry, or by one that was killed during apply) and nothing is sent again. So a
 process killed between approval and apply, or during apply, resumes and applies exactly once.
 
-The mutation path is closed unless the state holds an approval whose id is in the audit log, and a
+The mutation path is closed unless the state holds an approval whose id is in the audit log and
+which is the decision recorded for this plan in the checkpoint store (with the same claim: the
+resume that won, ``graph.checkpoint.Decisions``), and a
 plan is never applied over a service that changed after the plan was made (the approved diff would no
 longer be what happens).
 
@@ -58,6 +60,16 @@ def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: R
         raise NotApproved(f"approval {approval.approval_id} was given for another plan than this one")
     if approval.approval_id not in audit.approved_ids(cfg.state_path):
         raise NotApproved(f"approval {approval.approval_id} is not in the audit log")
+    from graph.checkpoint import open_decisions
+    from mcp_tools.settings import get_settings
+
+    with open_decisions(get_settings().checkpoint_url, cfg.state_path) as store:
+        rec = store.get(thread_id, apply_key(thread_id, plan))
+    if rec is None or rec.decision != "approve" or rec.approval_id != approval.approval_id:
+        raise NotApproved(f"approval {approval.approval_id} is not the decision recorded for this plan")
+    if rec.claim != approval.claim:
+        # Approved, but by another resume than this one: only the process that won applies.
+        raise NotApproved(f"approval {approval.approval_id} is carried out by another process, not this one")
     return approval
 
 
