@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from graph.state import ApprovalRequest
 from mcp_tools.errors import UserError
-from mcp_tools.server import READ_ONLY, ServerState, result, tool_errors
+from mcp_tools.server import READ_ONLY, ServerState, result, tool
 from mcp_tools.settings import Policy
 
 if TYPE_CHECKING:
@@ -227,8 +227,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
 
     policy = state.policy
 
-    @mcp.tool(annotations=INVESTIGATE)
-    @tool_errors
+    @tool(mcp, INVESTIGATE)
     async def investigate(
         service: str, question: str | None = None, ctx: Context | None = None
     ) -> Annotated[CallToolResult, InvestigateOut]:
@@ -252,8 +251,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
 
     if policy not in (Policy.READ_ONLY, Policy.SUGGEST):
 
-        @mcp.tool(annotations=DECIDE)
-        @tool_errors
+        @tool(mcp, DECIDE)
         async def approve_remediation(
             thread_id: str, approver: str | None = None, ctx: Context | None = None
         ) -> Annotated[CallToolResult, OutcomeOut]:
@@ -281,8 +279,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
                 + (f"\nreport: {out.report_markdown}" if out.report_markdown else ""),
             )
 
-    @mcp.tool(annotations=REJECT)
-    @tool_errors
+    @tool(mcp, REJECT)
     async def reject_remediation(
         thread_id: str, reason: str, approver: str | None = None
     ) -> Annotated[CallToolResult, OutcomeOut]:
@@ -301,8 +298,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
         out = _outcome_out(res)
         return result(out, f"{out.status}: {out.summary}")
 
-    @mcp.tool(annotations=READ_ONLY)
-    @tool_errors
+    @tool(mcp, READ_ONLY)
     async def get_incident_report(thread_id: str) -> Annotated[CallToolResult, ReportOut]:
         """The incident report of a thread (Markdown and JSON: timeline, evidence, diagnosis, plan,
         approval, outcome), or the approval request it is still waiting on."""
