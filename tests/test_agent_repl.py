@@ -291,3 +291,41 @@ def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> No
     assert child.exitstatus == 0
     audit = "".join(p.read_text() for p in (tmp_path / "state").rglob("audit*"))
     assert "pty-user" in audit
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # end to end: the REPL process on a sandbox, asking the user's model
+def test_repl_on_the_sandbox_uses_the_model_the_settings_name(tmp_path: Path) -> None:
+    """``repl --sandbox`` with GEMMA_SRE_MODEL_URL set asks that model (issue 15: it never did)."""
+    pexpect = pytest.importorskip("pexpect")
+    from tests.scripted_openai import ScriptedOpenAI, answer
+
+    reply = {
+        "category": "weights_oom",
+        "confidence": 0.9,
+        "summary": "The weights do not fit.",
+        "evidence": [],
+    }
+    with ScriptedOpenAI([answer(reply)], model="gemma-from-settings") as srv:
+        exe = Path(sys.executable).parent / "gemma-sre"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+        env.update(
+            GEMMA_SRE_STATE_DIR=str(tmp_path / "state"),
+            GEMMA_SRE_MODEL_URL=srv.root,
+            TERM="xterm",
+            PROMPT_TOOLKIT_NO_CPR="1",
+        )
+        prompt = r"gemma-sre\[gemma-4-12b\]>"
+        child = pexpect.spawn(str(exe), ["repl", "--sandbox"], env=env, encoding="utf-8", timeout=90,
+                              dimensions=(50, 160))  # fmt: skip
+        try:
+            child.expect(prompt)
+            child.sendline("/diagnose")
+            child.expect("weights_oom")
+            child.expect(prompt)
+            child.send("\x04")
+            child.expect("bye")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        assert srv.requests, "the REPL never asked the model GEMMA_SRE_MODEL_URL names"

@@ -48,6 +48,11 @@ def register(app: typer.Typer) -> None:
         approver: str = typer.Option(
             None, "--approver", help="A name noted beside your OS user name on your decisions."
         ),
+        model_url: str = typer.Option(
+            None,
+            "--model-url",
+            help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL).",
+        ),
     ) -> None:
         """An interactive session: /status /logs /metrics /diagnose /plan /approve /reject /bench /capacity
         /report /help, and free-form questions to the model (read-only tools; figures from tools)."""
@@ -73,9 +78,13 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[dim]starting a sandbox with scenario {scenario} ...[/]")
                 sb = start_sandbox(scenario=scenario)
                 stack.callback(sb.stop)
-                cfg = sandbox_configuration(sb, service=service, policy=pol)
+                # The sandbox's own vLLM serves synthetic text: the model is only ever the user's.
+                url = model_url or get_settings().model_url
+                cfg = sandbox_configuration(sb, service=service, policy=pol, model_url=url)
             else:
                 overrides: dict[str, Any] = {"service": service}
+                if model_url:
+                    overrides["model_url"] = model_url
                 if pol is not None:
                     overrides["policy"] = pol
                 cfg = Configuration.from_settings(**overrides)
