@@ -48,11 +48,7 @@ def _case(scenario: str, target: str, fault: str, deadline: float | None) -> dic
         service = str(next(iter(sb.state()["services"])).rsplit("/", 1)[1])
         fields: dict[str, Any] = dict(
             service=service,
-            project=sb.project,
-            location=sb.location,
-            run_api_endpoint=sb.url,
-            logging_api_endpoint=sb.url,
-            anonymous_credentials=True,
+            **sb.settings_fields(),
             use_model=False,
             verify_deadline_s=30.0,
             verify_poll_s=0.05,

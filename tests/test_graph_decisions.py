@@ -41,11 +41,7 @@ ROUND_BUDGET_S = float(os.environ.get("GEMMA_SRE_TEST_RACE_BUDGET_S", "60"))
 def config_for(sb: Any, service: str) -> Configuration:
     return Configuration.from_settings(
         service=service,
-        project=sb.project,
-        location=sb.location,
-        run_api_endpoint=sb.url,
-        logging_api_endpoint=sb.url,
-        anonymous_credentials=True,
+        **sb.settings_fields(),
         use_model=False,
         verify_deadline_s=30.0,
         verify_poll_s=0.05,
