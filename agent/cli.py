@@ -94,13 +94,18 @@ def _exit_code(e: BaseException) -> int | None:
             print("aborted", file=sys.stderr)
             return 130
         if isinstance(e, typer.TyperException):  # usage errors (typer vendors click's exception classes)
+            usage = isinstance(e, typer.BadParameter | typer.BadParameter.__mro__[1])  # click.UsageError
+            if usage:  # one line, and where to look (not click's three-line usage block)
+                ctx = getattr(e, "ctx", None)
+                where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+                print(f"error: {' '.join(e.format_message().split())}{where}", file=sys.stderr)
+                return 2
             show = getattr(e, "show", None)
             if callable(show):
                 show()
             else:
                 print(f"error: {e}", file=sys.stderr)
-            usage = type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter")
-            return 2 if usage else int(getattr(e, "exit_code", 1))
+            return int(getattr(e, "exit_code", 1))
     if isinstance(e, Exception) and not debug:
         print(
             f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)",

@@ -43,7 +43,10 @@ def write_incidents(directory: Path, n: int) -> tuple[Path, Path]:
     lines, _ = noisy_oom_log(n)
     yml, jsonl = directory / "large.yaml", directory / "large.jsonl"
     with yml.open("w", encoding="utf-8") as f:
-        f.write(f"id: {HEADER['id']}\ntitle: {json.dumps(HEADER['title'])}\nservice: {json.dumps(HEADER['service'])}\n")
+        f.write(
+            f"id: {HEADER['id']}\ntitle: {json.dumps(HEADER['title'])}\n"
+            f"service: {json.dumps(HEADER['service'])}\n"
+        )
         f.write("logs:\n")
         for t in lines:
             f.write(f"  - {{severity: DEFAULT, text: {json.dumps(t)}}}\n")
@@ -94,7 +97,8 @@ def main() -> None:
             med = {k: statistics.median(r[k] for r in runs) for k in ("load_s", "diagnose_s", "rss_mib")}
             size = p.stat().st_size / 2**20
             print(
-                f"{p.suffix:7} {size:6.0f} MiB  load {med['load_s']:6.2f} s  diagnose {med['diagnose_s']:6.2f} s  "
+                f"{p.suffix:7} {size:6.0f} MiB  load {med['load_s']:6.2f} s  "
+                f"diagnose {med['diagnose_s']:6.2f} s  "
                 f"total {med['load_s'] + med['diagnose_s']:6.2f} s  peak RSS {med['rss_mib']:6.0f} MiB  "
                 f"({runs[0]['category']})"
             )

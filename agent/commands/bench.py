@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from agent.params import bounded
+from mcp_tools.bench.config import MAX_CONCURRENCY
 from mcp_tools.errors import UserError
 
 bench_app = typer.Typer(
@@ -89,7 +91,12 @@ def bench(
         None, "--service", help="A Cloud Run service: its URL from the Cloud Run API, with an ID token."
     ),
     sandbox: bool = typer.Option(False, "--sandbox", help="Start the simulated vLLM endpoint in-process."),
-    sandbox_time_scale: float = typer.Option(1.0, "--sandbox-time-scale", help="Speed up the sandbox clock."),
+    sandbox_time_scale: float = typer.Option(
+        1.0,
+        "--sandbox-time-scale",
+        parser=bounded(float, 0, 10_000, lo_open=True),
+        help="Speed up the sandbox clock.",
+    ),
     sandbox_zero_latency: bool = typer.Option(
         False, "--sandbox-zero-latency", help="Sandbox answers instantly."
     ),
@@ -97,13 +104,35 @@ def bench(
     endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
     concurrency: str = typer.Option("1", "--concurrency", "-c", help="Levels: 1,4,16 or a range 1..2048."),
     rate: str | None = typer.Option(None, "--rate", help="Request rates (req/s), e.g. 1,2,5: rate mode."),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrivals; 1 = Poisson."),
-    max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Cap in-flight in rate mode."),
+    burstiness: float = typer.Option(
+        1.0,
+        "--burstiness",
+        parser=bounded(float, 0, 100, lo_open=True),
+        help="Gamma shape of arrivals; 1 = Poisson.",
+    ),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", parser=bounded(int, 1, MAX_CONCURRENCY), help="Cap in-flight in rate mode."
+    ),
     context: str = typer.Option("256", "--context", help="Prompt lengths in tokens: 256 or 8..16384."),
-    output_tokens: int = typer.Option(128, "--output-tokens", help="Tokens generated per request."),
-    requests: int = typer.Option(100, "--requests", "-n", help="Requests per load point (upper bound)."),
-    seconds: float = typer.Option(60.0, "--seconds", help="Seconds per load point (upper bound)."),
-    warmup: int = typer.Option(4, "--warmup", help="Unrecorded warm-up requests."),
+    output_tokens: int = typer.Option(
+        128, "--output-tokens", parser=bounded(int, 1, 131_072), help="Tokens generated per request."
+    ),
+    requests: int = typer.Option(
+        100,
+        "--requests",
+        "-n",
+        parser=bounded(int, 1, 1_000_000),
+        help="Requests per load point (upper bound).",
+    ),
+    seconds: float = typer.Option(
+        60.0,
+        "--seconds",
+        parser=bounded(float, 0, 86_400, lo_open=True),
+        help="Seconds per load point (upper bound).",
+    ),
+    warmup: int = typer.Option(
+        4, "--warmup", parser=bounded(int, 0, 10_000), help="Unrecorded warm-up requests."
+    ),
     shared_prefix: bool = typer.Option(
         False, "--shared-prefix", help="Let prompts share a cacheable prefix."
     ),
@@ -111,8 +140,15 @@ def bench(
         True, "--exact-lengths/--estimated-lengths", help="Trim prompts via /tokenize."
     ),
     slo: str | None = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Per-request timeout in seconds."),
-    error_budget: float = typer.Option(0.05, "--error-budget", help="Stop a sweep above this error rate."),
+    timeout: float = typer.Option(
+        300.0,
+        "--timeout",
+        parser=bounded(float, 0, 3_600, lo_open=True),
+        help="Per-request timeout in seconds.",
+    ),
+    error_budget: float = typer.Option(
+        0.05, "--error-budget", parser=bounded(float, 0, 1), help="Stop a sweep above this error rate."
+    ),
     stop_on_saturation: bool = typer.Option(True, "--stop-on-saturation/--no-stop-on-saturation"),
     output_dir: Path = typer.Option(Path("bench-runs"), "--output-dir", help="Where run folders go."),
     label: str | None = typer.Option(None, "--label", help="Name the run folder."),
@@ -145,7 +181,7 @@ def bench(
         url = get_settings().vllm_base_url
         if not url:
             raise UserError("no endpoint: pass --url URL, --sandbox, or set VLLM_BASE_URL")
-    contexts = parse_int_list(context, "--context")
+    contexts = parse_int_list(context, "--context", hi=1_048_576)
     rates = parse_float_list(rate, "--rate") if rate else []
     levels = parse_int_list(concurrency, "--concurrency")
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from agent.params import bounded
+
 
 def register(app: typer.Typer) -> None:
     @app.command("eval")
@@ -24,7 +26,9 @@ def register(app: typer.Typer) -> None:
         model_url: str | None = typer.Option(
             None, "--model-url", help="OpenAI-compatible endpoint of the diagnosing model (default: none)."
         ),
-        repeat: int = typer.Option(1, "--repeat", help="Run each incident K times (pass@k, pass-all-k)."),
+        repeat: int = typer.Option(
+            1, "--repeat", parser=bounded(int, 1, 100), help="Run each incident K times (pass@k, pass-all-k)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document (SPEC.md section 4)."),
         report: Path | None = typer.Option(
             None, "--report", help="Also write a Markdown report to this file."

@@ -11,13 +11,15 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     import typer
 
+    from agent.params import bounded
+
     @app.command()
     def mcp(
         transport: str = typer.Option("stdio", "--transport", help="stdio or http (streamable HTTP)."),
         host: str = typer.Option(
             "127.0.0.1", "--host", help="HTTP bind address (non-loopback needs a token)."
         ),
-        port: int = typer.Option(8765, "--port", help="HTTP port."),
+        port: int = typer.Option(8765, "--port", parser=bounded(int, 0, 65_535), help="HTTP port."),
     ) -> None:
         """Serve the gemma-sre MCP tools (for Antigravity CLI, Gemini CLI, or any MCP client).
 

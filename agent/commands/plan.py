@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from agent.params import bounded
+
 
 def register(app: typer.Typer) -> None:
     @app.command(context_settings={"allow_extra_args": False})
@@ -15,16 +17,24 @@ def register(app: typer.Typer) -> None:
             None, "--gpu", help="GPU name: nvidia-l4, l4, 'NVIDIA L4', nvidia-h100-80gb ..."
         ),
         gpu_memory_gib: float = typer.Option(
-            None, "--gpu-memory-gib", help="GPU memory as CUDA reports it, GiB."
+            None,
+            "--gpu-memory-gib",
+            parser=bounded(float, 0, 1_024, lo_open=True),
+            help="GPU memory as CUDA reports it, GiB.",
         ),
         gpu_memory_used_gib: float = typer.Option(
             None,
             "--gpu-memory-used-gib",
+            parser=bounded(float, 0, 1_024),
             help="GPU memory other processes already hold (a desktop, another server), GiB per GPU.",
         ),
-        gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs per instance."),
+        gpu_count: int = typer.Option(
+            1, "--gpu-count", parser=bounded(int, 1, 16), help="GPUs per instance."
+        ),
         max_model_len: str = typer.Option(None, "--max-model-len"),
-        gpu_memory_utilization: float = typer.Option(None, "--gpu-memory-utilization"),
+        gpu_memory_utilization: float = typer.Option(
+            None, "--gpu-memory-utilization", parser=bounded(float, 0, 1, lo_open=True)
+        ),
         kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype"),
         quantization: str = typer.Option(None, "--quantization"),
         dtype: str = typer.Option(None, "--dtype"),

@@ -4,11 +4,18 @@ from pathlib import Path
 
 import typer
 
+from agent.params import bounded
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def sandbox(
-        port: int = typer.Option(8181, "--port", help="Loopback port to serve on (0: any free port)."),
+        port: int = typer.Option(
+            8181,
+            "--port",
+            parser=bounded(int, 0, 65_535),
+            help="Loopback port to serve on (0: any free port).",
+        ),
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (keep it on loopback)."),
         scenario: str | None = typer.Option(
             None, "--scenario", help="Start in a named state (see --list-scenarios)."
@@ -16,7 +23,12 @@ def register(app: typer.Typer) -> None:
         incident: Path | None = typer.Option(
             None, "--incident", help="An incident YAML file: its service is deployed and its logs preloaded."
         ),
-        time_scale: float = typer.Option(60.0, "--time-scale", help="Simulated seconds per real second."),
+        time_scale: float = typer.Option(
+            60.0,
+            "--time-scale",
+            parser=bounded(float, 0, 10_000, lo_open=True),
+            help="Simulated seconds per real second.",
+        ),
         zero_latency: bool = typer.Option(
             False, "--zero-latency", help="Endpoints answer without any delay."
         ),

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from agent.params import bounded
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -20,9 +22,14 @@ def register(app: typer.Typer) -> None:
             envvar="GEMMA_SRE_WEBHOOK_URL",
             help="POST new / escalated / resolved incidents here (Slack-compatible JSON).",
         ),
-        max_cycles: int = typer.Option(None, "--max-cycles", help="Stop after this many cycles."),
+        max_cycles: int = typer.Option(
+            None, "--max-cycles", parser=bounded(int, 1, 10_000_000), help="Stop after this many cycles."
+        ),
         quiet_cycles: int = typer.Option(
-            2, "--quiet-cycles", help="Cycles without a sign of an incident before it counts as resolved."
+            2,
+            "--quiet-cycles",
+            parser=bounded(int, 1, 10_000),
+            help="Cycles without a sign of an incident before it counts as resolved.",
         ),
         sandbox: bool = typer.Option(False, "--sandbox", help="Watch a service in a local sandbox (no GCP)."),
         scenario: str = typer.Option(

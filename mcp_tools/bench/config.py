@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from mcp_tools.errors import UserError
+from mcp_tools.numbers import check_number
 
 #: The grid people already sweep (contexts 8..16,384 tokens, concurrency 1..2,048).
 DEFAULT_CONTEXT_GRID = [8, 64, 256, 1024, 4096, 16384]
@@ -40,6 +41,11 @@ class SLO(BaseModel):
         return ", ".join(parts) or "none"
 
 
+#: The most in-flight requests one bench client opens (a load level, --max-concurrency).
+MAX_CONCURRENCY = 4096
+#: The highest request rate (req/s) of a rate sweep.
+MAX_RATE = 10_000.0
+
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
 
 
@@ -48,7 +54,7 @@ def parse_duration_s(text: str, what: str) -> float:
     m = _DURATION.match(text)
     if not m:
         raise UserError(f"{what}: {text!r} is not a duration (write e.g. 500ms or 0.5s)")
-    value = float(m.group(1))
+    value = float(check_number(m.group(1), what, lo=0, hi=86_400_000_000))
     unit = m.group(2) or "s"
     return value / 1000 if unit == "ms" else value / 1_000_000 if unit == "us" else value
 
@@ -74,8 +80,9 @@ def parse_slo(text: str | None) -> SLO:
     return SLO(**values)
 
 
-def parse_int_list(text: str, what: str) -> list[int]:
+def parse_int_list(text: str, what: str, hi: int = MAX_CONCURRENCY) -> list[int]:
     """``1,2,4`` or ``1..2048`` (powers of two between) or a mix -> sorted unique ints."""
+    top = hi
     out: set[int] = set()
     for part in text.split(","):
         part = part.strip()
@@ -85,7 +92,7 @@ def parse_int_list(text: str, what: str) -> list[int]:
             if ".." in part:
                 lo_s, hi_s = part.split("..", 1)
                 lo, hi = int(lo_s), int(hi_s)
-                if lo < 1 or hi < lo:
+                if lo < 1 or hi < lo or hi > top:
                     raise ValueError
                 v = lo
                 while v <= hi:
@@ -94,11 +101,13 @@ def parse_int_list(text: str, what: str) -> list[int]:
                 out.add(hi)
             else:
                 v = int(part)
-                if v < 1:
+                if not 1 <= v <= top:
                     raise ValueError
                 out.add(v)
         except ValueError:
-            raise UserError(f"{what}: {part!r} is not a positive integer or a range like 1..2048") from None
+            raise UserError(
+                f"{what}: {part!r} is not an integer from 1 to {top} or a range like 1..2048"
+            ) from None
     if not out:
         raise UserError(f"{what}: give at least one value")
     return sorted(out)
@@ -110,13 +119,7 @@ def parse_float_list(text: str, what: str) -> list[float]:
         part = part.strip()
         if not part:
             continue
-        try:
-            v = float(part)
-        except ValueError:
-            raise UserError(f"{what}: {part!r} is not a number") from None
-        if v <= 0:
-            raise UserError(f"{what}: {part!r} must be above zero")
-        out.append(v)
+        out.append(float(check_number(part, what, lo=0, hi=MAX_RATE, lo_open=True)))
     if not out:
         raise UserError(f"{what}: give at least one value")
     return sorted(set(out))

@@ -1,0 +1,32 @@
+"""Bounded numbers for the CLI's options: one mechanism for every numeric flag.
+
+``typer.Option(1, "--repeat", parser=bounded(int, 1, 100))``: NaN, infinity, non-numbers and values
+out of range are one usage error (exit 2, one line) that names the flag and the range; the check is
+``mcp_tools.numbers.check_number``, the one the settings, list parsers and tool arguments use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from mcp_tools.errors import UserError
+from mcp_tools.numbers import check_number
+
+
+def bounded(
+    kind: type, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False
+) -> Callable[[Any], Any]:
+    """A typer ``parser`` for an ``int``/``float`` option within [lo, hi] (``lo_open``: above lo)."""
+
+    def parse(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return check_number(value, "value", lo=lo, hi=hi, lo_open=lo_open, integer=kind is int)
+        except UserError as e:
+            raise typer.BadParameter(str(e).removeprefix("value: ")) from None
+
+    return parse
