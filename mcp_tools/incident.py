@@ -113,15 +113,15 @@ class ServiceSpec(_Lenient):
     name: str = "vllm"
     region: str | None = None
     gpu_type: str | None = None
-    gpu_count: int = 1
+    gpu_count: int = Field(default=1, ge=0, le=16)
     cpu: float | int | str | None = None
     memory: str | None = None
     image: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    min_instances: int = 0
-    max_instances: int | None = None
-    concurrency: int | None = None
+    min_instances: int = Field(default=0, ge=0)
+    max_instances: int | None = Field(default=None, ge=0)
+    concurrency: int | None = Field(default=None, ge=0)
     startup_probe: StartupProbe | None = None
     gpu_zonal_redundancy: bool | None = None
 

@@ -62,6 +62,10 @@ class ModelEndpoint(BaseModel):
 def model_urls(settings: Settings, *, primary: str | None = None, monitored: bool = True) -> list[str]:
     """The endpoints to try, in order: ``primary``, else ``GEMMA_SRE_MODEL_URL``, else (``monitored``)
     the monitored ``VLLM_BASE_URL``; then the fallback."""
+    from mcp_tools.settings import check_http_url
+
+    if primary:
+        primary = check_http_url(primary, "--model-url")
     first = primary or (settings.diagnosis_model_url if monitored else settings.model_url)
     return list(dict.fromkeys(u for u in (first, settings.fallback_model_url) if u))
 

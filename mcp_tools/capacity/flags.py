@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
+from mcp_tools.numbers import check_number
 
 KV_CACHE_DTYPES = (
     "auto",
@@ -50,6 +51,10 @@ _BOOL = {"enforce_eager"}
 _ALIASES = {"tp": "tensor_parallel_size", "q": "quantization"}
 
 
+#: The largest value an integer flag may take (no GPU holds more tokens or sequences).
+MAX_INT_FLAG = 2**31 - 1
+
+
 def _parse_int(flag: str, value: str) -> int:
     v = value.strip().lower().replace("_", "")
     mult = 1
@@ -57,11 +62,12 @@ def _parse_int(flag: str, value: str) -> int:
     if v and v[-1] in "km":
         mult = 1024 if v[-1] == "k" else 1024 * 1024
         v = v[:-1]
+    what = f"--{flag.replace('_', '-')}"
     try:
-        n = int(float(v) * mult) if "." in v else int(v) * mult
-    except ValueError:
-        raise UserError(f"--{flag.replace('_', '-')}: {value!r} is not an integer") from None
-    return n
+        number = check_number(v, what) if "." in v else check_number(v, what, integer=True)
+    except UserError:
+        raise UserError(f"{what}: {value!r} is not an integer") from None
+    return int(check_number(int(number * mult), what, hi=MAX_INT_FLAG, integer=True))
 
 
 def _validate(flags: VllmFlags) -> VllmFlags:
@@ -141,10 +147,7 @@ def parse_vllm_args(args: Iterable[str] | str) -> VllmFlags:
             if key in _INT:
                 values[key] = _parse_int(key, inline)
             elif key in _FLOAT:
-                try:
-                    values[key] = float(inline)
-                except ValueError:
-                    raise UserError(f"--{body}: {inline!r} is not a number") from None
+                values[key] = float(check_number(inline, f"--{body}"))
             else:
                 values[key] = inline
             i += 1

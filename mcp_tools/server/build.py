@@ -3,7 +3,6 @@ registrars (the agent's own tools, added by the CLI)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 
 from mcp.server.fastmcp import FastMCP
@@ -16,7 +15,6 @@ from mcp_tools.server import (
     tools_mutate,
     tools_service,
 )
-from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy, Settings, get_settings
 
@@ -36,7 +34,7 @@ def build_server(
     """The MCP server with every tool the policy allows; ``extra_registrars`` add more tools."""
     settings = settings or get_settings()
     if confirm_ttl_s is None:
-        confirm_ttl_s = float(os.environ.get("GEMMA_SRE_MCP_CONFIRM_TTL_S", DEFAULT_CONFIRM_TTL_S))
+        confirm_ttl_s = settings.mcp_confirm_ttl_s  # GEMMA_SRE_MCP_CONFIRM_TTL_S, bounded
     state = ServerState(settings, confirm_ttl_s=confirm_ttl_s)
     mcp = FastMCP(
         SERVER_NAME,
