@@ -97,7 +97,8 @@ def _exit_code(e: BaseException) -> int | None:
             usage = isinstance(e, typer.BadParameter | typer.BadParameter.__mro__[1])  # click.UsageError
             if usage:  # one line, and where to look (not click's three-line usage block)
                 ctx = getattr(e, "ctx", None)
-                where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+                name = ctx.info_name if ctx is not None and ctx.parent is not None else None
+                where = f" (see 'gemma-sre {name} --help')" if name else ""
                 print(f"error: {' '.join(e.format_message().split())}{where}", file=sys.stderr)
                 return 2
             show = getattr(e, "show", None)
