@@ -30,3 +30,15 @@ def bounded(
             raise typer.BadParameter(str(e).removeprefix("value: ")) from None
 
     return parse
+
+
+def http_url(value: Any) -> Any:
+    """A typer ``parser`` for an option that names an http(s) endpoint (``--model-url``, ``--url``)."""
+    if value is None or value == "":
+        return None
+    from mcp_tools.settings import check_http_url
+
+    try:
+        return check_http_url(str(value), "value")
+    except UserError as e:
+        raise typer.BadParameter(str(e).removeprefix("value: ")) from None

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,19 +56,37 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
                 "GEMMA_SRE_CHECKPOINT_URL is a Postgres URL but langgraph-checkpoint-postgres is not "
                 "installed: pip install 'gemma-sre[postgres]'"
             ) from None
-        with PostgresSaver.from_conn_string(url) as pg:
-            pg.setup()
+        import psycopg
+
+        with ExitStack() as stack:
+            try:
+                pg = stack.enter_context(PostgresSaver.from_conn_string(url))
+                pg.setup()
+            except psycopg.Error as e:
+                why = " ".join(str(e).split())[:200]
+                raise UserError(
+                    f"GEMMA_SRE_CHECKPOINT_URL: cannot open the Postgres checkpoint store ({why})"
+                ) from None
             yield pg
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = sqlite_path(url, state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        lite = SqliteSaver(conn)
-        lite.setup()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    except (OSError, sqlite3.Error) as e:
+        raise UserError(
+            f"{path}: cannot open the checkpoint store ({e.__class__.__name__}: the state dir "
+            "must be a writable directory)"
+        ) from None
+    try:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            lite = SqliteSaver(conn)
+            lite.setup()
+        except sqlite3.Error as e:
+            raise UserError(f"{path}: not a usable SQLite checkpoint store ({e})") from None
         yield lite
     finally:
         conn.close()

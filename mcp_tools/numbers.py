@@ -41,7 +41,7 @@ def check_number(
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = int(text) if integer else float(text)
+            value = float(text) if not integer or not text.lstrip("+-").isdigit() else int(text)
         except ValueError:
             raise UserError(f"{what}: {text!r} is not {kind}") from None
     if isinstance(value, bool) or not isinstance(value, int | float):

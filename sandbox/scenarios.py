@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp_tools.errors import UserError
 from mcp_tools.incident import Incident, ServiceSpec, StartupProbe, load_incident
 from sandbox.cloudlogging.model import STDERR, STDOUT, run_resource
 from sandbox.physics import PhysicsConfig
@@ -125,7 +126,7 @@ def scenario_specs(name: str) -> tuple[list[ServiceSpec], PhysicsConfig]:
         ], PhysicsConfig()
     if name == "healthy":
         return [l4_spec("gemma-4-12b", [qat, "--max-model-len=16384"])], PhysicsConfig()
-    raise ValueError(f"unknown scenario {name!r} (one of {', '.join(SCENARIOS)})")
+    raise UserError(f"unknown scenario {name!r} (one of {', '.join(SCENARIOS)})")
 
 
 def build(

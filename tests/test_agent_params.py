@@ -54,9 +54,13 @@ def _files(tmp_path: Path) -> dict[str, str]:
     afile.write_text("not a directory")
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(b"this is not an SQLite database" * 100)
-    return {"bomb": str(bomb), "neg": str(neg), "long": str(long), "heads": str(heads), "afile": str(afile)} | {
-        "corrupt": str(corrupt)
-    }
+    return {
+        "bomb": str(bomb),
+        "neg": str(neg),
+        "long": str(long),
+        "heads": str(heads),
+        "afile": str(afile),
+    } | {"corrupt": str(corrupt)}
 
 
 # (environment, argv); {name} is replaced by a file of _files.
@@ -169,7 +173,11 @@ def _is_non_finite(v: str) -> bool:
 
 
 @settings(max_examples=40, deadline=3000, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(argv=st.lists(st.one_of(st.sampled_from(["--repeat", "--interval", "-c", "--rate", "-n"]), _NUMBERISH), max_size=4))
+@given(
+    argv=st.lists(
+        st.one_of(st.sampled_from(["--repeat", "--interval", "-c", "--rate", "-n"]), _NUMBERISH), max_size=4
+    )
+)
 def test_watch_and_bench_options_property(cli: Callable[..., object], argv: list[str]) -> None:
     """Random option soup to commands that would otherwise start work: a bad value is one line."""
     for cmd in (("watch", "--sandbox", "--max-cycles", "0"), ("bench", "--sandbox", "-n", "0")):

@@ -110,7 +110,9 @@ def test_jsonl_incident_loads_like_its_yaml(tmp_path: Path) -> None:
 def test_jsonl_errors_are_one_line(tmp_path: Path) -> None:
     _refused(_write(tmp_path, '{"id": "t", "title": "x", "logs": []}\n', "a.jsonl"), "no 'logs'")
     _refused(_write(tmp_path, '{"id": "t", "title": "x"}\n{"text": \n', "b.jsonl"), "line 2 is not a JSON")
-    _refused(_write(tmp_path, '{"id": "t", "title": "x"}\n{"severity": "LOUD"}\n', "c.jsonl"), "logs.0.severity")
+    _refused(
+        _write(tmp_path, '{"id": "t", "title": "x"}\n{"severity": "LOUD"}\n', "c.jsonl"), "logs.0.severity"
+    )
     _refused(_write(tmp_path, "", "d.jsonl"), "empty")
 
 
@@ -152,7 +154,9 @@ def test_any_bytes_load_or_fail_in_one_line(tmp_path: Path, raw: bytes) -> None:
 
 @settings(max_examples=100, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(logs=st.lists(_LOG, max_size=30), style=st.sampled_from([False, None]), indent=st.integers(2, 6))
-def test_streamed_and_whole_yaml_agree(tmp_path: Path, logs: list[dict], style: bool | None, indent: int) -> None:
+def test_streamed_and_whole_yaml_agree(
+    tmp_path: Path, logs: list[dict], style: bool | None, indent: int
+) -> None:
     text = yaml.safe_dump(
         {"id": "p", "title": "t", "logs": logs, "metrics": "m 1"},
         default_flow_style=style,

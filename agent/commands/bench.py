@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded
+from agent.params import bounded, http_url
 from mcp_tools.bench.config import MAX_CONCURRENCY
 from mcp_tools.errors import UserError
 
@@ -85,7 +85,7 @@ def _service_url(name: str) -> str:
 def bench(
     ctx: typer.Context,
     url: str | None = typer.Option(
-        None, "--url", help="Base URL of the vLLM server (default: $VLLM_BASE_URL)."
+        None, "--url", parser=http_url, help="Base URL of the vLLM server (default: $VLLM_BASE_URL)."
     ),
     service: str | None = typer.Option(
         None, "--service", help="A Cloud Run service: its URL from the Cloud Run API, with an ID token."

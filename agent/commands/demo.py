@@ -12,6 +12,8 @@ from typing import Any
 
 import typer
 
+from agent.params import http_url
+
 SCENARIO = "reference-weights-oom"
 DEMO_TIME_SCALE = 600.0  # a three-minute cold start takes a third of a second
 
@@ -85,7 +87,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
-        model_url: str = typer.Option(None, "--model-url", help="A vLLM /v1 URL to diagnose with."),
+        model_url: str = typer.Option(
+            None, "--model-url", parser=http_url, help="A vLLM /v1 URL to diagnose with."
+        ),
         approver: str = typer.Option(
             None, "--approver", help="A name noted beside your OS user name on the decision."
         ),

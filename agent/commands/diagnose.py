@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from agent.params import http_url
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -20,6 +22,7 @@ def register(app: typer.Typer) -> None:
         model_url: str = typer.Option(
             None,
             "--model-url",
+            parser=http_url,
             help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL; none: "
             "analyzers only).",
         ),

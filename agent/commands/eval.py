@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded
+from agent.params import bounded, http_url
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,10 @@ def register(app: typer.Typer) -> None:
             help="Which part of the built-in library: all, composed, dev, blind, or real (dev + blind).",
         ),
         model_url: str | None = typer.Option(
-            None, "--model-url", help="OpenAI-compatible endpoint of the diagnosing model (default: none)."
+            None,
+            "--model-url",
+            parser=http_url,
+            help="OpenAI-compatible endpoint of the diagnosing model (default: none).",
         ),
         repeat: int = typer.Option(
             1, "--repeat", parser=bounded(int, 1, 100), help="Run each incident K times (pass@k, pass-all-k)."

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from agent.params import http_url
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -21,7 +23,9 @@ def register(app: typer.Typer) -> None:
             None, "--scenario", help="The sandbox scenario (with --sandbox; default reference-weights-oom)."
         ),
         no_model: bool = typer.Option(False, "--no-model", help="Diagnose with the analyzers only."),
-        model_url: str = typer.Option(None, "--model-url", help="The diagnosing model's base URL."),
+        model_url: str = typer.Option(
+            None, "--model-url", parser=http_url, help="The diagnosing model's base URL."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
         """Observe, diagnose, propose and (after approval) apply, verify and report, once."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded
+from agent.params import bounded, http_url
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         webhook: str = typer.Option(
             None,
             "--webhook",
+            parser=http_url,
             envvar="GEMMA_SRE_WEBHOOK_URL",
             help="POST new / escalated / resolved incidents here (Slack-compatible JSON).",
         ),

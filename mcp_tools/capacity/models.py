@@ -511,8 +511,12 @@ def spec_from_config(
         raise UserError(
             f"{source}: config has no usable hidden_size / num_hidden_layers / num_attention_heads"
         ) from e
+    if min(hidden, layers, heads) <= 0:
+        raise UserError(f"{source}: hidden_size, num_hidden_layers and num_attention_heads must be positive")
     kv_heads = int(_get(cfg, "num_key_value_heads", default=heads))
     head_dim = int(_get(cfg, "head_dim", default=hidden // heads))
+    if kv_heads <= 0 or head_dim <= 0:
+        raise UserError(f"{source}: num_key_value_heads and head_dim must be positive")
     vocab = int(_get(cfg, "vocab_size", default=top.get("vocab_size", 0)) or 0)
     if vocab <= 0:
         raise UserError(f"{source}: config has no vocab_size")
