@@ -182,3 +182,47 @@ def test_watch_and_bench_options_property(cli: Callable[..., object], argv: list
     """Random option soup to commands that would otherwise start work: a bad value is one line."""
     for cmd in (("watch", "--sandbox", "--max-cycles", "0"), ("bench", "--sandbox", "-n", "0")):
         one_clear_line(cli(*cmd, *argv))
+
+
+async def test_mcp_tool_numbers_are_bounded_by_cloud_run(tmp_path: Path) -> None:
+    """``update_vllm_scaling max_instances=1000000000`` is refused before any API call, NaN too."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from mcp_tools.server import build_server
+    from mcp_tools.settings import Policy, Settings
+
+    settings = Settings(state_dir=tmp_path, policy=Policy.APPROVE, service="vllm")
+    async with create_connected_server_and_client_session(build_server(settings)) as session:
+        for args in (
+            {"min_instances": 0, "max_instances": 1_000_000_000},
+            {"min_instances": -1, "max_instances": 2},
+            {"min_instances": 0, "max_instances": 2, "concurrency": 100_000},
+            {"min_instances": 0, "max_instances": float("nan")},
+        ):
+            r = await session.call_tool("update_vllm_scaling", args)
+            text = "\n".join(getattr(c, "text", "") for c in r.content)
+            assert r.isError and (
+                "less than or equal" in text or "greater than" in text or "integer" in text
+            ), text
+
+
+def test_random_bytes_on_mcp_stdio_end_in_one_clear_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from mcp_client import server_env
+
+    junk = os.urandom(4000)
+    r = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "mcp"],
+        input=junk,
+        capture_output=True,
+        env=server_env({}, tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
+    err = r.stderr.decode("utf-8", "replace")
+    assert r.returncode == 2, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("error: MCP stdio:")
+    assert "Traceback" not in err

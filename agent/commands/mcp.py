@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option(
             "127.0.0.1", "--host", help="HTTP bind address (non-loopback needs a token)."
         ),
-        port: int = typer.Option(8765, "--port", parser=bounded(int, 0, 65_535), help="HTTP port."),
+        port: int = typer.Option(8765, "--port", parser=bounded(int, 1, 65_535), help="HTTP port."),
     ) -> None:
         """Serve the gemma-sre MCP tools (for Antigravity CLI, Gemini CLI, or any MCP client).
 
@@ -55,7 +55,17 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
     )
     if transport == "stdio":
         # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
-        anyio.run(server.run_stdio_async)
+        try:
+            anyio.run(server.run_stdio_async)
+        except BaseExceptionGroup as eg:
+            # What the SDK raises when the client's input was not JSON-RPC (bytes that are not UTF-8,
+            # or replies to garbage still pending when the client closed stdin): bad input, not a crash.
+            _bad, rest = eg.split((UnicodeDecodeError, anyio.ClosedResourceError, anyio.BrokenResourceError))
+            if rest is not None:
+                raise
+            raise UserError(
+                "MCP stdio: the session ended on input that is not JSON-RPC (one UTF-8 JSON object a line)"
+            ) from None
     else:
         from mcp_tools.server.http import serve_http
 

@@ -14,6 +14,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.cloudrun import MutationResult, ServiceInfo
+from mcp_tools.cloudrun_limits import MAX_CONCURRENCY, MAX_INSTANCES, MIN_CONCURRENCY
 from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
@@ -94,10 +95,10 @@ def register(mcp: FastMCP, state: ServerState) -> None:
 
     @tool(mcp, MUTATING)
     async def update_vllm_scaling(
-        min_instances: int,
-        max_instances: int,
+        min_instances: Annotated[int, Field(ge=0, le=MAX_INSTANCES)],
+        max_instances: Annotated[int, Field(ge=1, le=MAX_INSTANCES)],
         service_name: str | None = None,
-        concurrency: int | None = None,
+        concurrency: Annotated[int, Field(ge=MIN_CONCURRENCY, le=MAX_CONCURRENCY)] | None = None,
         confirmation_token: str | None = None,
     ) -> Annotated[CallToolResult, MutationPlan]:
         """Change min / max instances (and optionally per-instance concurrency). First call: the plan, the

@@ -578,4 +578,7 @@ def compile_filter(src: str | None, *, upper_bound: Callable[[float], float] | N
         raise FilterError("filter is longer than 20000 characters")
     p = _Parser(src)
     p.upper_bound = upper_bound
-    return p.parse()
+    try:
+        return p.parse()
+    except RecursionError:
+        raise FilterError("filter is nested too deeply") from None
