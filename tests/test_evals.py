@@ -368,8 +368,8 @@ def test_cli_exit_1_when_a_case_fails(
     [
         (["--incidents", "/nonexistent/incidents"], "not a directory"),
         (["--mode", "live"], "--mode must be"),
-        (["--repeat", "0"], "--repeat must be at least 1"),
-        (["--model-url", "ftp://x"], "--model-url must be an http(s) URL"),
+        (["--repeat", "0"], "Invalid value for '--repeat': 0 is out of range"),
+        (["--model-url", "ftp://x"], "Invalid value for '--model-url': 'ftp://x' is not an http(s) URL"),
         (["--diagnose", "nocolon"], "--diagnose must be MODULE:FUNCTION"),
     ],
 )

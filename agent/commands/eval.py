@@ -51,8 +51,6 @@ def register(app: typer.Typer) -> None:
 
         if mode not in ("replay", "sandbox"):
             raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
-        if repeat < 1:
-            raise UserError(f"--repeat must be at least 1, not {repeat}")
         model = _make_model(model_url) if model_url else None
         fn = _load_diagnoser(diagnose) if diagnose else None
         result = run_eval(incidents, mode=mode, model=model, repeat=repeat, diagnose=fn, split=split)
@@ -82,12 +80,8 @@ def register(app: typer.Typer) -> None:
 
 def _make_model(url: str) -> object:
     """The diagnosing model behind an OpenAI-compatible URL (resolved when the diagnosis asks it)."""
-    from mcp_tools.errors import UserError
-    from mcp_tools.settings import get_settings
-
-    if not url.startswith(("http://", "https://")):
-        raise UserError(f"--model-url must be an http(s) URL, not {url!r}")
     from mcp_tools.model_endpoint import ModelEndpoint
+    from mcp_tools.settings import get_settings
 
     settings = get_settings()
     return ModelEndpoint(base_url=url, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)

@@ -51,12 +51,6 @@ def register(app: typer.Typer) -> None:
         from mcp_tools.settings import Policy
 
         interval_s = parse_interval(interval)
-        if max_cycles is not None and max_cycles < 1:
-            raise UserError(f"--max-cycles must be at least 1, not {max_cycles}")
-        if quiet_cycles < 1:
-            raise UserError(f"--quiet-cycles must be at least 1, not {quiet_cycles}")
-        if webhook and not webhook.startswith(("http://", "https://")):
-            raise UserError("--webhook must be an http:// or https:// URL")
         pol = Policy.parse(policy)
         console = Console(highlight=False)
         style = {"new": "bold red", "escalated": "bold yellow", "resolved": "bold green"}
