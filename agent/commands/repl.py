@@ -6,6 +6,8 @@ from typing import Any
 
 import typer
 
+from agent.params import http_url
+
 
 def sandbox_configuration(
     sb: Any, *, service: str | None, policy: Any = None, model_url: str | None = None
@@ -51,6 +53,7 @@ def register(app: typer.Typer) -> None:
         model_url: str = typer.Option(
             None,
             "--model-url",
+            parser=http_url,
             help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL).",
         ),
     ) -> None:
