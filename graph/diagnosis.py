@@ -31,13 +31,11 @@ from graph.analyzers.base import (
     excerpt,
     started_between,
 )
-from graph.analyzers.base import STARTED as STARTED_MARK
 from graph.observation import Observation
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
 from mcp_tools.model_endpoint import ModelEndpoint, resolve_model_endpoint
 from mcp_tools.redact import redact, redact_args
 from mcp_tools.taxonomy import Category
-from mcp_tools.vocabulary import API_UP as API_UP_MARK
 from mcp_tools.vocabulary import (
     EXCEPTION,
     EXCEPTION_PREFILTER,
@@ -51,6 +49,7 @@ from mcp_tools.vocabulary import (
     KIND_MISSING,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
+    UP_PHASES,
     Phase,
 )
 
@@ -296,7 +295,9 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
     # Cite when it came up (its first sign, the server listening) and the last sign of it running.
-    cited = [v.first(STARTED_MARK), v.first(API_UP_MARK), up]
+    first_up = next((n for n, ph in v.milestones if ph in (*UP_PHASES, Phase.SERVING)), None)
+    first_api = next((n for n, ph in v.milestones if ph is Phase.API_UP), None)
+    cited = [v.lines[n - 1] for n in (first_up, first_api) if n is not None] + [up]
     evidence = [
         Evidence(line=ln.n, text=excerpt(ln.raw or ln.text)[:300])
         for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)

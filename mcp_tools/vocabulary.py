@@ -219,8 +219,6 @@ STARTED = re.compile(
 #: An answer that is a server error (a 5xx after a crash is the failure, not service).
 SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
 
-#: The OpenAI-compatible server listening.
-API_UP = next(p for ph, p in MILESTONES if ph is Phase.API_UP)
 #: A fresh server start (not just traffic, which other instances may be serving).
 RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)
 
@@ -269,13 +267,6 @@ OOM_RUNTIME = re.compile(
     r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
 )
 OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
-OOM_LOADED = re.compile(
-    r"Loading (?:model )?weights took|Model loading took|Loading weights took|Memory profiling"
-    r"|Available KV cache memory|GPU KV cache size|# GPU blocks",
-    _I,
-)
-OOM_LOADING = re.compile(r"Starting to load model|Loading safetensors checkpoint shards|Loading weights", _I)
-
 # --------------------------------------------------------------------------------------------------
 # auth_denied  (graph/analyzers/auth_denied.py)
 # --------------------------------------------------------------------------------------------------

@@ -220,13 +220,6 @@ class LogView:
             reached = ph if ph < reached else max(reached, ph)
         return reached
 
-    def up_after(self, n: int) -> int | None:
-        """The first line after ``n`` that shows the server up (listening or answering), else None."""
-        for m, ph in self.milestones:
-            if m > n and ph in (Phase.API_UP, Phase.SERVING):
-                return m
-        return None
-
     def window(self, n: int, before: int, after: int = 0) -> list[Line]:
         lo = max(1, n - before)
         hi = min(self.total, n + after)
