@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from agent.params import bounded, http_url
-from mcp_tools.bench.config import MAX_CONCURRENCY
+from mcp_tools.bench.limits import MAX_CONCURRENCY
 from mcp_tools.errors import UserError
 
 bench_app = typer.Typer(

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from mcp_tools.bench.limits import MAX_CONCURRENCY, MAX_RATE
 from mcp_tools.errors import UserError
 from mcp_tools.numbers import check_number
 
@@ -40,11 +41,6 @@ class SLO(BaseModel):
         ]
         return ", ".join(parts) or "none"
 
-
-#: The most in-flight requests one bench client opens (a load level, --max-concurrency).
-MAX_CONCURRENCY = 4096
-#: The highest request rate (req/s) of a rate sweep.
-MAX_RATE = 10_000.0
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
 
