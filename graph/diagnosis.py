@@ -47,6 +47,9 @@ from mcp_tools.vocabulary import (
     KIND_DENIED,
     KIND_ENVIRONMENT,
     KIND_MISSING,
+    KIND_NO_DEVICE,
+    KIND_UNREACHABLE,
+    KIND_UNSUPPORTED,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
     UP_PHASES,
@@ -124,6 +127,10 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
         # is the cause, and when no analyzer explains it the answer is unknown, citing it.
         first = min(f.first_line for f in active)
         exc = first_unexplained_failure(obs, active, before=first)
+        # Where in the life it happened and what kind of error it is may name the family.
+        by_life = _by_life(obs, exc, notes) if exc is not None else None
+        if by_life is not None:
+            return by_life
         died = next((f for f in active if f.category == "engine_crash"), None)
         if exc is not None and died is not None:
             # An exception no family explains, and the engine died of it: the engine crashed.
@@ -139,9 +146,6 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 finding=died,
                 notes=notes,
             )
-        by_life = _by_life(obs, exc, notes) if exc is not None else None
-        if by_life is not None:
-            return by_life
         if exc is not None:
             notes.append(
                 f"also seen, after the failure at line {exc.n}: " + ", ".join(f.category for f in active)
@@ -175,6 +179,16 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
     return _no_finding(obs, notes)
 
 
+def _phase_of(obs: Observation, ln: Line) -> Phase:
+    """How far the start-up had come at ``ln``: its milestones, else (a paste that begins at the
+    traceback) the functions on the traceback's stack."""
+    v = view(obs)
+    phase = v.phase_at(ln.n)
+    if phase in (Phase.NONE, Phase.CONTAINER):
+        phase = v.phase_of_stack(ln.n) or phase
+    return phase
+
+
 def classify_by_life(obs: Observation, ln: Line) -> str | None:
     """The family of an exception no family's wording names, from where in the server's life it
     happened and what kind of error it is (None: the life and the kind do not say).
@@ -184,12 +198,21 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     a missing module an image too old or broken for this model (unsupported_config). While loading, a
     checkpoint that does not match the model is unsupported_config, a missing file model_not_found.
     Later (serving), a bare exception is a bug: it stays unknown (or engine_crash when the engine died).
+    At any point of the start-up, an engine that says it cannot do what it was asked (not implemented,
+    not supported) or finds no GPU to run on is a configuration this build or place does not run
+    (unsupported_config); a remote (the hub) that does not answer while the config or the weights are
+    fetched means the model cannot be had from here (model_not_found).
     """
-    v = view(obs)
-    phase = v.phase_at(ln.n)
+    phase = _phase_of(obs, ln)
     text = ln.text
-    if phase in (Phase.NONE, Phase.CONTAINER) or phase > Phase.LOADING:
+    if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.ENGINE_READY:
         return None
+    if KIND_NO_DEVICE.search(text) or KIND_UNSUPPORTED.search(text):
+        return "unsupported_config"
+    if phase > Phase.LOADING:
+        return None
+    if KIND_UNREACHABLE.search(text) and phase <= Phase.DOWNLOAD:
+        return "model_not_found"
     if KIND_DENIED.search(text):
         return "auth_denied"
     if KIND_MISSING.search(text) and phase <= Phase.LOADING:
@@ -207,7 +230,7 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
     category = classify_by_life(obs, ln)
     if category is None:
         return None
-    phase = view(obs).phase_at(ln.n)
+    phase = _phase_of(obs, ln)
     return RootCause(
         category=category,
         confidence=0.55,

@@ -185,7 +185,9 @@ EXCEPTION = re.compile(
 REPORTS_ONLY = re.compile(
     r"Engine core initialization failed|EngineCore failed to start|Engine process failed to start"
     r"|EngineDeadError|Background loop has errored|died unexpectedly|CancelledError|KeyboardInterrupt"
-    r"|SystemExit|See (?:the )?root cause above|Worker failed|WorkerProc hit an exception",
+    r"|SystemExit|See (?:the )?root cause above|Worker failed|WorkerProc hit an exception"
+    # An exception whose message is another's traceback (Ray: ``RuntimeError(traceback.format_exc())``)
+    r"|(?:Error|Exception): Traceback \(most recent call last\)",
     re.IGNORECASE,
 )
 EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
@@ -208,6 +210,33 @@ KIND_ENVIRONMENT = re.compile(
 KIND_CHECKPOINT = re.compile(
     r"size mismatch|Error\(s\) in loading state_dict|unexpected key|Missing key|KeyError: '[\w.]*weight", _I
 )
+
+#: An exception saying this engine cannot do what it was asked at all (a kernel, a dtype, a feature
+#: or a device that is not implemented or not supported): during start-up, whatever the phase, that is
+#: a configuration this build does not run.
+KIND_UNSUPPORTED = re.compile(
+    r"NotImplementedError|\bNot Implemented\b|\bnot (?:yet )?(?:supported|implemented)\b|\bis unsupported\b",
+    _I,
+)
+#: No accelerator where the engine was built: the process was given no GPU (a scheduler, a Ray
+#: placement, a container without the device).
+KIND_NO_DEVICE = re.compile(
+    r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|CUDA driver initialization"
+    r" failed|does not allocate any GPUs|No (?:GPU|accelerator)s? (?:found|available|detected)",
+    _I,
+)
+#: A remote the server had to reach did not answer (the model hub, a bucket, a registry).
+KIND_UNREACHABLE = re.compile(
+    r"MaxRetryError|Max retries exceeded|ConnectionError|Connection refused|Name or service not known"
+    r"|Temporary failure in name resolution|SSL\w*Error|ConnectTimeout|ReadTimeout|Network is unreachable"
+    r"|LocalEntryNotFoundError|cannot find the requested files in the local cache",
+    _I,
+)
+
+#: A traceback's frame: ``File "...", line N, in FUNC``.
+FRAME = re.compile(r'^File "[^"]*", line \d+, in (?P<fn>\S+)')
+#: What joins two tracebacks of one chain.
+CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 #: The banner of a Python traceback (what failed is the exception line that ends it).
 TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\)")
@@ -267,6 +296,23 @@ OOM_RUNTIME = re.compile(
     r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
 )
 OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
+
+#: Where in the start-up a traceback was, by the functions on its stack (for a paste that begins at the
+#: traceback and shows no milestone before it). The deepest frame that names a step wins.
+FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
+    (
+        Phase.CONFIG,
+        re.compile(
+            r"get_config|get_hf_file|AutoConfig|create_engine_config|create_model_config|get_tokenizer"
+            r"|AutoTokenizer|_init_executor|_init_workers_ray|init_device|set_device|_cuda_init"
+            r"|init_distributed_environment|init_worker"
+        ),
+    ),
+    (Phase.DOWNLOAD, re.compile(r"snapshot_download|hf_hub_download|download_weights_from_hf|_download")),
+    (Phase.LOADING, OOM_WEIGHTS),
+    (Phase.PROFILING, OOM_RUNTIME),
+    (Phase.KV_CACHE, OOM_KV),
+]
 # --------------------------------------------------------------------------------------------------
 # auth_denied  (graph/analyzers/auth_denied.py)
 # --------------------------------------------------------------------------------------------------

@@ -573,3 +573,128 @@ def test_analyzers_record_the_facts_the_remedies_need() -> None:
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
     ]
     assert facts(capture)["during"] == "cuda_graphs"
+
+
+# --- Rules that generalise across wordings (the real corpus's dev split showed each) ---------------
+
+
+def test_a_warning_is_advice_not_a_failure() -> None:
+    """A family that names an error is not matched on a warning: the HF Hub's "unauthenticated requests"
+    advice on a server that then fails for another reason is no auth_denied."""
+    lines = [
+        "(APIServer pid=1) INFO 08-18 02:56:55 [api_utils.py:273] non-default args: {'model': 'facebook/opt-125m'}",
+        "(APIServer pid=1) Warning: You are sending unauthenticated requests to the HF Hub. Please set a HF_TOKEN to enable higher rate limits and faster downloads.",
+        "(EngineCore pid=25) INFO 08-18 02:57:03 [core.py:114] Initializing a V1 LLM engine (v0.25.1) with config: model='facebook/opt-125m'",
+        "(Worker pid=36) INFO 08-18 02:57:12 [cpu_worker.py:235] Explicitly set (0.0/11.65) GiB for KV cache on node 0.",
+        *KV_NO_BLOCKS[1:],  # a CPU backend: no "weights took" line
+    ]
+    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    assert rc.category == "kv_cache_oom", rc
+    # The same words in an error record still count.
+    denied = [
+        "ERROR 08-18 02:56:55 [hub.py:1] 401 Client Error: Unauthorized. Unauthenticated requests are refused."
+    ]
+    assert choose_root_cause(run_analyzers(obs(denied)), obs(denied)).category == "auth_denied"
+
+
+def test_evidence_is_the_exception_record_not_the_quoted_source() -> None:
+    """A traceback quotes the source that raised (``raise ValueError("No available memory ...``): the
+    cited line is the exception record, which says what failed."""
+    lines = [
+        "INFO 11-18 18:07:20 model_runner.py:1072] Loading model weights took 0.9276 GB",
+        "ERROR 11-18 18:07:28 engine.py:366] Traceback (most recent call last):",
+        'ERROR 11-18 18:07:28 engine.py:366]   File "/usr/lib/python3/site-packages/vllm/worker/worker.py", line 1, in determine_num_available_blocks',
+        'ERROR 11-18 18:07:28 engine.py:366]     raise ValueError("No available memory for the cache blocks. "',
+        "ERROR 11-18 18:07:28 engine.py:366] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+    ]
+    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    assert rc.category == "kv_cache_oom"
+    assert rc.evidence[0].line == 5, rc.evidence
+
+
+TB = "ERROR 02-09 02:31:11 engine.py:389]"
+
+
+def test_a_paste_that_begins_at_the_traceback_is_placed_by_its_stack() -> None:
+    """No milestone before the error: the frames (``_init_workers_ray``, ``get_config``) say the engine
+    was still being configured, and the kind of error names the family."""
+    ray = [
+        f"{TB} Traceback (most recent call last):",
+        f'{TB}   File "/usr/local/lib/python3.12/dist-packages/vllm/executor/ray_distributed_executor.py", line 107, in _init_executor',
+        f"{TB}     self._init_workers_ray(placement_group)",
+        f'{TB}   File "/usr/local/lib/python3.12/dist-packages/vllm/executor/ray_distributed_executor.py", line 318, in _init_workers_ray',
+        f"{TB}     raise ValueError(",
+        f"{TB} ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.",
+    ]
+    o = obs(ray)
+    assert choose_root_cause(run_analyzers(o), o).category == "unsupported_config"
+    hub = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/urllib3/connectionpool.py", line 467, in _make_request',
+        "    self._validate_conn(conn)",
+        "urllib3.exceptions.SSLError: [SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1007)",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py", line 23, in get_config',
+        "    config = AutoConfig.from_pretrained(",
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file.",
+    ]
+    o = obs(hub)
+    assert choose_root_cause(run_analyzers(o), o).category == "model_not_found"
+    # The same SSL error on a stack that names no start-up step is not placed: unknown, not a guess.
+    o = obs(hub[:4])
+    assert choose_root_cause(run_analyzers(o), o).category == "unknown"
+
+
+def test_an_engine_that_says_it_cannot_do_it_is_unsupported_whatever_the_phase() -> None:
+    """Weights loaded, then the kernel compile says "Not Implemented": the build cannot run this model
+    here (unsupported_config), not a crash a restart would cure."""
+    lines = [
+        *STARTUP_OK,
+        "(EngineCore_DP0 pid=212) INFO 05-29 19:09:41 [gpu_model_runner.py:2653] Model loading took 8.6213 GiB and 87.112 seconds",
+        f"{E} EngineCore hit an exception: Traceback (most recent call last):",
+        f'{E}   File "/usr/local/lib/python3.10/site-packages/vllm/v1/engine/core.py", line 1, in _initialize_kv_caches',
+        f"{E}     available_gpu_memory = self.model_executor.determine_available_memory()",
+        f"{E} RuntimeError: Bad StatusOr access: INTERNAL: Mosaic failed to compile TPU kernel: Not Implemented: The last dim size is not 128 in original base memref",
+        "CRITICAL 04-12 01:03:21 [core_client.py:359] Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
+    ]
+    o = obs(lines)
+    assert choose_root_cause(run_analyzers(o), o).category == "unsupported_config"
+
+
+def test_an_exception_whose_message_is_a_traceback_only_reports_one() -> None:
+    """Ray wraps a replica's failure as ``RuntimeError: Traceback (most recent call last):``: the cause is
+    the exception at the end of the quoted traceback."""
+    lines = [
+        "ray::ServeReplica:llm:VLLMDeployment.initialize_and_get_metadata() (pid=1886, ip=10.58.29.125)",
+        "RuntimeError: Traceback (most recent call last):",
+        '  File "/home/ray/anaconda3/lib/python3.9/site-packages/vllm/worker/worker.py", line 1, in init_device',
+        "    torch.cuda.set_device(self.device)",
+        '  File "/home/ray/anaconda3/lib/python3.9/site-packages/torch/cuda/__init__.py", line 1, in _lazy_init',
+        "    torch._C._cuda_init()",
+        "RuntimeError: No CUDA GPUs are available",
+    ]
+    o = obs(lines)
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "unsupported_config"
+    assert rc.evidence[0].line == 7
+
+
+def _stats(waiting: int, kv: float = 27.0) -> str:
+    return (
+        "(APIServer pid=1) INFO 11-01 16:39:18 [loggers.py:208] Engine 000: Avg prompt throughput: 1000.0 tokens/s, "
+        f"Avg generation throughput: 500.0 tokens/s, Running: 8 reqs, Waiting: {waiting} reqs, GPU KV cache usage: {kv}%, "
+        "Prefix cache hit rate: 20.0%"
+    )
+
+
+def test_a_queue_that_stood_for_a_minute_is_overload_in_a_long_quiet_log() -> None:
+    """Most stats periods idle, then six in a row with a dozen requests waiting: saturation, not
+    health. Two isolated busy periods among many idle ones stay healthy."""
+    quiet = [_stats(0) for _ in range(40)]
+    o = obs([*STARTUP_OK, *quiet, _stats(5), *[_stats(12) for _ in range(5)], _stats(3)])
+    assert choose_root_cause(run_analyzers(o), o).category == "overload"
+    o = obs([*STARTUP_OK, *quiet[:20], _stats(6), *quiet[:10], _stats(6), *quiet[:10]])
+    assert choose_root_cause(run_analyzers(o), o).category == "healthy"

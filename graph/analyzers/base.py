@@ -19,6 +19,10 @@ from graph.observation import Observation
 from mcp_tools.records import clean, continues, severity_of
 from mcp_tools.vocabulary import (
     ANY_MILESTONE,
+    CHAINED,
+    EXCEPTION,
+    FRAME,
+    FRAME_PHASES,
     LOADED,
     MILESTONES,
     RESTARTED,
@@ -26,6 +30,7 @@ from mcp_tools.vocabulary import (
     SHUTDOWN,
     START_MARK,
     STARTED,
+    TRACEBACK_HEAD,
     UP_PHASES,
     Phase,
 )
@@ -70,6 +75,10 @@ _SHAPE = re.compile(r"\d[\da-f]*")
 _HAS_DIGIT = re.compile(
     r"(?<![\\{,])\d(?![\d,]*\})"
 )  # a literal digit in a pattern: matching depends on the numbers
+
+
+#: Severities that give advice: a line at one of them reports no failure of its own.
+ADVICE = frozenset({"WARNING", "DEBUG"})
 
 
 class LogView:
@@ -220,6 +229,66 @@ class LogView:
             reached = ph if ph < reached else max(reached, ph)
         return reached
 
+    def phase_of_stack(self, n: int, reach: int = 400) -> Phase:
+        """Where in the start-up the traceback that ends at line ``n`` was, by the functions on its
+        stack (``FRAME_PHASES``): the deepest frame that names a step, in the last traceback of the
+        chain (``During handling of the above exception``) that names one. ``Phase.NONE`` when the
+        stack names none, or ``n`` ends no traceback."""
+        head = next(
+            (i for i in range(n, max(0, n - reach), -1) if TRACEBACK_HEAD.search(self.lines[i - 1].text)),
+            None,
+        )
+        if head is None:
+            return Phase.NONE
+        found = Phase.NONE
+        end = n
+        while True:
+            current = Phase.NONE
+            for ln in self.lines[head - 1 : end]:
+                m = FRAME.match(ln.text)
+                if m is not None:
+                    current = next((ph for ph, p in FRAME_PHASES if p.search(m.group("fn"))), current)
+            found = current or found
+            # The chain goes on: a connector right after this traceback, then the next one.
+            nxt = next(
+                (
+                    i
+                    for i in range(end + 1, min(self.total, end + 4) + 1)
+                    if CHAINED.search(self.lines[i - 1].text)
+                ),
+                None,
+            )
+            if nxt is None:
+                return found
+            head = next(
+                (
+                    i
+                    for i in range(nxt + 1, min(self.total, nxt + 4) + 1)
+                    if TRACEBACK_HEAD.search(self.lines[i - 1].text)
+                ),
+                None,
+            )
+            if head is None:
+                return found
+            end = next(
+                (
+                    i
+                    for i in range(head + 1, min(self.total, head + reach) + 1)
+                    if EXCEPTION.match(self.lines[i - 1].text)
+                ),
+                min(self.total, head + reach),
+            )
+
+    def is_source(self, n: int) -> bool:
+        """Line ``n`` is a traceback's quotation of source code (the line after ``File "...", line N,
+        in f``), not a record: ``raise ValueError("No available memory for the cache blocks. "``."""
+        return 1 < n <= self.total and FRAME.match(self.lines[n - 2].text) is not None
+
+    def records_first(self, hits: list[Line]) -> list[Line]:
+        """``hits`` without the traceback's quoted source, unless nothing else matched: the exception
+        line says what failed; the source that raised it only echoes the words."""
+        return [ln for ln in hits if not self.is_source(ln.n)] or hits
+
     def window(self, n: int, before: int, after: int = 0) -> list[Line]:
         lo = max(1, n - before)
         hi = min(self.total, n + after)
@@ -362,9 +431,18 @@ def simple(
     prefilter: re.Pattern[str] | None = None,
     harmless_if_loaded: bool = False,
 ) -> list[Finding]:
-    """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats."""
+    """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats.
+
+    A warning is advice, not a failure ("Warning: You are sending unauthenticated requests to the HF
+    Hub", "max_model_len is greater than ... this may lead to incorrect outputs"): a family that names
+    an error is matched on lines that are not warnings (or debug output)."""
     v = view(obs)
-    hits = [ln for ln in v.grep(pattern, prefilter=prefilter) if not (exclude and exclude.search(ln.text))]
+    hits = [
+        ln
+        for ln in v.grep(pattern, prefilter=prefilter)
+        if ln.severity not in ADVICE and not (exclude and exclude.search(ln.text))
+    ]
+    hits = v.records_first(hits)
     if harmless_if_loaded:
         hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None]
     conds = match_conditions(obs, pattern)

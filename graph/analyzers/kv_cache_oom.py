@@ -58,7 +58,7 @@ def _held_by_others(obs: Observation) -> list[Finding]:
 
 def _kv_short(obs: Observation) -> list[Finding]:
     v = view(obs)
-    hits = list(v.grep(KV_SHORT))
+    hits = v.records_first(list(v.grep(KV_SHORT)))
     ooms = [e for e in oom_events(obs) if e.phase == "kv_cache"]
     if not hits and not ooms:
         return []

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 #: Busy stats periods (queue >= 5 or KV cache >= 90%) that make saturation sustained.
 SUSTAINED = 2
+#: Busy stats periods in a row that make saturation sustained however long the log is around them.
+RUN_SUSTAINED = 4
 
 
 def _rejected(text: str) -> bool:
@@ -101,6 +103,7 @@ def analyze(obs: Observation) -> list[Finding]:
     peak: tuple[Line, int, float] | None = None
     last_busy: Line | None = None
     busy_periods = 0
+    run = longest_run = 0  # consecutive busy stats periods
     stats = 0
     for ln in v.grep(OVERLOAD_STATS):
         mm = OVERLOAD_STATS.search(ln.text)
@@ -109,20 +112,25 @@ def analyze(obs: Observation) -> list[Finding]:
         stats += 1
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        if waiting_l >= 5 or kv_l >= 90.0:
+        if not (waiting_l >= 5 or kv_l >= 90.0):
+            run = 0
+        else:
             busy_periods += 1
+            run += 1
+            longest_run = max(longest_run, run)
             if busiest is None:
                 busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
             if peak is None or (waiting_l, kv_l) > peak[1:]:
                 peak = (ln, waiting_l, kv_l)
             last_busy = ln
-    # Saturation that lasts: most stats periods (at least SUSTAINED of them) busy.
-    if busy_periods >= SUSTAINED and busy_periods * 2 >= stats:
+    # Saturation that lasts: most stats periods (at least SUSTAINED of them) busy, or a stretch of
+    # RUN_SUSTAINED busy periods in a row (a queue that stood for a minute, in a long quiet log).
+    if busy_periods >= SUSTAINED and (busy_periods * 2 >= stats or longest_run >= RUN_SUSTAINED):
         signals.append("sustained")
         facts["busy_stats_periods"] = busy_periods
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
-        facts.setdefault("num_requests_waiting", waiting_l)
+        facts.setdefault("num_requests_waiting", peak[1] if peak else waiting_l)
         if waiting_l >= 5 and "queue" not in signals:
             signals.append("queue")
         if peak is not None:
