@@ -562,6 +562,7 @@ GEMMA3_12B_CONFIG = {
         "num_attention_heads": 16,
         "num_hidden_layers": 27,
         "patch_size": 14,
+        "vision_use_head": False,
     },
 }
 
@@ -575,7 +576,6 @@ def test_a_sparse_published_config_takes_the_model_types_transformers_defaults()
     kinds = spec.layer_kinds()
     assert kinds.count("full") == 8 and kinds[5] == "full" and kinds[0] == "sliding"  # 5:1 pattern
     assert spec.sliding_window == 1024
-    assert 12.0e9 < spec.num_params < 12.4e9  # published: 12.2B with the SigLIP tower
     assert any("transformers' gemma3_text defaults" in d for d in spec.derived)
     # A nested text_config without its own model_type takes the wrapper's text model type.
     sub = {k: v for k, v in GEMMA3_12B_CONFIG["text_config"].items() if k != "model_type"}  # type: ignore[union-attr]
@@ -586,6 +586,84 @@ def test_a_sparse_published_config_takes_the_model_types_transformers_defaults()
         spec_from_config(
             {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}, model_id="x", source="t"
         )
+
+
+def test_the_gemma3_vision_tower_and_projector_are_counted_as_vllm_builds_them() -> None:
+    spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    # The published safetensors total: decoder + SigLIP (416,866,032) + projector (1152 x 3840 + 1152).
+    assert spec.num_params == 12_187_325_040
+    assert spec.tower_params == {"image": 416_866_032 + 1152 * 3840 + 1152}
+    # The tower stays 16-bit in a quantized checkpoint: an FP8 checkpoint saves only decoder bytes.
+    plain = plan_capacity(spec, gpu="h100", flags=VllmFlags(max_model_len=8192))
+    fp8 = plan_capacity(spec, gpu="h100", flags=VllmFlags(max_model_len=8192, quantization="fp8"))
+    assert fp8.weights_gib > plain.weights_gib / 2 + spec.tower_params["image"] / 2**30
+
+
+def test_the_rope_cos_sin_caches_count_with_the_weights() -> None:
+    """vLLM registers each distinct rotary embedding's cos/sin table as a buffer in the model dtype.
+    Gemma 3 12B: the global layers' linear x8 RoPE caches 131,072 x 8 positions x 256, the local
+    layers' default RoPE 131,072 x 256: 0.5625 GiB in bf16 ("Model loading took 23.31 GiB" on vLLM
+    0.19 against 22.70 GiB of parameters)."""
+    spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    assert sorted(spec.rope_caches()) == [(131_072, 256), (1_048_576, 256)]
+    plan = plan_capacity(spec, gpu="h100", flags=VllmFlags(max_model_len=8192))
+    assert plan.weights_gib == pytest.approx(spec.num_params * 2 / 2**30 + 0.5625, abs=0.01)
+    # Replicated, not sharded: at TP 2 each GPU holds half the parameters and the whole table.
+    tp2 = plan_capacity(spec, gpu="h100", gpu_count=2, flags=VllmFlags(max_model_len=8192))
+    assert tp2.weights_gib == pytest.approx(spec.num_params / 2**30 + 0.5625, abs=0.01)
+    # One table when every layer shares the rotary embedding (Llama 3.1: 131,072 x 128).
+    assert resolve_model("meta-llama/Llama-3.1-8B-Instruct").rope_caches() == [(131_072, 128)]
+    # YaRN caches original_max_position x factor (gpt-oss: 4,096 x 32) over the rotated dims.
+    yarn = spec_from_config(
+        {
+            "model_type": "qwen2",
+            "hidden_size": 1024,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 8,
+            "partial_rotary_factor": 0.5,
+            "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096},
+        },
+        model_id="x",
+        source="t",
+    )
+    assert yarn.rope_caches() == [(131_072, 64)]
+
+
+def test_a_zero_image_limit_skips_the_vision_tower() -> None:
+    spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    tower_gib = spec.tower_params["image"] * 2 / 2**30
+    full = plan_capacity(spec, gpu="h100", flags=parse_vllm_args("--max-model-len 8192"))
+    for args in (
+        ["--limit-mm-per-prompt", '{"image": 0}'],
+        ["--limit-mm-per-prompt", '{"image": {"count": 0}}'],
+        ["--limit-mm-per-prompt=image=0,video=0"],
+        ["--limit-mm-per-prompt.image", "0"],
+    ):
+        text = plan_capacity(spec, gpu="h100", flags=parse_vllm_args(["--max-model-len", "8192", *args]))
+        assert text.weights_gib == pytest.approx(full.weights_gib - tower_gib, abs=0.01), args
+    # An image limit above zero, another modality's zero, or a release before 0.12 keeps it.
+    for args in (["--limit-mm-per-prompt", '{"image": 2}'], ["--limit-mm-per-prompt", "audio=0"]):
+        kept = plan_capacity(spec, gpu="h100", flags=parse_vllm_args(["--max-model-len", "8192", *args]))
+        assert kept.weights_gib == full.weights_gib, args
+    old = plan_capacity(
+        spec, gpu="h100", flags=parse_vllm_args("--limit-mm-per-prompt image=0"), vllm_version="0.11.0"
+    )
+    assert old.weights_gib == plan_capacity(spec, gpu="h100", vllm_version="0.11.0").weights_gib
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{image", "not valid JSON"),
+        ("[0]", "not a JSON object"),
+        ("image", "not modality=count"),
+        ("image=x", "not an integer"),
+        ('{"image": -1}', "must not be negative"),
+    ],
+)
+def test_a_bad_mm_limit_is_one_clear_error(value: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        parse_vllm_args(["--limit-mm-per-prompt", value])
 
 
 def test_an_explicit_null_in_a_published_config_is_kept() -> None:

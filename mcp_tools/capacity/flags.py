@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterable
 
@@ -41,6 +42,8 @@ class VllmFlags(BaseModel):
     enforce_eager: bool = False
     block_size: int = 16
     served_model_name: str | None = None
+    # --limit-mm-per-prompt: items per prompt by modality ({"image": 0} skips the vision tower).
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=dict)
     extra: list[str] = Field(default_factory=list)  # flags we do not model, kept verbatim
 
 
@@ -68,6 +71,42 @@ def _parse_int(flag: str, value: str) -> int:
     except UserError:
         raise UserError(f"{what}: {value!r} is not an integer") from None
     return int(check_number(int(number * mult), what, hi=MAX_INT_FLAG, integer=True))
+
+
+def _parse_mm_limits(value: str) -> dict[str, int]:
+    """``--limit-mm-per-prompt`` as vLLM takes it: JSON (``{"image": 0}``, a modality may give
+    ``{"count": N, ...}``) or the older ``image=0,video=1``."""
+    what = "--limit-mm-per-prompt"
+    text = value.strip()
+    items: dict[str, object]
+    if text.startswith(("{", "[")):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{what}: {value!r} is not valid JSON ({e.msg})") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"{what}: {value!r} is not a JSON object")
+        items = loaded
+    else:
+        items = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, number = part.partition("=")
+            if not sep:
+                raise UserError(f"{what}: {part!r} is not modality=count")
+            items[name.strip()] = number.strip()
+    out: dict[str, int] = {}
+    for name, raw in items.items():
+        count = raw.get("count") if isinstance(raw, dict) else raw
+        if isinstance(count, bool) or not isinstance(count, (int, str)):
+            raise UserError(f"{what}: the count for {name!r} is not an integer")
+        try:
+            n = int(count)
+        except ValueError:
+            raise UserError(f"{what}: the count for {name!r} is not an integer") from None
+        if n < 0:
+            raise UserError(f"{what}: the count for {name!r} must not be negative")
+        out[str(name)] = n
+    return out
 
 
 def _validate(flags: VllmFlags) -> VllmFlags:
@@ -150,6 +189,21 @@ def parse_vllm_args(args: Iterable[str] | str) -> VllmFlags:
                 values[key] = float(check_number(inline, f"--{body}"))
             else:
                 values[key] = inline
+            i += 1
+            continue
+        if key == "limit_mm_per_prompt" or key.startswith("limit_mm_per_prompt."):
+            if inline is None:
+                if i + 1 >= len(items) or items[i + 1].startswith("--"):
+                    raise UserError(f"--{body}: needs a value")
+                inline = items[i + 1]
+                i += 1
+            seen = values.get("limit_mm_per_prompt")
+            limits: dict[str, int] = dict(seen) if isinstance(seen, dict) else {}
+            if key == "limit_mm_per_prompt":
+                limits.update(_parse_mm_limits(inline))
+            else:  # --limit-mm-per-prompt.image 0
+                limits.update(_parse_mm_limits(f"{body.split('.', 1)[1]}={inline}"))
+            values["limit_mm_per_prompt"] = limits
             i += 1
             continue
         # Unknown flag: keep it verbatim, with its value if it has one.

@@ -107,6 +107,13 @@ class ModelSpec(BaseModel):
     # Parameters outside the text decoder that vLLM also loads (vision / audio towers).
     extra_params: int = 0
     extra_params_source: str = ""
+    # The part of extra_params in towers counted from the config's sub-configs, by the modality
+    # that loads them ("image", "audio"): vLLM skips a tower whose modality is limited to 0.
+    tower_params: dict[str, int] = Field(default_factory=dict)
+    # Rotary embedding (its cos/sin cache is a buffer vLLM allocates with the weights): the
+    # config's rope_scaling / rope_parameters of the full-attention layers, and the rotated share.
+    rope_scaling: dict[str, Any] | None = None
+    partial_rotary_factor: float = 1.0
     # Checkpoint precision.
     dtype: str = "bfloat16"
     quantization: Quantization | None = None
@@ -217,6 +224,47 @@ class ModelSpec(BaseModel):
             "embedding": embedding,
             "other": other,
         }
+
+    def rope_caches(self) -> list[tuple[int, int]]:
+        """(positions, width) of every cos/sin cache vLLM registers as a buffer at model build:
+        one per distinct rotary embedding (``get_rope`` caches instances by their parameters),
+        ``positions x width`` elements in the model dtype (``RotaryEmbedding.__init__``:
+        ``cache.to(dtype)``), replicated on every tensor-parallel rank. The number of positions
+        follows the scaling type (``rotary_embedding/*.py``): linear and dynamic NTK cache
+        ``max_position x factor``, YaRN ``original_max_position x factor``, LongRoPE the short and
+        the long table, the rest ``max_position``. Gemma 3/4 sliding layers use their own default
+        RoPE (``rope_local_base_freq``); Gemma 4 full layers a "proportional" RoPE whose unrotated
+        dims get a zero frequency, so its cache spans the whole head."""
+        mt = self.model_type
+        own_local = mt.startswith(("gemma3", "gemma4"))
+        caches: dict[tuple[str, int, int], tuple[int, int]] = {}
+        for kind in sorted(set(self.layer_kinds())):
+            _, head_dim = self._layer_attention(kind)
+            if self.kv_lora_rank:
+                head_dim = self.qk_rope_head_dim
+            scaling = dict(self.rope_scaling or {})
+            if own_local and kind == "sliding":
+                scaling = {}
+            elif "gemma4" in mt and not scaling.get("rope_type"):
+                scaling["rope_type"] = "proportional"
+            rope_type = str(scaling.get("rope_type") or scaling.get("type") or "default")
+            factor = float(scaling.get("factor") or 1.0)
+            original = int(scaling.get("original_max_position_embeddings") or 0)
+            positions = self.max_position_embeddings
+            if rope_type in ("linear", "dynamic") and "alpha" not in scaling:
+                positions = int(positions * factor)
+            elif rope_type in ("yarn", "deepseek_yarn"):
+                positions = int((original or positions) * factor)
+            elif rope_type in ("longrope", "su"):
+                positions = (original or positions) + positions
+            fraction = float(scaling.get("partial_rotary_factor") or self.partial_rotary_factor)
+            width = head_dim if rope_type == "proportional" else int(head_dim * fraction)
+            caches[(kind if own_local else "", positions, width)] = (positions, width)
+        return list(caches.values())
+
+    @property
+    def rope_cache_elements(self) -> int:
+        return sum(n * w for n, w in self.rope_caches())
 
     @property
     def allocated_params(self) -> int:
@@ -460,34 +508,62 @@ def transformers_config(config: dict[str, Any]) -> tuple[dict[str, Any], list[st
     return merged, filled
 
 
-def _tower_params(top: dict[str, Any]) -> tuple[int, str]:
-    """Rough parameter count of vision / audio towers from their sub-configs (estimate)."""
-    total = 0
-    parts = []
-    for key in ("vision_config", "audio_config"):
+def _siglip_params(sub: dict[str, Any]) -> int:
+    """A SigLIP vision tower as vLLM builds it (``vllm/model_executor/models/siglip.py``):
+    patch embedding (a biased conv) and position embeddings, per layer a biased qkv and output
+    projection, two LayerNorms and a biased fc1/fc2 MLP, the post LayerNorm, and the attention
+    pooling head unless ``vision_use_head`` is false."""
+    h = int(sub.get("hidden_size") or 768)
+    inter = int(sub.get("intermediate_size") or 3072)
+    layers = int(sub.get("num_hidden_layers") or 12)
+    patch = int(sub.get("patch_size") or 16)
+    image = int(sub.get("image_size") or 224)
+    channels = int(sub.get("num_channels") or 3)
+    mlp = 2 * h * inter + inter + h
+    total = channels * patch * patch * h + h + (image // patch) ** 2 * h
+    total += layers * (4 * h * h + 4 * h + 4 * h + mlp)
+    total += 2 * h  # post_layernorm
+    if sub.get("vision_use_head", True) is not False:
+        total += h + 4 * h * h + 4 * h + 2 * h + mlp  # probe, attention, LayerNorm, MLP
+    return total
+
+
+def _tower_params(top: dict[str, Any], text_hidden: int) -> tuple[dict[str, int], str]:
+    """Parameters of the vision / audio towers (and the projector into the text model) that
+    vLLM builds beside the decoder, by the modality that loads them. SigLIP and the Gemma 3
+    projector are counted exactly (google/gemma-3-12b-it: 12,187,325,040 published = decoder +
+    416,866,032 tower + 4,424,832 projector); other towers are estimated (layers x attention + MLP).
+    Kept in the model dtype: quantized checkpoints leave the towers out of quantization (their
+    ``ignore`` lists), as the planner assumes for every checkpoint."""
+    towers: dict[str, int] = {}
+    notes = []
+    for key, modality in (("vision_config", "image"), ("audio_config", "audio")):
         sub = top.get(key)
         if not isinstance(sub, dict):
+            continue
+        if key == "vision_config" and str(sub.get("model_type", "")).startswith("siglip"):
+            n = _siglip_params(sub)
+            if str(top.get("model_type", "")) == "gemma3":
+                # Gemma3MultiModalProjector: mm_input_projection_weight + mm_soft_emb_norm
+                h = int(sub.get("hidden_size") or 768)
+                n += h * text_hidden + h
+            towers[modality] = n
+            notes.append(f"{key} (SigLIP, counted as vLLM builds it)")
             continue
         h = int(sub.get("hidden_size") or 0)
         layers = int(sub.get("num_hidden_layers") or sub.get("depth") or 0)
         if not h or not layers:
             continue
         inter = int(sub.get("intermediate_size") or 4 * h)
-        if key == "vision_config" and str(sub.get("model_type", "")).startswith("siglip"):
-            # SigLIP: attention + a two-matrix MLP (fc1, fc2), biases; patch and position embeddings
-            per_layer = 4 * h * h + 2 * h * inter + 9 * h + inter
-            patch = int(sub.get("patch_size") or 14)
-            image = int(sub.get("image_size") or 224)
-            total += 3 * patch * patch * h + (image // patch) ** 2 * h
-        elif key == "vision_config":
+        if key == "vision_config":
             per_layer = 4 * h * h + 3 * h * inter  # attention + gated MLP
         else:
             per_layer = 4 * h * h + 2 * 2 * h * 4 * h + 3 * h * h  # conformer: attention, 2 FFNs, conv
-        total += layers * per_layer
-        parts.append(key)
-    if not total:
-        return 0, ""
-    return total, "estimated from " + " and ".join(parts) + " (layers x attention + MLP)"
+        towers[modality] = layers * per_layer
+        notes.append(f"{key} (estimated: layers x attention + MLP)")
+    if not towers:
+        return {}, ""
+    return towers, "from " + " and ".join(notes)
 
 
 def spec_from_config(
@@ -578,7 +654,12 @@ def spec_from_config(
         if not isinstance(qc, dict):
             raise UserError(f"{source}: quantization_config is not an object")
         quantization = quantization_from_config(qc)
-    extra, extra_source = _tower_params(top)
+    towers, extra_source = _tower_params(top, hidden)
+    rope_scaling = _get(cfg, "rope_scaling", "rope_parameters", default=None)
+    if isinstance(rope_scaling, dict) and isinstance(rope_scaling.get("full_attention"), dict):
+        rope_scaling = rope_scaling["full_attention"]  # per layer type (transformers v5 Gemma)
+    if not isinstance(rope_scaling, dict):
+        rope_scaling = None
     name = model_id.split("/")[-1] if "/" in model_id else model_id
     try:
         return ModelSpec(
@@ -621,8 +702,11 @@ def spec_from_config(
             qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             dtype=dtype,
             quantization=quantization,
-            extra_params=extra,
+            extra_params=sum(towers.values()),
             extra_params_source=extra_source,
+            tower_params=towers,
+            rope_scaling=rope_scaling,
+            partial_rotary_factor=float(cfg.get("partial_rotary_factor") or 1.0),
             derived=[f"{', '.join(filled)} at transformers' {model_type} defaults (omitted from config.json)"]
             if filled
             else [],

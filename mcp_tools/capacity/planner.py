@@ -63,6 +63,12 @@ class VllmBehaviour:
     # Non-torch memory of one GPU measured in the profile run: ~0.13 GiB on V1 0.15-0.17, 0.25 GiB
     # from 0.18 (Qwen3-14B version sweep; every vLLM 0.19 single-GPU log in llm-d-planner).
     non_torch_gib: float = 0.15
+    # A tower whose modalities --limit-mm-per-prompt sets to 0 is not built
+    # (SupportsMultiModal._mark_tower_model: "Tower model components are automatically skipped when
+    # `--limit-mm-per-prompt` is set to zero for all of their modalities"). Assumed from 0.12 (the
+    # vLLM recipes used it to skip vision encoders by 2025-12, vllm-project/recipes#133); earlier
+    # releases are taken to build every tower (the pessimistic side).
+    skips_unused_towers: bool = True
 
 
 def vllm_behaviour(version: str | None) -> VllmBehaviour:
@@ -89,6 +95,7 @@ def vllm_behaviour(version: str | None) -> VllmBehaviour:
         if engine == "v1" and v < (0, 17, 0)
         else SAMPLER_BYTES_PER_LOGIT,
         non_torch_gib=NON_TORCH_GIB_SINGLE_V018 if v >= (0, 18, 0) else NON_TORCH_GIB_SINGLE,
+        skips_unused_towers=v >= (0, 12, 0),
     )
 
 
@@ -606,6 +613,12 @@ def plan_capacity(
     text_only = any(a.split("=")[0] == "--language-model-only" for a in flags.extra)
     if spec.extra_params and text_only and "Unified" not in spec.architecture:
         spec = spec.model_copy(update={"extra_params": 0})
+    elif spec.tower_params and behaviour.skips_unused_towers:
+        skipped = sum(
+            n for modality, n in spec.tower_params.items() if flags.limit_mm_per_prompt.get(modality) == 0
+        )
+        if skipped:
+            spec = spec.model_copy(update={"extra_params": max(0, spec.extra_params - skipped)})
 
     # Precision.
     ckpt_dtype = spec.dtype if spec.dtype in DTYPE_BYTES else "bfloat16"
@@ -639,7 +652,8 @@ def plan_capacity(
     # Memory budget (per GPU).
     total = gspec.memory_gib * GIB
     requested = total * flags.gpu_memory_utilization
-    weights = _weights_bytes(spec, q, act_bytes, gspec, tp) / tp
+    # The RoPE cos/sin caches are buffers built with the model, whole on every rank.
+    weights = _weights_bytes(spec, q, act_bytes, gspec, tp) / tp + spec.rope_cache_elements * act_bytes
     activation = _activation_bytes(
         spec,
         tokens=mnbt,
