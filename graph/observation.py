@@ -165,11 +165,27 @@ class Observation(BaseModel):
         na, nb = _sequence(a), _sequence(b)
         return na is not None and nb is not None and na < nb
 
+    @property
+    def failed_rollout(self) -> str | None:
+        """The latest created revision when it failed to start and takes no traffic while an older,
+        ready revision serves it all: a failed deploy that never took over. The service runs on the
+        serving revision, so the failed one is history (not an open incident), and rolling back to
+        the serving revision would change nothing. None when revisions are unknown."""
+        latest, serving = self.latest_created_revision, self.serving_revision
+        if not latest or not serving or latest == serving or latest in self.ready_revisions:
+            return None
+        if serving not in self.ready_revisions and serving != self.latest_ready_revision:
+            return None
+        return latest
+
     def superseded_revision(self, revision: str | None) -> bool:
-        """True for a revision that no longer serves and is not the latest created: its log lines are
-        history, not evidence of a current fault. Unknown revisions (a recorded incident) never are."""
+        """True for a revision that no longer serves and is not the latest created, or a failed
+        rollout (``failed_rollout``): its log lines are history, not evidence of a current fault.
+        Unknown revisions (a recorded incident) never are."""
         if not revision:
             return False
+        if revision == self.failed_rollout:
+            return True
         current = {r for r in (self._current_anchor(), self.latest_created_revision) if r}
         if not current or revision in current:
             return False
@@ -179,11 +195,17 @@ class Observation(BaseModel):
         return self._older(revision, anchor)
 
     def condition_is_history(self, condition: dict[str, Any]) -> bool:
-        """A revision condition of a revision older than the serving (or latest ready) one."""
+        """A revision condition of a revision older than the serving (or latest ready) one, or of a
+        failed rollout (the service's condition naming it included)."""
         scope = str(condition.get("scope") or "")
+        failed = self.failed_rollout
+        if scope == "service" and failed and f"'{failed}'" in str(condition.get("message") or ""):
+            return True  # the service's "Revision 'X' is not ready" about the failed rollout
         if not scope.startswith("revision/"):
             return False
         revision = scope.split("/", 1)[1]
+        if revision == self.failed_rollout:
+            return True
         anchor = self._current_anchor()
         return bool(anchor) and revision != anchor and self._older(revision, str(anchor))
 
@@ -206,8 +228,9 @@ class Observation(BaseModel):
             if ln.revision and self.superseded_revision(ln.revision):
                 seen.setdefault(ln.revision, None)
         for c in self.conditions:
-            if self.condition_is_history(c):
-                seen.setdefault(str(c.get("scope")).split("/", 1)[1], None)
+            scope = str(c.get("scope") or "")
+            if scope.startswith("revision/") and self.condition_is_history(c):
+                seen.setdefault(scope.split("/", 1)[1], None)
         return sorted(seen, key=lambda r: (_sequence(r) or 0, r))
 
     def line_text(self, n: int) -> str | None:

@@ -130,6 +130,19 @@ def key_evidence(diag: Any) -> Any:
     return diag.evidence[0]
 
 
+def failed_rollout_note(obs: Any) -> str | None:
+    """What a healthy diagnosis says about a failed deploy that never took the traffic (None: none)."""
+    failed = obs.failed_rollout
+    if not failed:
+        return None
+    return (
+        f"The latest deploy, revision {failed}, failed to start and takes no traffic; "
+        f"{obs.serving_revision} serves all of it, so that failure is history, not an open incident, "
+        "and no rollback is needed. The service's template is still the failed revision's: update "
+        "your deploy config, or the next revision made from it fails the same way."
+    )
+
+
 def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.diagnosis import diagnose
     from graph.observation import Observation
@@ -164,6 +177,9 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         diag = diagnose(obs)
         if why_not:
             diag.notes = [*diag.notes, f"analyzers only: {why_not}"]
+    rollout = failed_rollout_note(obs)
+    if rollout and diag.category == "healthy":
+        diag.summary = f"{diag.summary} {rollout}"
     msg = f"{diag.category} (confidence {diag.confidence:.2f})"
     cited = key_evidence(diag)
     if cited is not None:

@@ -28,10 +28,12 @@ STARTUP_FAILURES = frozenset(
 
 
 def known_good_revision(obs: Observation) -> str | None:
-    """The last Ready revision, when the failing one is the latest (from the Cloud Run API)."""
-    if obs.failing_revision_is_latest and obs.latest_ready_revision:
-        return obs.latest_ready_revision
-    return None
+    """The last Ready revision, when the failing one is the latest (from the Cloud Run API) and the
+    traffic is not already there: a rollback to the serving revision changes nothing, it is no fix."""
+    target = obs.latest_ready_revision
+    if not obs.failing_revision_is_latest or not target or target == obs.serving_revision:
+        return None
+    return target
 
 
 def rollback(obs: Observation, category: str) -> RemediationPlan | None:
