@@ -75,6 +75,9 @@ def render_request(req: ApprovalRequest) -> RenderableType:
             Panel(Syntax(req.diff, "diff", theme="ansi_dark", word_wrap=True), title="Revision diff")
         )
     parts += [Text(f"  preflight: {n}", style="dim") for n in req.preflight_notes]
+    if len(req.options) > 1:  # the ranked options, each with preflight's verdict (approve --option N)
+        parts.append(Text("Options, ranked (approve another with --option N):", style="bold"))
+        parts += [Text(f"  {o.line}", style="" if o.ok else "dim") for o in req.options]
     return Group(*parts)
 
 

@@ -68,6 +68,8 @@ class InvestigateOut(BaseModel):
     prediction: list[dict[str, Any]] = Field(default_factory=list)
     preflight_ok: bool | None = None
     preflight_notes: list[str] = Field(default_factory=list)
+    # Every ranked option with preflight's verdict: approve_remediation(option=N) approves another.
+    options: list[dict[str, Any]] = Field(default_factory=list)
     observation_unread: list[str] = Field(default_factory=list)
     question: str | None = None
     answer: str | None = None
@@ -83,6 +85,7 @@ class OutcomeOut(BaseModel):
     approver: str | None = None
     approver_note: str | None = None
     decided: dict[str, Any] | None = None  # status already_decided: the decision that stands
+    option: int | None = None  # the ranked option approved, when it is not the one offered
     applied_revision: str | None = None
     verification: dict[str, Any] | None = None
     rollback: dict[str, Any] | None = None
@@ -137,7 +140,8 @@ def _investigate_out(res: Any, service: str) -> InvestigateOut:
     if res.status == "awaiting_approval":
         nxt = (
             f"approve_remediation(thread_id={res.thread_id!r}) applies, verifies and rolls "
-            f"back on failure; reject_remediation(thread_id={res.thread_id!r}, reason=...) records a no."
+            f"back on failure (option=N approves another ranked option that passed preflight); "
+            f"reject_remediation(thread_id={res.thread_id!r}, reason=...) records a no."
         )
     else:
         nxt = f"get_incident_report(thread_id={res.thread_id!r}) has the full report."
@@ -158,6 +162,7 @@ def _investigate_out(res: Any, service: str) -> InvestigateOut:
         prediction=req.prediction,
         preflight_ok=pf.get("ok") if pf else None,
         preflight_notes=req.preflight_notes,
+        options=[o.model_dump(mode="json") for o in req.options],
         observation_unread=list((v.get("observation_summary") or {}).get("unread") or []),
         next=nxt,
         request=req,
@@ -194,6 +199,7 @@ def _outcome_out(res: Any) -> OutcomeOut:
         approver=approval.get("approver"),
         approver_note=approval.get("note"),
         decided=res.decided,
+        option=approval.get("option"),
         applied_revision=applied.get("revision"),
         verification=v.get("verification"),
         rollback=v.get("rollback"),
@@ -253,13 +259,15 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
 
         @tool(mcp, DECIDE)
         async def approve_remediation(
-            thread_id: str, approver: str | None = None, ctx: Context | None = None
+            thread_id: str, approver: str | None = None, option: int | None = None, ctx: Context | None = None
         ) -> Annotated[CallToolResult, OutcomeOut]:
-            """Approve the plan an investigation left waiting on thread_id: it is applied to Cloud Run
-            (recorded as this server's authenticated principal; approver is a note beside it), verified
-            (revision Ready, /health, a smoke completion) and rolled back to the last good revision if
-            verification fails. Returns the outcome; if another decision on this plan came first,
-            nothing is done and status is already_decided."""
+            """Approve the plan an investigation left waiting on thread_id (or, with option N, ranked
+            option N of the investigation's options, which must have passed preflight): it is applied
+            to Cloud Run (recorded as this server's authenticated principal; approver is a note
+            beside it), verified (revision Ready, /health, a smoke completion) and rolled back to
+            the last good revision if verification fails. Returns the outcome; if another decision
+            on this plan came first, nothing is done and status is already_decided. A service that
+            cannot be reached is refused before anything is recorded."""
             from graph.runner import resume_cycle
 
             on_update = _progress(ctx, offset=STEPS.index("preflight") + 1)
@@ -270,6 +278,7 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
                     approver=principal(state),
                     note=approver,
                     on_update=on_update,
+                    option=option,
                 )
             )
             out = _outcome_out(res)

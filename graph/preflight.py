@@ -179,35 +179,72 @@ class Choice(BaseModel):
     alternatives: list[RemediationPlan] = Field(default_factory=list)
     diff: str = ""
     new_spec: ServiceSpec | None = None
+    ranked: list[RemediationPlan] = Field(default_factory=list)  # every option as checked, rank order
+    rank: int | None = None  # the plan's 1-based rank among ``ranked`` (None: not one of them)
+
+
+def why_not(plan: RemediationPlan) -> list[str]:
+    """Why an option failed preflight: its notes, less the planner's "fits" verdicts (not a reason)."""
+    return [n for n in plan.preflight.notes if not n.startswith("planner: fits")]
+
+
+def step_text(step: PlanStep) -> str:
+    """One step in words: ``set_vllm_args --quantization=fp8``, ``set_model model=...``."""
+    parts = [f"{k}={'(removed)' if v is None else v}" for k, v in step.change.items()]
+    return " ".join([step.kind.value, *parts])
+
+
+def plan_text(plan: RemediationPlan) -> str:
+    """A plan's steps in words (``+`` between steps); ``no change`` for none."""
+    return " + ".join(step_text(s) for s in plan.steps) or "no change"
 
 
 def choose_plan(
-    options: list[RemediationPlan], spec: ServiceSpec | None, *, policy: Policy | str | None = None
+    options: list[RemediationPlan],
+    spec: ServiceSpec | None,
+    *,
+    policy: Policy | str | None = None,
+    pick: int | None = None,
 ) -> Choice:
-    """Preflight each option once, in rank order: the first that passes is the plan.
+    """Preflight each option once, in rank order: the first that passes is the plan (the one
+    selection rule: the CLI, the demo, the REPL and MCP all show and apply what it chose).
 
-    With no option (a healthy service): an empty plan. With no spec to check against, or under the
-    read-only policy: the first option as checked. When every option fails: an escalation naming why,
-    with the failed options as alternatives.
+    ``pick`` (1-based): a person chose another option; it is the plan only if it passes preflight
+    (``UserError`` otherwise, naming why). With no option (a healthy service): an empty plan. With no
+    spec to check against, or under the read-only policy: the first option as checked. When every
+    option fails: an escalation naming why, with the failed options as alternatives.
     """
     if not options:
         empty, _, _ = preflight(RemediationPlan(), spec, policy=policy)
         return Choice(plan=empty, new_spec=spec)
     checked = [preflight(opt, spec, policy=policy) for opt in options]
     plans = [c for c, _, _ in checked]
+
+    def chosen(i: int) -> Choice:
+        c, new, diff = checked[i]
+        return Choice(
+            plan=c, alternatives=plans[:i] + plans[i + 1 :], diff=diff, new_spec=new, ranked=plans, rank=i + 1
+        )
+
+    if pick is not None:
+        if not 1 <= pick <= len(plans):
+            raise UserError(
+                f"--option {pick}: there is no such option (this plan has options 1 to {len(plans)})"
+            )
+        if spec is None or not plans[pick - 1].preflight.ok:
+            why = "; ".join(why_not(plans[pick - 1])) or "not checked"
+            raise UserError(f"--option {pick} failed preflight ({why}); it cannot be approved")
+        return chosen(pick - 1)
     if spec is None:
         # Nothing can be applied without a spec (apply needs one), so the best-ranked option is shown as
         # the plan, marked not checked, rather than an escalation that hides it.
-        first, new, diff = checked[0]
-        return Choice(plan=first, alternatives=plans[1:], diff=diff, new_spec=new)
-    for i, (c, new, diff) in enumerate(checked):
+        return chosen(0)
+    for i, (c, _, _) in enumerate(checked):
         if c.preflight.ok:
-            return Choice(plan=c, alternatives=plans[:i] + plans[i + 1 :], diff=diff, new_spec=new)
+            return chosen(i)
     if _policy(policy) is Policy.READ_ONLY:
-        first, new, diff = checked[0]
-        return Choice(plan=first, alternatives=plans[1:], diff=diff, new_spec=new)
-    # Why each option failed: its notes, less the planner's "fits" verdicts (those are not the reason).
-    reasons = "; ".join(n for c in plans for n in c.preflight.notes if not n.startswith("planner: fits"))
+        return chosen(0)
+    reasons = "; ".join(n for c in plans for n in why_not(c))
     esc = RemediationPlan(
         steps=[
             PlanStep(
@@ -221,4 +258,4 @@ def choose_plan(
         ],
         preflight=Preflight(ok=True, notes=["escalation: no change is applied"]),
     )
-    return Choice(plan=esc, alternatives=plans, new_spec=spec)
+    return Choice(plan=esc, alternatives=plans, new_spec=spec, ranked=plans)

@@ -221,8 +221,14 @@ def resume_cycle(
     reason: str | None = None,
     on_update: OnUpdate | None = None,
     live: Configuration | None = None,
+    option: int | None = None,
 ) -> CycleResult:
     """Answer a thread's approval request and run it to the end. ``live`` carries in-process objects.
+
+    ``option`` (1-based, as the request's ranked options show it): approve that option instead of
+    the one offered; it must have passed preflight (``UserError`` otherwise, nothing recorded).
+    An approval is given only while the service can be reached (``UserError`` otherwise, nothing
+    recorded): a change that cannot be sent or verified is not approved into the void.
 
     ``approver`` is the authenticated identity deciding (the OS user, the MCP token's principal);
     ``note`` a name the person typed, kept beside it. The decision is first recorded in the checkpoint
@@ -235,6 +241,8 @@ def resume_cycle(
 
     if decision not in ("approve", "reject"):
         raise UserError(f"decision must be approve or reject, not {decision!r}")
+    if option is not None and decision != "approve":
+        raise UserError("--option: only an approval chooses an option")
     if not approver.strip():
         raise UserError("--approver: a decision must name who made it")
     s = get_settings()
@@ -265,6 +273,17 @@ def resume_cycle(
                 return _lost(done, recorded[-1], decision, running=False)
             raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
         shown = ApprovalRequest.model_validate(snap.interrupts[0].value)
+        approved_key = shown.plan_key
+        values = dict(snap.values or {})
+        if option is not None:
+            approved_key = _option_key(values, thread_id, option, cfg)
+        if decision == "approve" and store.get(thread_id, shown.plan_key) is None:
+            why = unreachable(cfg)
+            if why:
+                raise UserError(
+                    f"thread {thread_id}: not approved, the service {cfg.service} cannot be reached "
+                    f"({why}); nothing was recorded"
+                )
         mine = DecisionRecord(
             thread_id=thread_id,
             plan_key=shown.plan_key,
@@ -272,7 +291,7 @@ def resume_cycle(
             principal=approver.strip()[:200],
             note=(note.strip()[:200] or None) if note else None,
             reason=str(reason)[:500] if reason else None,
-            approval_id=approval_id_for(thread_id, shown.plan_key),
+            approval_id=approval_id_for(thread_id, approved_key),
             at=now_iso(),
         )
         won, standing = store.claim(mine)
@@ -281,7 +300,7 @@ def resume_cycle(
         from graph.nodes.approve import DecisionConflict
 
         try:
-            _stream(g, Command(resume=_answer(standing)), config, on_update)
+            _stream(g, Command(resume=_answer(standing, values, thread_id)), config, on_update)
         except DecisionConflict:
             # The thread was resumed outside this runner with another answer (LangGraph Studio, an
             # old client): the recorded approval belongs to another resume; nothing is applied here.
@@ -292,7 +311,7 @@ def resume_cycle(
         return res
 
 
-def _answer(rec: DecisionRecord) -> dict[str, Any]:
+def _answer(rec: DecisionRecord, values: dict[str, Any], thread_id: str) -> dict[str, Any]:
     return {
         "decision": rec.decision,
         "approver": rec.principal,
@@ -301,7 +320,65 @@ def _answer(rec: DecisionRecord) -> dict[str, Any]:
         "at": rec.at,
         "plan_key": rec.plan_key,  # the decision is for the plan that was shown
         "claim": rec.claim,  # the apply node checks the recorded decision carries this claim
+        "option": _option_of(rec, values, thread_id),  # the option it approves (None: the offered)
     }
+
+
+def _option_of(rec: DecisionRecord, values: dict[str, Any], thread_id: str) -> int | None:
+    """The ranked option a recorded decision approves, by its approval id (None: the offered plan)."""
+    from graph.policy import apply_key
+    from mcp_tools.remediation import RemediationPlan
+
+    if rec.decision != "approve" or rec.approval_id == approval_id_for(thread_id, rec.plan_key):
+        return None
+    for i, raw in enumerate(values.get("ranked") or [], start=1):
+        if (
+            approval_id_for(thread_id, apply_key(thread_id, RemediationPlan.model_validate(raw)))
+            == rec.approval_id
+        ):
+            return i
+    return None
+
+
+def _option_key(values: dict[str, Any], thread_id: str, option: int, cfg: Configuration) -> str:
+    """The apply key of ranked option ``option`` (1-based), which must have passed preflight."""
+    from graph.policy import apply_key
+    from graph.preflight import why_not
+    from mcp_tools.remediation import RemediationPlan
+
+    ranked = [RemediationPlan.model_validate(r) for r in values.get("ranked") or []]
+    if not ranked:
+        raise UserError(f"--option {option}: thread {thread_id} has no ranked options to choose from")
+    if not 1 <= option <= len(ranked):
+        raise UserError(
+            f"--option {option}: there is no such option (thread {thread_id} has options 1 to {len(ranked)})"
+        )
+    chosen = ranked[option - 1]
+    if not chosen.preflight.ok:
+        why = "; ".join(why_not(chosen)) or "no reason recorded"
+        raise UserError(f"--option {option} failed preflight ({why}); it cannot be approved")
+    if not chosen.mutates:
+        raise UserError(f"--option {option} changes nothing (a person must act); there is nothing to approve")
+    return apply_key(thread_id, chosen)
+
+
+#: How long ``approve`` waits to learn whether the service can be reached (one attempt).
+REACH_TIMEOUT_S = 10.0
+
+
+def unreachable(cfg: Configuration) -> str | None:
+    """Why the thread's service cannot be reached now (one read of it through the Cloud Run API, no
+    retries); None: it can."""
+    from graph.world import World
+    from mcp_tools.errors import short_error
+    from mcp_tools.google_api import Deadline
+
+    probe = cfg.model_copy(update={"retries": 1})
+    try:
+        World(probe, deadline=Deadline(REACH_TIMEOUT_S)).get_service(cfg.service)
+    except Exception as e:  # noqa: BLE001 - any failure means the change could not be made now
+        return short_error(e)
+    return None
 
 
 def _busy(g: Any, thread_id: str, config: dict[str, Any], store: Any, decision: str) -> CycleResult:

@@ -58,6 +58,39 @@ class PreflightResult(BaseModel):
     diff: str = ""
     new_spec: dict[str, Any] | None = None
     mutates: bool = False
+    option: int | None = None  # the plan's 1-based rank among the options (None: not one of them)
+
+
+class OptionView(BaseModel):
+    """One ranked option as a person is shown it: its rank, steps in words, and preflight's verdict."""
+
+    rank: int  # 1-based, as ``approve --option N`` takes it
+    steps: str
+    ok: bool
+    reasons: list[str] = Field(default_factory=list)  # why it failed preflight (empty when it passed)
+    offered: bool = False  # the plan put to the person (the first that passes)
+
+    @property
+    def line(self) -> str:
+        verdict = "offered: passes preflight" if self.offered else "passes preflight"
+        if not self.ok:
+            verdict = "fails preflight: " + ("; ".join(self.reasons) or "no reason recorded")
+        return f"{self.rank}. {self.steps} ({verdict})"
+
+    @classmethod
+    def of_state(cls, state: SREState | dict[str, Any]) -> list[OptionView]:
+        """The state's ranked options (``ranked``, as preflight checked them)."""
+        from graph.preflight import plan_text, why_not
+
+        offered = (state.get("preflight") or {}).get("option")
+        out: list[OptionView] = []
+        for i, raw in enumerate(state.get("ranked") or [], start=1):
+            p = RemediationPlan.model_validate(raw)
+            reasons = [] if p.preflight.ok else why_not(p)
+            out.append(
+                cls(rank=i, steps=plan_text(p), ok=p.preflight.ok, reasons=reasons, offered=i == offered)
+            )
+        return out
 
 
 Decision = Literal["approve", "reject"]
@@ -78,6 +111,7 @@ class ApprovalRequest(BaseModel):
     diff: str = ""
     preflight_notes: list[str] = Field(default_factory=list)
     question: str = APPROVAL_QUESTION
+    options: list[OptionView] = Field(default_factory=list)  # every ranked option (approve --option N)
 
     @classmethod
     def of_state(
@@ -95,6 +129,7 @@ class ApprovalRequest(BaseModel):
             plan_key=plan_key,
             diff=pf.get("diff", ""),
             preflight_notes=list(pf.get("notes", [])),
+            options=OptionView.of_state(state),
         )
 
     @computed_field  # type: ignore[prop-decorator]
@@ -113,6 +148,8 @@ class Approval(BaseModel):
     policy: str = "approve"
     note: str | None = None  # a name the person typed (--approver), beside the identity
     claim: str | None = None  # the recorded decision's claim (graph.checkpoint.Decisions)
+    plan_key: str | None = None  # the decision's key: the plan that was offered (one decision each)
+    option: int | None = None  # the option approved, when a person chose another than the offered one
 
 
 class ApplyResult(BaseModel):
@@ -178,6 +215,7 @@ class SREState(TypedDict, total=False):
     options: list[dict[str, Any]]  # propose's candidate RemediationPlans, best first
     plan: dict[str, Any]  # mcp_tools.remediation.RemediationPlan: the option preflight chose
     alternatives: list[dict[str, Any]]  # the other options, as preflight checked them
+    ranked: list[dict[str, Any]]  # every option as preflight checked them, in rank order
     preflight: dict[str, Any]  # PreflightResult
     approval: dict[str, Any] | None  # Approval
     applied: dict[str, Any] | None  # ApplyResult

@@ -58,8 +58,11 @@ def start_pending(sb: Any) -> str:
     return str(doc["thread_id"])
 
 
-def kill_while(sb: Any, thread: str, fault_target: str, ready: Callable[[], bool]) -> None:
-    """Approve in a process, hold its next ``fault_target`` call open, SIGKILL it once ``ready()``."""
+def kill_while(sb: Any, thread: str, fault_target: str, ready: Callable[[], bool], *, skip: int = 0) -> None:
+    """Approve in a process, hold its next ``fault_target`` call (after ``skip`` of them) open, SIGKILL
+    it once ``ready()``."""
+    for _ in range(skip):  # answered after a moment: consumed by the calls before the one held
+        sb.faults.inject(fault_target, "hang", count=1, seconds=0.01)
     fault = sb.faults.inject(fault_target, "hang", count=1)
     p = subprocess.Popen(
         [*CLI, "approve", thread, "--approver", "carol"],
@@ -100,8 +103,9 @@ def finish_and_check(sb: Any, thread: str) -> None:
 def test_killed_between_approval_and_apply_applies_once(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="reference-weights-oom")
     thread = start_pending(sb)
-    # apply's first call reads the service: hold it, then kill the process.
-    kill_while(sb, thread, "run:service", approved_in_audit)
+    # approve first reads the service (is it reachable?), then apply's first call reads it: hold
+    # that one, then kill the process.
+    kill_while(sb, thread, "run:service", approved_in_audit, skip=1)
     assert mutations(sb) == []
     finish_and_check(sb, thread)
 

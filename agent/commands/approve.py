@@ -2,16 +2,27 @@
 
 From another process or later: the thread is resumed from the checkpoint store, against the service
 and endpoints it was started with. The decision is recorded as the OS user running the command
-(``--approver NAME`` is a note beside it). When another process decided the plan first, nothing is
-done here: the output says which decision stands, by whom and when (exit 1 when it is not yours).
+(``--approver NAME`` is a note beside it). ``--option N`` approves another ranked option than the
+one offered (one that passed preflight). When another process decided the plan first, nothing is
+done here: the output says which decision stands, by whom and when (exit 1 when it is not yours). An
+approval for a service that cannot be reached is refused before anything is recorded (exit 2).
 """
 
 from __future__ import annotations
 
 import typer
 
+from agent.params import bounded
 
-def _decide(thread: str, decision: str, approver: str | None, reason: str | None, as_json: bool) -> None:
+
+def _decide(
+    thread: str,
+    decision: str,
+    approver: str | None,
+    reason: str | None,
+    as_json: bool,
+    option: int | None = None,
+) -> None:
     import json
     import sys
 
@@ -28,6 +39,7 @@ def _decide(thread: str, decision: str, approver: str | None, reason: str | None
         note=approver,
         reason=reason,
         on_update=lambda n, u: print_update(console, n, u),
+        option=option,
     )
     lost = result.status in ("already_decided", "busy") and (result.decided or {}).get("decision") != decision
     if as_json:
@@ -53,10 +65,18 @@ def register(app: typer.Typer) -> None:
         approver: str = typer.Option(
             None, "--approver", help="A name noted beside your OS user name (who is recorded)."
         ),
+        option: int = typer.Option(
+            None,
+            "--option",
+            parser=bounded(int, 1, 100),
+            help="Approve ranked option N (as the request lists them) instead of the one offered; "
+            "it must have passed preflight.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
-        """Approve a pending plan: it is applied, verified, and rolled back if it fails."""
-        _decide(thread, "approve", approver, None, as_json)
+        """Approve a pending plan (or another ranked option, --option N): it is applied, verified, and
+        rolled back if it fails. The service must be reachable: otherwise nothing is recorded."""
+        _decide(thread, "approve", approver, None, as_json, option)
 
     @app.command()
     def reject(

@@ -68,7 +68,8 @@ HELP: dict[str, str] = {
     "/metrics": "vLLM /metrics: KV-cache use, queue, latency percentiles",
     "/diagnose": "observe and diagnose (read-only): root cause with cited evidence",
     "/plan": "run the loop to a remediation plan: diff, prediction, then approve y/n",
-    "/approve": "/approve [thread]  approve the waiting plan (apply, verify, roll back if needed)",
+    "/approve": "/approve [thread] [--option N]  approve the waiting plan, or ranked option N "
+    "(apply, verify, roll back if needed)",
     "/reject": "/reject [reason]  reject the waiting plan",
     "/bench": "/bench [concurrency,...]  a short load test of the endpoint (TTFT, ITL, throughput)",
     "/capacity": "/capacity [model] [gpu] [--flag=value ...]  the capacity planner (default: the service)",
@@ -317,8 +318,16 @@ class ReplCommands:
         out.append(Text(f"{res.status}: {res.summary}", style="bold"))
         return Reply(out, thread_id=res.thread_id)
 
-    def decide(self, decision: str, *, thread: str | None = None, reason: str | None = None) -> Reply:
-        """Answer the waiting (or named) thread's approval request and run it to the end."""
+    def decide(
+        self,
+        decision: str,
+        *,
+        thread: str | None = None,
+        reason: str | None = None,
+        option: int | None = None,
+    ) -> Reply:
+        """Answer the waiting (or named) thread's approval request and run it to the end (``option``:
+        approve that ranked option instead of the one offered)."""
         from graph.runner import resume_cycle
 
         tid = thread or self.pending_thread
@@ -331,6 +340,7 @@ class ReplCommands:
             note=self.approver_note,
             reason=reason,
             live=self.cfg,
+            option=option,
         )
         if tid == self.pending_thread:
             self.pending_thread = None
@@ -347,8 +357,17 @@ class ReplCommands:
         return Reply(out, thread_id=tid)
 
     def cmd_approve(self, args: list[str]) -> Reply:
+        option: int | None = None
+        rest = list(args)
+        if "--option" in rest:
+            i = rest.index("--option")
+            value = rest[i + 1] if i + 1 < len(rest) else ""
+            if not value.isdigit() or int(value) < 1:
+                return _err(f"/approve --option N: N is an option's number (1, 2, ...), not {value!r}")
+            option = int(value)
+            del rest[i : i + 2]
         try:
-            return self.decide("approve", thread=args[0] if args else None)
+            return self.decide("approve", thread=rest[0] if rest else None, option=option)
         except (UserError, ExternalError) as e:
             return _err(str(e))
 

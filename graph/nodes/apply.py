@@ -64,7 +64,8 @@ def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: R
     from mcp_tools.settings import get_settings
 
     with open_decisions(get_settings().checkpoint_url, cfg.state_path) as store:
-        rec = store.get(thread_id, apply_key(thread_id, plan))
+        # The decision is recorded under the plan that was offered; it may approve another option.
+        rec = store.get(thread_id, approval.plan_key or apply_key(thread_id, plan))
     if rec is None or rec.decision != "approve" or rec.approval_id != approval.approval_id:
         raise NotApproved(f"approval {approval.approval_id} is not the decision recorded for this plan")
     if rec.claim != approval.claim:

@@ -20,7 +20,7 @@ from graph import audit
 from graph.checkpoint import DecisionRecord
 from graph.config import Configuration
 from graph.policy import apply_key, approval_id_for, auto_allowed
-from graph.state import Approval, ApprovalRequest, SREState, event, now_iso
+from graph.state import Approval, ApprovalRequest, PreflightResult, SREState, event, now_iso
 from mcp_tools.remediation import RemediationPlan
 
 
@@ -67,6 +67,7 @@ class DecisionConflict(RuntimeError):
 def _record(
     thread_id: str,
     key: str,
+    approved_key: str,
     decision: str,
     approver: str,
     note: str | None,
@@ -75,7 +76,10 @@ def _record(
     claim: str | None,
     cfg: Configuration,
 ) -> DecisionRecord:
-    """The decision that stands for this plan: ours, recorded now if none was (first one wins)."""
+    """The decision that stands for this plan: ours, recorded now if none was (first one wins).
+
+    ``key`` is the offered plan's (one decision per plan put to a person); ``approved_key`` the key
+    of the plan the decision is for: the same, or another option the person chose."""
     from graph.checkpoint import open_decisions
     from mcp_tools.settings import get_settings
 
@@ -86,7 +90,7 @@ def _record(
         principal=approver,
         note=note,
         reason=reason,
-        approval_id=approval_id_for(thread_id, key),
+        approval_id=approval_id_for(thread_id, approved_key),
         at=at or now_iso(),
         **({"claim": claim} if claim else {}),
     )
@@ -119,6 +123,7 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     at: str | None
     note: str | None = None
     claim: str | None = None
+    option: int | None = None
     if auto_allowed(plan, cfg, state):
         decision, approver, at = "approve", AUTO_PRINCIPAL, None
         reason = "every mutating step is of a kind listed in GEMMA_SRE_AUTO_KINDS"
@@ -135,7 +140,27 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             decision = "reject"
             reason = "the plan changed after it was shown for approval; nothing is applied"
             claim = None  # a decision on this plan of its own, recorded below
-    rec = _record(thread_id, key, decision, approver, note, reason, at, claim, cfg)
+        if decision == "approve" and isinstance(answer, dict) and answer.get("option") is not None:
+            option = int(answer["option"])
+    update: dict[str, Any] = {}
+    approved_key = key
+    offered = (state.get("preflight") or {}).get("option")
+    if option is not None and option != offered:
+        chosen = choose_option(state, cfg, option)
+        if chosen is None:  # the runner checked it; a state edited since cannot make it pass
+            decision, option, claim = "reject", None, None
+            reason = "the option chosen does not pass preflight; nothing is applied"
+        else:
+            update = chosen
+            approved_key = apply_key(thread_id, RemediationPlan.model_validate(chosen["plan"]))
+    else:
+        option = None
+    rec = _record(thread_id, key, approved_key, decision, approver, note, reason, at, claim, cfg)
+    if rec.approval_id != approval_id_for(thread_id, approved_key):
+        # The decision that stands (another process's) is for another option than ours: carry out its.
+        update, option = _standing_option(state, cfg, thread_id, rec)
+        approved_key = apply_key(thread_id, RemediationPlan.model_validate(update.get("plan") or plan))
+    shown_plan = RemediationPlan.model_validate(update.get("plan") or plan)
 
     approval = Approval(
         decision=rec.decision,
@@ -146,8 +171,10 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         approval_id=rec.approval_id,
         claim=rec.claim,
         policy=cfg.policy.value,
+        plan_key=key,
+        option=option,
     )
-    pf = state.get("preflight") or {}
+    pf = update.get("preflight") or state.get("preflight") or {}
     audit.append(
         audit.AuditEvent(
             event="approval" if rec.decision == "approve" else "rejection",
@@ -155,12 +182,68 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             service=cfg.service,
             actor=rec.principal,
             approval_id=approval.approval_id,
-            what=", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
+            what=", ".join(f"{s.kind.value} {s.change}" for s in shown_plan.steps),
             diff=pf.get("diff", ""),
             at=approval.at,
-            details={"reason": rec.reason, "note": rec.note, "policy": cfg.policy.value, "apply_key": key},
+            details={
+                "reason": rec.reason,
+                "note": rec.note,
+                "policy": cfg.policy.value,
+                "apply_key": approved_key,
+                "option": option,
+            },
         ),
         state_dir=cfg.state_path,
     )
     msg = f"{rec.verb()} by {rec.who}" + (f" ({rec.reason})" if rec.reason else "")
-    return {"approval": approval.model_dump(mode="json"), "timeline": event("approve", msg)}
+    if option is not None:
+        from graph.preflight import plan_text
+
+        msg += f"; option {option} chosen instead of option {offered}: {plan_text(shown_plan)}"
+    return {**update, "approval": approval.model_dump(mode="json"), "timeline": event("approve", msg)}
+
+
+def choose_option(state: SREState, cfg: Configuration, option: int) -> dict[str, Any] | None:
+    """The state update that makes ranked option ``option`` (1-based) the plan: the plan, its
+    preflight (spec, diff) and the alternatives, by the one selection rule (``choose_plan``).
+    None when it does not pass preflight. Pure."""
+    from graph.preflight import choose_plan
+    from mcp_tools.errors import UserError
+    from mcp_tools.incident import ServiceSpec
+
+    options = [RemediationPlan.model_validate(o) for o in state.get("options") or []]
+    raw_spec = (state.get("observation") or {}).get("service")
+    spec = ServiceSpec.model_validate(raw_spec) if raw_spec is not None else None
+    try:
+        choice = choose_plan(options, spec, policy=cfg.policy, pick=option)
+    except UserError:
+        return None
+    result = PreflightResult(
+        ok=choice.plan.preflight.ok,
+        notes=list(choice.plan.preflight.notes),
+        diff=choice.diff,
+        new_spec=choice.new_spec.model_dump(mode="json") if choice.new_spec is not None else None,
+        mutates=choice.plan.mutates,
+        option=choice.rank,
+    )
+    return {
+        "plan": choice.plan.model_dump(mode="json"),
+        "alternatives": [a.model_dump(mode="json") for a in choice.alternatives],
+        "preflight": result.model_dump(mode="json"),
+    }
+
+
+def _standing_option(
+    state: SREState, cfg: Configuration, thread_id: str, rec: DecisionRecord
+) -> tuple[dict[str, Any], int | None]:
+    """The update and option of the recorded decision (its approval id names the plan it is for)."""
+    offered = (state.get("preflight") or {}).get("option")
+    for i, raw in enumerate(state.get("ranked") or [], start=1):
+        if i == offered:
+            continue
+        p = RemediationPlan.model_validate(raw)
+        if approval_id_for(thread_id, apply_key(thread_id, p)) == rec.approval_id:
+            chosen = choose_option(state, cfg, i)
+            if chosen is not None:
+                return chosen, i
+    return {}, None

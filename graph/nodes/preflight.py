@@ -19,6 +19,22 @@ from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import Policy
 
 
+def preflight_line(choice: Any, result: PreflightResult) -> str:
+    """The step's line: which option is the plan, and why the better-ranked ones are not."""
+    from graph.preflight import plan_text, why_not
+
+    verdict = "accepted" if result.ok else "refused"
+    n = len(choice.ranked)
+    which = f"option {choice.rank} of {n}: " if choice.rank is not None and n > 1 else ""
+    msg = f"plan {verdict}: {which}{plan_text(choice.plan)}"
+    if result.notes:
+        msg += f"; {'; '.join(result.notes)}"
+    above = choice.ranked[: (choice.rank or n + 1) - 1]
+    for i, opt in enumerate(above, start=1):
+        msg += f"; option {i} ({plan_text(opt)}) fails preflight: {'; '.join(why_not(opt)) or 'no reason'}"
+    return msg
+
+
 def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     from graph.preflight import choose_plan
 
@@ -34,16 +50,16 @@ def preflight_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         diff=choice.diff,
         new_spec=choice.new_spec.model_dump(mode="json") if choice.new_spec is not None else None,
         mutates=plan.mutates,
+        option=choice.rank,
     )
     blocked = degraded_observation(state) if cfg.policy is Policy.AUTO and result.mutates else None
     if blocked:
         result.notes.append(blocked)  # it becomes an approval request (graph.policy.auto_allowed)
-    verdict = "accepted" if result.ok else "refused"
-    kinds = ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps) or "none"
-    msg = f"plan {verdict}: {kinds}" + (f"; {'; '.join(result.notes)}" if result.notes else "")
+    msg = preflight_line(choice, result)
     return {
         "plan": plan.model_dump(mode="json"),
         "alternatives": [a.model_dump(mode="json") for a in choice.alternatives],
+        "ranked": [r.model_dump(mode="json") for r in choice.ranked],
         "preflight": result.model_dump(mode="json"),
         "timeline": event("preflight", msg),
     }

@@ -20,7 +20,11 @@ def propose(state: SREState, config: RunnableConfig) -> dict[str, Any]:
 
     diagnosis = Diagnosis.model_validate(state["diagnosis"])
     options = propose_options(diagnosis, Observation.model_validate(state["observation"]))
-    first = ", ".join(f"{s.kind.value} {s.change}" for s in options[0].steps) if options else "none"
-    more = len(options) - 1
-    msg = f"best option: {first}" + (f" ({more} more ranked below it)" if more > 0 else "")
+    from graph.preflight import plan_text
+
+    if not options:
+        msg = "no option"
+    else:
+        ranked = "; ".join(f"{i}. {plan_text(o)}" for i, o in enumerate(options, start=1))
+        msg = f"{len(options)} option(s), ranked (preflight offers the first that passes): {ranked}"
     return {"options": [o.model_dump(mode="json") for o in options], "timeline": event("propose", msg)}
