@@ -12,7 +12,9 @@ fix again. When the waiting thread has been decided and run to its end, the next
 outcome on the incident it was for.
 
 What survives a restart: every graph thread is in the checkpointer, and the tracker (incidents,
-``since``, the waiting thread) is a JSON file under ``<state_dir>/watch/``, saved after each cycle.
+``since``, the waiting thread) is a JSON file under ``<state_dir>/watch/``, saved after each cycle,
+named by project, region and service and the world they live in (``store_key``: a sandbox started
+anew starts with a state of its own, never a dead sandbox's cycle count and waiting thread).
 """
 
 from __future__ import annotations
@@ -66,18 +68,59 @@ def parse_interval(text: str) -> float:
     return value
 
 
-def _thread_status(thread_id: str) -> tuple[bool, str | None]:
-    """(still waiting for a decision, outcome status when finished) of a thread."""
+def _thread_status(thread_id: str, state_dir: Any = None) -> tuple[bool, str | None]:
+    """(still open: waiting for a decision or being carried out, outcome status once finished)."""
     from graph.runner import thread_result
     from mcp_tools.errors import UserError
 
     try:
-        res = thread_result(thread_id)
-    except UserError:  # no such thread in the checkpoint store
-        return False, "unknown"
-    if res.waiting:
+        res = thread_result(thread_id, state_dir=state_dir)
+    except UserError:  # no such thread in the checkpoint store (a state dir of another world)
+        return False, None
+    if not res.finished:  # waiting, or an approval being applied and verified right now
         return True, None
-    return False, res.status if res.finished else None
+    return False, res.status
+
+
+def store_key(cfg: Any, instance: str | None = None) -> str:
+    """The watch state's name: project, region and service (what is watched), plus a digest of the
+    API endpoint and ``instance`` (a sandbox started anew is a new world with its own state)."""
+    import hashlib
+    import re
+
+    parts = [cfg.project or "default-project", cfg.location or "default-region", cfg.service]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(str(p) for p in parts))
+    world = f"{cfg.run_api_endpoint or ''}|{instance or ''}"
+    if world != "|":
+        name += "-" + hashlib.sha256(world.encode()).hexdigest()[:10]
+    return name
+
+
+def status_line(s: CycleSummary) -> str:
+    """One cycle in one line, consistent with the thread's real state: what the cycle found, then
+    what happens next (nothing, a decision awaited, an outcome)."""
+    health = {True: " (/health answers)", False: " (/health failing)", None: " (health unknown)"}
+    said = health[s.healthy]
+    if s.category == "healthy":
+        found = "healthy"
+    elif s.category in (None, "unknown"):
+        found = "no diagnosis" + said
+    else:
+        found = f"{s.category}, {s.findings} finding(s)" + said
+    nxt = {
+        "healthy": "nothing to do",
+        "awaiting_approval": f"a plan waits for a decision on thread {s.pending_thread or s.thread_id}",
+        "diagnosed": "observed",
+        "suggested": "a plan was suggested (policy suggest: never applied)",
+        "no_action": "no plan can be applied: a person must act",
+        "rejected": "the plan was rejected",
+        "fixed": "fixed and verified",
+        "rolled_back": "the fix did not verify; rolled back",
+        "failed": "the fix did not verify and could not be rolled back",
+    }.get(s.status, s.status)
+    if s.status == "diagnosed" and s.pending_thread:
+        nxt = f"a plan already waits for a decision on thread {s.pending_thread}"
+    return f"cycle {s.cycle}: {found}; {nxt} ({s.seconds:.1f}s, thread {s.thread_id})"
 
 
 def tracked_findings(values: dict[str, Any], service: str) -> list[TrackedFinding]:
@@ -110,13 +153,14 @@ class Watcher:
         quiet_cycles: int = 2,
         on_event: Callable[[IncidentEvent], None] | None = None,
         sender: Callable[..., Any] | None = None,
+        instance: str | None = None,
     ) -> None:
         if not cfg.service:
             from mcp_tools.errors import UserError
 
             raise UserError("watch needs a service: pass --service NAME or set GEMMA_SRE_SERVICE")
         self.cfg = cfg
-        self.store = store or TrackerStore.for_service(cfg.state_path, cfg.service)
+        self.store = store or TrackerStore(cfg.state_path / "watch" / f"{store_key(cfg, instance)}.json")
         self.tracker = IncidentTracker(self.store.load(), quiet_cycles=quiet_cycles)
         self.webhook = webhook
         self.on_event = on_event
@@ -137,10 +181,11 @@ class Watcher:
         st = self.tracker.state
         finished: tuple[str, str | None] | None = None
         if st.pending_thread:
-            waiting, status = _thread_status(st.pending_thread)
-            if not waiting:
+            still_open, status = _thread_status(st.pending_thread, self.cfg.state_path)
+            if not still_open:
                 finished = (st.pending_thread, status)
-                self.tracker.set_outcome(st.pending_thread, status or "unknown")
+                if status is not None:
+                    self.tracker.set_outcome(st.pending_thread, status)
                 st.pending_thread = None
         since = st.since
         res = run_cycle(self.cfg.model_copy(update={"policy": Policy.READ_ONLY}), since=since)

@@ -197,9 +197,9 @@ def run_cycle(
     return run.result
 
 
-def thread_result(thread_id: str) -> CycleResult:
+def thread_result(thread_id: str, *, state_dir: str | Path | None = None) -> CycleResult:
     """Where a thread stands now: waiting for a decision, running, or its outcome (UserError: unknown)."""
-    with compiled_graph() as g:
+    with compiled_graph(state_dir) as g:
         thread_configuration(thread_id, g)
         return _result(g, thread_id, {"configurable": {"thread_id": thread_id}})
 

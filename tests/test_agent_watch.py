@@ -57,8 +57,8 @@ def test_incident_start_approval_fix_resolution_with_restart_and_webhook(
     got, url = receiver
     sb = sandbox_factory(scenario="reference-weights-oom")
     cfg = sandbox_configuration(sb, service=None)
-    store = TrackerStore.for_service(cfg.state_path, cfg.service)
     w = Watcher(cfg, webhook=url)
+    store = w.store
 
     c1 = w.cycle()  # the incident starts: reported once, a plan waits for a decision
     assert [(e.kind, e.incident.category) for e in c1.events] == [("new", "weights_oom")]
@@ -161,4 +161,7 @@ def test_cli_watch_in_the_sandbox_stops_cleanly_on_ctrl_c(tmp_path: Path) -> Non
     assert out.count("NEW weights_oom") == 1, out
     assert "waiting for a decision: gemma-sre approve gemma-4-12b-" in out
     assert "stopped (cycle" in out and "Traceback" not in out
-    assert (tmp_path / "state" / "watch" / "gemma-4-12b.json").exists()
+    assert (
+        len(list((tmp_path / "state" / "watch").glob("sandbox-project_sandbox-region1_gemma-4-12b-*.json")))
+        == 1
+    )

@@ -43,9 +43,10 @@ def register(app: typer.Typer) -> None:
         import contextlib
 
         from rich.console import Console
+        from rich.markup import escape
 
         from agent.incidents_tracker import IncidentEvent
-        from agent.watch import CycleSummary, Watcher, parse_interval
+        from agent.watch import CycleSummary, Watcher, parse_interval, status_line
         from graph.config import Configuration
         from mcp_tools.errors import UserError
         from mcp_tools.settings import Policy
@@ -66,14 +67,10 @@ def register(app: typer.Typer) -> None:
                 console.print(f"    {i.summary}", soft_wrap=True)
 
         def on_cycle(s: CycleSummary) -> None:
-            health = {True: "healthy", False: "failing", None: "health unknown"}[s.healthy]
-            console.print(
-                f"[dim]cycle {s.cycle}: {health}, {s.findings} finding(s), {s.status} "
-                f"({s.seconds:.1f}s, thread {s.thread_id})[/]",
-                soft_wrap=True,
-            )
+            console.print(f"[dim]{escape(status_line(s))}[/]", soft_wrap=True)
             if s.finished_thread:
-                console.print(f"thread {s.finished_thread} finished: {s.finished_status}")
+                how = s.finished_status or "not found in this state directory"
+                console.print(f"thread {s.finished_thread} finished: {how}")
             if s.pending_thread:
                 console.print(
                     f"[yellow]waiting for a decision:[/] gemma-sre approve {s.pending_thread}   "
@@ -81,6 +78,7 @@ def register(app: typer.Typer) -> None:
                     soft_wrap=True,
                 )
 
+        instance: str | None = None
         with contextlib.ExitStack() as stack:
             if sandbox:
                 from agent.commands.repl import sandbox_configuration
@@ -91,6 +89,9 @@ def register(app: typer.Typer) -> None:
                     raise UserError(f"--scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
                 sb = start_sandbox(scenario=scenario)
                 stack.callback(sb.stop)
+                import uuid
+
+                instance = f"sandbox-{uuid.uuid4().hex}"  # this sandbox lives as long as this command
                 cfg = sandbox_configuration(sb, service=service, policy=pol)
                 console.print(
                     "[dim]sandbox: decide from another terminal (same GEMMA_SRE_STATE_DIR) while this "
@@ -101,7 +102,9 @@ def register(app: typer.Typer) -> None:
                 if pol is not None:
                     overrides["policy"] = pol
                 cfg = Configuration.from_settings(**overrides)
-            watcher = Watcher(cfg, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event)
+            watcher = Watcher(
+                cfg, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event, instance=instance
+            )
             console.print(
                 f"watching {cfg.service} every {interval_s:g}s (policy {cfg.policy.value}); "
                 f"state: {watcher.store.path}; Ctrl-C stops",
