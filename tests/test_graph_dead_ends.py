@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agent.commands.repl import sandbox_configuration
@@ -167,3 +168,76 @@ def test_approve_refuses_a_service_that_cannot_be_reached_and_records_nothing(
         (get_settings().state_dir / "reports").glob(f"*{first.thread_id}*")
     )
     assert thread_result(first.thread_id).waiting  # still waiting: it can be approved later
+
+
+# --- watch state outlives what it watched ------------------------------------------------------------
+
+
+def test_watch_state_is_per_world_and_every_status_line_matches_the_thread(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    from agent.watch import Watcher, status_line
+    from graph.runner import resume_cycle
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    # A state directory of the watcher's own (not the settings' one): threads are looked up there.
+    cfg = sandbox_configuration(sb, service=None).model_copy(update={"state_dir": str(tmp_path / "own")})
+    w = Watcher(cfg, instance="first")
+    c1 = w.cycle()
+    assert c1.status == "awaiting_approval" and c1.pending_thread == c1.thread_id
+    line = status_line(c1)
+    assert line.startswith("cycle 1: weights_oom, 1 finding(s)") and "healthy" not in line
+    assert f"a plan waits for a decision on thread {c1.thread_id}" in line
+
+    # Another sandbox with the same project, region and service is another world: a fresh state.
+    other = sandbox_factory(scenario="reference-weights-oom")
+    cfg2 = sandbox_configuration(other, service=None).model_copy(update={"state_dir": cfg.state_dir})
+    w2 = Watcher(cfg2, instance="second")
+    assert w2.store.path != w.store.path and w2.state.cycle == 0 and w2.state.pending_thread is None
+    assert Watcher(cfg, instance="first").state.cycle == 1  # the same world resumes
+
+    done = resume_cycle(c1.thread_id, decision="approve", approver="oncall", live=cfg)
+    assert done.status == "fixed", done.summary
+    c2 = w.cycle()
+    assert c2.finished_thread == c1.thread_id and c2.finished_status == "fixed"
+    (resolved,) = c2.events
+    assert resolved.kind == "resolved" and "remediation outcome: fixed" in resolved.reason
+    assert "unknown" not in resolved.reason
+    assert status_line(c2).startswith("cycle 2: healthy; nothing to do")
+
+
+def test_a_thread_being_carried_out_is_not_finished(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
+    from agent.watch import _thread_status
+    from graph.runner import stream_cycle
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    run = stream_cycle(sandbox_configuration(sb, service=None))
+    steps = iter(run)
+    assert next(steps).node == "observe"  # checkpointed; the thread runs on
+    assert _thread_status(run.thread_id) == (True, None)
+    for _ in steps:
+        pass
+    assert _thread_status(run.thread_id) == (True, None)  # waiting for a decision
+    assert _thread_status("no-such-thread") == (False, None)  # never an invented "unknown" outcome
+
+
+def test_status_lines_never_contradict_themselves() -> None:
+    from agent.watch import CycleSummary, status_line
+
+    def line(**kw: Any) -> str:
+        return status_line(CycleSummary(cycle=3, thread_id="t1", **kw))
+
+    assert line(status="healthy", category="healthy", healthy=True) == (
+        "cycle 3: healthy; nothing to do (0.0s, thread t1)"
+    )
+    waiting = line(status="awaiting_approval", category="weights_oom", healthy=False, findings=1)
+    assert waiting.startswith("cycle 3: weights_oom, 1 finding(s) (/health failing); a plan waits")
+    observed = line(status="diagnosed", category="weights_oom", healthy=True, findings=1, pending_thread="t0")
+    assert (
+        "weights_oom, 1 finding(s) (/health answers); a plan already waits for a decision on thread t0"
+        in (observed)
+    )
+    assert line(status="diagnosed", category="unknown", healthy=None).startswith(
+        "cycle 3: no diagnosis (health unknown); observed"
+    )
