@@ -62,7 +62,9 @@ def _predicted(pred: dict[str, Any]) -> str:
 def render_request(req: ApprovalRequest) -> RenderableType:
     """The one rendering of an approval request: the plan's steps (each with its prediction and why),
     the revision diff, and preflight's notes. The CLI, the REPL and the MCP tools' text all use it."""
-    parts: list[RenderableType] = [Text.from_markup("[bold]Proposed plan[/] (approval required):")]
+    offered = next((o for o in req.options if o.offered), None)
+    which = f", option {offered.rank} of {len(req.options)}" if offered and len(req.options) > 1 else ""
+    parts: list[RenderableType] = [Text.from_markup(f"[bold]Proposed plan[/] (approval required{which}):")]
     for i, s in enumerate(req.plan.steps, 1):
         change = ", ".join(f"{k}={v}" for k, v in s.change.items())
         parts.append(Text.from_markup(f"  {i}. [bold]{escape(s.kind.value)}[/] {escape(change)}"))

@@ -69,13 +69,23 @@ class OptionView(BaseModel):
     ok: bool
     reasons: list[str] = Field(default_factory=list)  # why it failed preflight (empty when it passed)
     offered: bool = False  # the plan put to the person (the first that passes)
+    predicted: dict[str, Any] | None = None  # the capacity planner's figures for it, when it has them
 
     @property
     def line(self) -> str:
         verdict = "offered: passes preflight" if self.offered else "passes preflight"
         if not self.ok:
             verdict = "fails preflight: " + ("; ".join(self.reasons) or "no reason recorded")
-        return f"{self.rank}. {self.steps} ({verdict})"
+        p = self.predicted or {}
+        figures = []
+        if p.get("weights_gib") is not None:
+            figures.append(f"weights {float(p['weights_gib']):.1f} GiB")
+        if p.get("kv_cache_tokens") is not None:
+            figures.append(f"KV cache {int(p['kv_cache_tokens']):,} tokens")
+        if p.get("fits") is not None:
+            figures.append("fits" if p["fits"] else "does not fit")
+        predicted = f" [predicted: {', '.join(figures)}]" if figures else ""
+        return f"{self.rank}. {self.steps}{predicted} ({verdict})"
 
     @classmethod
     def of_state(cls, state: SREState | dict[str, Any]) -> list[OptionView]:
@@ -87,8 +97,16 @@ class OptionView(BaseModel):
         for i, raw in enumerate(state.get("ranked") or [], start=1):
             p = RemediationPlan.model_validate(raw)
             reasons = [] if p.preflight.ok else why_not(p)
+            pred = next((st.predicted for st in p.steps if st.predicted), None)
             out.append(
-                cls(rank=i, steps=plan_text(p), ok=p.preflight.ok, reasons=reasons, offered=i == offered)
+                cls(
+                    rank=i,
+                    steps=plan_text(p),
+                    ok=p.preflight.ok,
+                    reasons=reasons,
+                    offered=i == offered,
+                    predicted=pred,
+                )
             )
         return out
 

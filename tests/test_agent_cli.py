@@ -20,7 +20,20 @@ def test_demo_runs_the_whole_loop_with_yes(cli: Any) -> None:
     out = r.stdout
     assert "no model configured" in out
     assert "weights_oom" in out and "CUDA out of memory" in out  # diagnosed, citing the line
-    assert "Capacity planner's options" in out and "KV tokens" in out
+    # One selection rule: the headline names the option the demo applies, and nothing else is
+    # called the best fix; each option shows preflight's verdict, a failing one its reason.
+    assert "best fix" not in out
+    offered = re.search(r"offered: option (\d+) of \d+, (.+?): the first ranked option", out)
+    assert offered, out
+    rank, steps = offered.groups()
+    assert f"  {rank}. {steps} [predicted: " in out and "(offered: passes preflight)" in out
+    assert "(fails preflight: HF_HUB_OFFLINE=1:" in out and "KV cache" in out
+    path = re.search(r"json: +(\S+\.json)", out)
+    assert path
+    applied = json.loads(Path(path.group(1)).read_text())["plan"]["steps"]
+    assert steps == " + ".join(
+        " ".join([st["kind"], *(f"{k}={v}" for k, v in st["change"].items())]) for st in applied
+    )
     assert "approved with --yes" in out
     assert "verified:" in out and "fixed:" in out
     path = re.search(r"report: (\S+\.md)", out)

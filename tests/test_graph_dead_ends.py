@@ -18,7 +18,7 @@ from graph.runner import run_cycle, thread_result
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.conftest import CliResult
+from tests.conftest import ROOT, CliResult
 
 
 def _mutations(sb: Any) -> list[Any]:
@@ -241,3 +241,15 @@ def test_status_lines_never_contradict_themselves() -> None:
     assert line(status="diagnosed", category="unknown", healthy=None).startswith(
         "cycle 3: no diagnosis (health unknown); observed"
     )
+
+
+# --- the demo disagrees with itself (the demo's own test: tests/test_agent_cli.py) ---------------------
+
+
+def test_diagnose_shows_why_each_option_fails_preflight(cli: Callable[..., CliResult]) -> None:
+    r = cli("diagnose", "--incident", str(ROOT / "evals/incidents/l4-gemma4-12b-bf16-weights-oom.yaml"))
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "(fails preflight)" not in out
+    assert "(fails preflight: HF_HUB_OFFLINE=1:" in out and "(passes preflight)" in out
+    assert "{'" not in out  # steps in words, not Python reprs

@@ -36,9 +36,10 @@ def _banner(console: Any, cfg: Any) -> None:
 
 
 def planner_options(console: Any, result: Any) -> None:
-    """The capacity planner's options for the failing spec, with their predicted memory."""
-    from rich.table import Table
-
+    """The capacity planner's verdict on the failing spec, and which option is offered. The options
+    it leads to, ranked and each with preflight's verdict, are the approval request's list (one
+    selection rule: the plan offered is the first option that passes preflight,
+    ``graph.preflight.choose_plan``)."""
     from mcp_tools.capacity import parse_vllm_args, plan_capacity, resolve_model
     from mcp_tools.incident import ServiceSpec
     from mcp_tools.spec_ops import get_model
@@ -56,31 +57,30 @@ def planner_options(console: Any, result: Any) -> None:
             gpu=spec.gpu_type,
             gpu_count=spec.gpu_count,
             flags=parse_vllm_args(spec.args),
+            suggest=False,  # its "best fix" ignores preflight: the line below names the option offered
         )
-    except Exception as e:  # the planner cannot place this model: the plan table still shows
+    except Exception as e:  # the planner cannot place this model: the request still shows the options
         console.print(f"[dim]planner: {e}[/]")
         return
     console.print(
         f"planner: {cap.model} on {cap.gpu} ({cap.gpu_memory_gib:.1f} GiB usable): weights "
         f"{cap.weights_gib:.1f} GiB, {cap.verdict}",
         highlight=False,
+        soft_wrap=True,
     )
-    if not cap.suggestions:
-        return
-    table = Table(title="Capacity planner's options (predicted on this GPU)")
-    table.add_column("option", overflow="fold")
-    table.add_column("weights GiB", justify="right")
-    table.add_column("KV tokens", justify="right")
-    table.add_column("fits")
-    for s in cap.suggestions:
-        change = ", ".join(f"{k}={v}" for k, v in {**s.change, **s.also}.items())
-        table.add_row(
-            f"{s.kind}: {change}",
-            f"{s.weights_gib:.1f}",
-            f"{s.kv_cache_tokens:,}",
-            "yes" if s.fits else "no",
+    pf = result.values.get("preflight") or {}
+    ranked = result.values.get("ranked") or []
+    if pf.get("option") and len(ranked) > 1:
+        from graph.preflight import plan_text
+        from mcp_tools.remediation import RemediationPlan
+
+        chosen = RemediationPlan.model_validate(result.values.get("plan") or {})
+        console.print(
+            f"offered: option {pf['option']} of {len(ranked)}, {plan_text(chosen)}: the first ranked "
+            "option that passes preflight (the list below says why the others do not)",
+            highlight=False,
+            soft_wrap=True,
         )
-    console.print(table)
 
 
 def register(app: typer.Typer) -> None:

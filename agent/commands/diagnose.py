@@ -66,6 +66,7 @@ def _render(d: object, *, model_asked: bool) -> None:
     from rich.table import Table
 
     from graph.pipeline import Assessment
+    from graph.preflight import step_text
 
     assert isinstance(d, Assessment)
     con = Console()
@@ -86,7 +87,13 @@ def _render(d: object, *, model_asked: bool) -> None:
         for i, s in enumerate(d.plan.steps, 1):
             pred = s.predicted or {}
             p = ", ".join(f"{k} {v}" for k, v in pred.items() if k != "summary") if pred else ""
-            t.add_row(str(i), s.kind.value, escape(str(s.change)), escape(s.why), escape(p))
+            t.add_row(
+                str(i),
+                s.kind.value,
+                escape(step_text(s).removeprefix(s.kind.value).strip()),
+                escape(s.why),
+                escape(p),
+            )
         con.print(t)
         ok = "[green]passed[/]" if d.plan.preflight.ok else "[red]failed[/]"
         con.print(f"preflight {ok}: " + escape("; ".join(d.plan.preflight.notes)))
@@ -96,9 +103,14 @@ def _render(d: object, *, model_asked: bool) -> None:
         con.print("plan: [green]no action[/]")
     if d.alternatives:
         con.print("[dim]other options, ranked:[/]")
+        from graph.preflight import plan_text, why_not
+
         for a in d.alternatives:
-            kinds = " + ".join(f"{s.kind.value} {s.change}" for s in a.steps)
-            mark = "ok" if a.preflight.ok else "fails preflight"
-            con.print(f"  - {escape(kinds)} [dim]({mark})[/]")
+            mark = (
+                "passes preflight"
+                if a.preflight.ok
+                else "fails preflight: " + ("; ".join(why_not(a)) or "no reason recorded")
+            )
+            con.print(f"  - {escape(plan_text(a))} [dim]({escape(mark)})[/]", soft_wrap=True)
     for n in d.notes:
         con.print(f"[dim]note: {escape(n)}[/]")
