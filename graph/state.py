@@ -168,6 +168,7 @@ class Approval(BaseModel):
     claim: str | None = None  # the recorded decision's claim (graph.checkpoint.Decisions)
     plan_key: str | None = None  # the decision's key: the plan that was offered (one decision each)
     option: int | None = None  # the option approved, when a person chose another than the offered one
+    offered_option: int | None = None  # then: the option that was offered (the first that passed)
 
 
 class ApplyResult(BaseModel):

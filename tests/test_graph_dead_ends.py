@@ -253,3 +253,89 @@ def test_diagnose_shows_why_each_option_fails_preflight(cli: Callable[..., CliRe
     assert "(fails preflight)" not in out
     assert "(fails preflight: HF_HUB_OFFLINE=1:" in out and "(passes preflight)" in out
     assert "{'" not in out  # steps in words, not Python reprs
+
+
+# --- the incident report -----------------------------------------------------------------------------
+
+
+def test_the_report_is_one_an_on_call_engineer_can_hand_on(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
+    from urllib.parse import unquote
+
+    from graph.runner import resume_cycle
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    cfg = sandbox_configuration(sb, service=None)
+    first = _pending(sb)
+    done = resume_cycle(first.thread_id, decision="approve", approver="oncall", live=cfg)
+    assert done.status == "fixed", done.summary
+    doc = json.loads(Path(done.report["json"]).read_text())
+    inc = doc["incident"]
+    assert (inc["project"], inc["region"], inc["service"]) == (sb.project, sb.location, cfg.service)
+    assert inc["url"] and inc["url"].endswith(cfg.service)
+    imp = inc["impact"]
+    first_line = imp["first_failing_line"]
+    logs = done.values["observation"]["logs"]
+    assert first_line["timestamp"] == logs[first_line["line"] - 1]["timestamp"]
+    assert first_line["line"] == min(e["line"] for e in done.values["diagnosis"]["evidence"] if e["line"])
+    assert imp["detected_at"] and imp["resolved_at"] and imp["open"] is False and imp["duration_s"] > 0
+    logs_link = unquote(inc["links"]["logs"])
+    assert logs_link.startswith("https://console.cloud.google.com/logs/query;query=")
+    assert (
+        f'resource.labels.service_name="{cfg.service}"' in logs_link and f"?project={sb.project}" in logs_link
+    )
+    assert inc["links"]["revisions"] == (
+        f"https://console.cloud.google.com/run/detail/{sb.location}/{cfg.service}/revisions?project={sb.project}"
+    )
+    alts = inc["alternatives"]
+    (chosen,) = [a for a in alts if a["chosen"]]
+    assert chosen["rank"] == done.values["preflight"]["option"] and "approved by oncall" in chosen["why"]
+    assert all(
+        a["why"].startswith("failed preflight: ") and a["preflight_reasons"]
+        for a in alts
+        if not a["passed_preflight"]
+    )
+    assert any("ranked below option" in a["why"] for a in alts if a["passed_preflight"] and not a["chosen"])
+    assert "fits the GPU" in inc["predicted_effect"] and "GiB" in inc["predicted_effect"]
+    ups = " ".join(inc["follow_ups"])
+    assert "update your deploy config" in ups.lower() and "the next deploy reverts this" in ups
+    assert "Online fp8 quantization changes output quality" in ups
+    md = Path(done.report["markdown"]).read_text()
+    for heading in (
+        "## Incident",
+        "### Impact window",
+        "### Links",
+        "### Alternatives considered",
+        "### Predicted effect",
+        "### Follow-ups",
+    ):
+        assert heading in md
+    assert "- first failing line: line " in md and "- duration: " in md
+    assert "[Cloud Logging query for the observed window](https://console.cloud.google.com/logs/query;" in md
+
+
+def test_the_report_records_the_option_a_person_chose(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    from graph.runner import resume_cycle
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    cfg = sandbox_configuration(sb, service=None)
+    first = _pending(sb)
+    offered = next(o for o in first.pending.options if o.offered)
+    other = next(o for o in first.pending.options if o.ok and not o.offered)
+    done = resume_cycle(first.thread_id, decision="approve", approver="oncall", live=cfg, option=other.rank)
+    assert done.status == "fixed", done.summary
+    alts = {
+        a["rank"]: a for a in json.loads(Path(done.report["json"]).read_text())["incident"]["alternatives"]
+    }
+    assert alts[other.rank]["chosen"]
+    assert (
+        alts[other.rank]["why"]
+        == f"chosen by oncall (approve --option {other.rank}) over the offered option {offered.rank}"
+    )
+    assert (
+        alts[offered.rank]["why"]
+        == f"offered first (it passes preflight), but oncall chose option {other.rank}"
+    )
+    md = Path(done.report["markdown"]).read_text()
+    assert f"| {other.rank} | {other.steps} | yes | chosen by oncall" in md

@@ -173,6 +173,7 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         policy=cfg.policy.value,
         plan_key=key,
         option=option,
+        offered_option=offered if option is not None else None,
     )
     pf = update.get("preflight") or state.get("preflight") or {}
     audit.append(
