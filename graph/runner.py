@@ -307,7 +307,8 @@ def resume_cycle(
             return _lost(_result(g, thread_id, config), standing, decision, running=True)
         res = _result(g, thread_id, config)
         if not won:
-            return _lost(res, standing, decision, running=False, carried_on=True)
+            other = standing.approval_id != mine.approval_id
+            return _lost(res, standing, decision, running=False, carried_on=True, other_option=other)
         return res
 
 
@@ -396,12 +397,20 @@ def _busy(g: Any, thread_id: str, config: dict[str, Any], store: Any, decision: 
 
 
 def _lost(
-    res: CycleResult, rec: DecisionRecord, decision: str, *, running: bool, carried_on: bool = False
+    res: CycleResult,
+    rec: DecisionRecord,
+    decision: str,
+    *,
+    running: bool,
+    carried_on: bool = False,
+    other_option: bool = False,
 ) -> CycleResult:
     """The result for a process whose decision was not the one recorded (or came second)."""
     yours = "approval" if decision == "approve" else "rejection"
     head = f"your {yours} was not recorded: this plan was already {rec.verb()} by {rec.who} at {rec.at}"
-    if rec.decision == decision:
+    if other_option and rec.decision == decision:
+        head += " (another of its options)"
+    elif rec.decision == decision:
         head = f"already {rec.verb()} by {rec.who} at {rec.at}; nothing more was recorded for you"
     if carried_on:
         tail = f"that process stopped before carrying it out, so this one did: {res.status}: {res.summary}"

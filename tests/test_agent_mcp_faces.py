@@ -153,3 +153,31 @@ def test_investigate_then_reject_over_http(http_server: tuple[str, Any]) -> None
         assert sb.journal.entries() == []
     finally:
         st.close()
+
+
+def test_approve_remediation_takes_another_ranked_option(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    st = _stdio(server_env(sandbox_env(sb), tmp_path / "state"))
+    try:
+        out = st.call("investigate", {"service": SERVICE}).structuredContent
+        options = out["options"]
+        failed = next(o for o in options if not o["ok"])
+        other = next(o for o in options if o["ok"] and not o["offered"])
+        assert "option=N" in out["next"]
+        bad = st.call("approve_remediation", {"thread_id": out["thread_id"], "option": failed["rank"]})
+        assert bad.isError and "failed preflight" in text_of(bad) and sb.journal.entries() == []
+        res = st.run(
+            lambda s: s.call_tool(
+                "approve_remediation", {"thread_id": out["thread_id"], "option": other["rank"]}
+            ),
+            timeout=180,
+        )
+        assert not res.isError, text_of(res)
+        done = res.structuredContent
+        assert done["status"] == "fixed" and done["option"] == other["rank"]
+        assert len(sb.journal.entries()) == 1
+    finally:
+        st.close()
