@@ -259,7 +259,17 @@ def register_agent_faces(mcp: FastMCP, state: ServerState) -> None:
 
         @tool(mcp, DECIDE)
         async def approve_remediation(
-            thread_id: str, approver: str | None = None, option: int | None = None, ctx: Context | None = None
+            thread_id: str,
+            approver: str | None = None,
+            option: Annotated[
+                int | None,
+                Field(
+                    ge=1,
+                    description="Approve ranked option N (1-based, as investigate's options list them) "
+                    "instead of the one offered; it must have passed preflight. Example: 2",
+                ),
+            ] = None,
+            ctx: Context | None = None,
         ) -> Annotated[CallToolResult, OutcomeOut]:
             """Approve the plan an investigation left waiting on thread_id (or, with option N, ranked
             option N of the investigation's options, which must have passed preflight): it is applied
