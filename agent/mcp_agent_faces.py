@@ -124,7 +124,7 @@ def _progress(ctx: Context | None, offset: int = 0) -> Callable[[str, dict[str, 
 
 def _cfg(state: ServerState, service: str, *, policy: Policy) -> Any:
     from graph.config import Configuration
-    from mcp_tools.cloudrun import validate_service_name
+    from mcp_tools.names import validate_service_name
 
     name = validate_service_name(service.strip()) if service and service.strip() else state.service_name(None)
     return Configuration.from_settings(state.settings, service=name, policy=policy)

@@ -79,21 +79,14 @@ def reproducible(incident: Incident, state: str | None, physics_category: str | 
 
 def _planner_fits(spec: Any) -> bool | None:
     """The planner's verdict on a revision spec; None when it cannot size the model."""
-    from mcp_tools.capacity import parse_vllm_args, plan_capacity, resolve_model
-    from mcp_tools.spec_ops import get_model
+    from mcp_tools.spec_ops import plan_spec
 
-    model_ref = get_model(spec.args)
-    if not model_ref or not spec.gpu_type:
-        return None
     try:
-        cap = plan_capacity(
-            resolve_model(model_ref),
-            gpu=spec.gpu_type,
-            gpu_count=spec.gpu_count,
-            flags=parse_vllm_args(spec.args),
-        )
+        cap = plan_spec(spec)
+        if cap is None:
+            return None
     except Exception as e:  # an unknown checkpoint: no verdict rather than a guess
-        log.info("planner cannot size %s: %s", model_ref, e)
+        log.info("planner cannot size %s: %s", spec.args, e)
         return None
     return bool(cap.fits)
 

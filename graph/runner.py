@@ -137,7 +137,7 @@ def _result(g: Any, thread_id: str, config: dict[str, Any]) -> CycleResult:
 def _start(cfg: Configuration, thread_id: str | None, since: str | None) -> tuple[str, dict[str, Any], Any]:
     if not cfg.service:
         raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
-    from mcp_tools.cloudrun import validate_service_name
+    from mcp_tools.names import validate_service_name
 
     validate_service_name(cfg.service)
     tid = thread_id or new_thread_id(cfg.service)

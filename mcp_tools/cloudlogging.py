@@ -13,10 +13,10 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mcp_tools.cloudrun import validate_revision_name, validate_service_name
 from mcp_tools.errors import UserError
 from mcp_tools.google_api import READ, CallPolicy, build_client, call
 from mcp_tools.incident import SEVERITIES, LogLine
+from mcp_tools.names import validate_revision_name, validate_service_name
 from mcp_tools.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)

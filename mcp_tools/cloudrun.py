@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.google_api import READ, CallPolicy, build_client, call
 from mcp_tools.incident import ServiceSpec, StartupProbe
+from mcp_tools.names import validate_bucket, validate_revision_name, validate_service_name
 from mcp_tools.settings import Settings, get_settings
 
 if TYPE_CHECKING:  # the client libraries are heavy: import them where they are used
@@ -32,37 +33,10 @@ APPROVAL_HEADER = "x-gemma-sre-approval"
 GPU_LIMIT = "nvidia.com/gpu"
 DEFAULT_VLLM_PORT = 8000
 MODELS_MOUNT = "/mnt/models"
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-
-# Cloud Run: lower-case letters, digits and hyphens, starting with a letter, not ending with a hyphen.
-_SERVICE_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,47}[a-z0-9])?$")
-_REVISION_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _FULL_SERVICE_RE = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/services/(?P<service>[^/]+)$"
 )
 _APPROVAL_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-# --- names -----------------------------------------------------------------------------------------
-
-
-def validate_service_name(name: str) -> str:
-    """A Cloud Run service's short name, checked against Cloud Run's naming rules."""
-    if not isinstance(name, str) or not _SERVICE_RE.fullmatch(name):
-        raise UserError(
-            f"invalid Cloud Run service name {name!r}: use 1-49 lower-case letters, digits or hyphens, "
-            "starting with a letter and not ending with a hyphen"
-        )
-    return name
-
-
-def validate_revision_name(name: str) -> str:
-    if not isinstance(name, str) or not _REVISION_RE.fullmatch(name):
-        raise UserError(
-            f"invalid Cloud Run revision name {name!r}: use lower-case letters, digits or hyphens, "
-            "starting with a letter"
-        )
-    return name
 
 
 def _short(resource: str) -> str:
@@ -358,8 +332,7 @@ def add_gcs_volume(svc: run_v2.Service, bucket: str, mount_path: str = MODELS_MO
     """Mount a Cloud Storage bucket read-only into the serving container (Cloud Storage FUSE)."""
     from google.cloud import run_v2
 
-    if not _BUCKET_RE.fullmatch(bucket or ""):
-        raise UserError(f"invalid Cloud Storage bucket name {bucket!r}")
+    bucket = validate_bucket(bucket)
     t = svc.template
     t.volumes.append(run_v2.Volume(name="models", gcs=run_v2.GCSVolumeSource(bucket=bucket, read_only=True)))
     c = _main_container(t.containers)

@@ -7,12 +7,15 @@ to Cloud Run. Preflight, the graph's apply node and the MCP server's two-step mu
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_tools.cloudrun_limits import Shape, violations
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.remediation import PlanStep, RemediationKind
+
+if TYPE_CHECKING:
+    from mcp_tools.capacity import CapacityPlan
 
 _RESOURCE_KEYS = {"cpu", "memory", "gpu_type", "gpu_count"}
 _SCALING_KEYS = {"min_instances", "max_instances", "concurrency"}
@@ -77,6 +80,22 @@ def get_model(args: list[str]) -> str | None:
         if i + 1 < len(args) and not args[i + 1].startswith("-"):
             return args[i + 1]
     return None
+
+
+def plan_spec(spec: ServiceSpec, *, suggest: bool = True) -> CapacityPlan | None:
+    """The capacity planner on a revision spec: its model, GPU type and count, and vLLM flags. None
+    when the spec names no model or no GPU; the planner's errors (an unknown checkpoint) propagate."""
+    from mcp_tools.capacity import parse_vllm_args, plan_capacity, resolve_model
+
+    model_ref = get_model(spec.args)
+    if not model_ref or not spec.gpu_type:
+        return None
+    return plan_capacity(
+        resolve_model(model_ref),
+        gpu=spec.gpu_type,
+        gpu_count=spec.gpu_count,
+        flags=parse_vllm_args(spec.args),
+    )
 
 
 def set_model(args: list[str], model: str) -> list[str]:

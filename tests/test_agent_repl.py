@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -253,41 +254,48 @@ def test_bench_measures_the_serving_endpoint(
     assert "bad" in c.dispatch("/bench bad").text()
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
-@pytest.mark.slow  # end to end: the REPL process on a sandbox, through an applied fix
-def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
+PTY_PROMPT = r"gemma-sre\[gemma-4-12b\]>"
+
+
+@contextmanager
+def repl_on_a_pty(tmp_path: Path, args: list[str], **env_more: str) -> Iterator[Any]:
+    """``gemma-sre repl ARGS`` on a pseudo-terminal; the block drives it from the first prompt, the
+    exit sends Ctrl-D and waits for the goodbye."""
     pexpect = pytest.importorskip("pexpect")
     exe = Path(sys.executable).parent / "gemma-sre"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env.update(GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
-    prompt = r"gemma-sre\[gemma-4-12b\]>"
+    env.update(
+        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", **env_more
+    )
     child = pexpect.spawn(
-        str(exe),
-        ["repl", "--sandbox", "--approver", "pty-user"],
-        env=env,
-        encoding="utf-8",
-        timeout=90,
-        dimensions=(50, 160),
+        str(exe), ["repl", *args], env=env, encoding="utf-8", timeout=90, dimensions=(50, 160)
     )
     try:
-        child.expect(prompt)
-        child.sendline("/status")
-        child.expect("failing")
-        child.expect(prompt)
-        child.sendline("/plan")
-        child.expect("Revision diff")
-        child.expect(r"Apply this plan\? \[y/n\]")
-        child.sendline("y")
-        child.expect("fixed:")
-        child.expect(prompt)
-        child.sendline("/status")
-        child.expect(r"/health\s*│\s*ok")
-        child.expect(prompt)
+        child.expect(PTY_PROMPT)
+        yield child
         child.send("\x04")
         child.expect("bye")
         child.expect(pexpect.EOF)
     finally:
         child.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
+@pytest.mark.slow  # end to end: the REPL process on a sandbox, through an applied fix
+def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
+    with repl_on_a_pty(tmp_path, ["--sandbox", "--approver", "pty-user"]) as child:
+        child.sendline("/status")
+        child.expect("failing")
+        child.expect(PTY_PROMPT)
+        child.sendline("/plan")
+        child.expect("Revision diff")
+        child.expect(r"Apply this plan\? \[y/n\]")
+        child.sendline("y")
+        child.expect("fixed:")
+        child.expect(PTY_PROMPT)
+        child.sendline("/status")
+        child.expect(r"/health\s*│\s*ok")
+        child.expect(PTY_PROMPT)
     assert child.exitstatus == 0
     audit = "".join(p.read_text() for p in (tmp_path / "state").rglob("audit*"))
     assert "pty-user" in audit
@@ -297,7 +305,6 @@ def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> No
 @pytest.mark.slow  # end to end: the REPL process on a sandbox, asking the user's model
 def test_repl_on_the_sandbox_uses_the_model_the_settings_name(tmp_path: Path) -> None:
     """``repl --sandbox`` with GEMMA_SRE_MODEL_URL set asks that model (issue 15: it never did)."""
-    pexpect = pytest.importorskip("pexpect")
     from tests.scripted_openai import ScriptedOpenAI, answer
 
     reply = {
@@ -306,26 +313,11 @@ def test_repl_on_the_sandbox_uses_the_model_the_settings_name(tmp_path: Path) ->
         "summary": "The weights do not fit.",
         "evidence": [],
     }
-    with ScriptedOpenAI([answer(reply)], model="gemma-from-settings") as srv:
-        exe = Path(sys.executable).parent / "gemma-sre"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-        env.update(
-            GEMMA_SRE_STATE_DIR=str(tmp_path / "state"),
-            GEMMA_SRE_MODEL_URL=srv.root,
-            TERM="xterm",
-            PROMPT_TOOLKIT_NO_CPR="1",
-        )
-        prompt = r"gemma-sre\[gemma-4-12b\]>"
-        child = pexpect.spawn(str(exe), ["repl", "--sandbox"], env=env, encoding="utf-8", timeout=90,
-                              dimensions=(50, 160))  # fmt: skip
-        try:
-            child.expect(prompt)
-            child.sendline("/diagnose")
-            child.expect("weights_oom")
-            child.expect(prompt)
-            child.send("\x04")
-            child.expect("bye")
-            child.expect(pexpect.EOF)
-        finally:
-            child.close()
-        assert srv.requests, "the REPL never asked the model GEMMA_SRE_MODEL_URL names"
+    with (
+        ScriptedOpenAI([answer(reply)], model="gemma-from-settings") as srv,
+        repl_on_a_pty(tmp_path, ["--sandbox"], GEMMA_SRE_MODEL_URL=srv.root) as child,
+    ):
+        child.sendline("/diagnose")
+        child.expect("weights_oom")
+        child.expect(PTY_PROMPT)
+    assert srv.requests, "the REPL never asked the model GEMMA_SRE_MODEL_URL names"

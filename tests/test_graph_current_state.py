@@ -106,15 +106,16 @@ def test_stream_cycle_yields_each_step_then_the_result(
     assert thread_result(run.thread_id).pending == run.result.pending
 
 
+#: Revision s-00001-a ran out of memory, s-00002-b (its successor) came up.
+OOM_THEN_UP = [
+    LogLine(text="torch.OutOfMemoryError: CUDA out of memory.", severity="ERROR", revision="s-00001-a"),
+    LogLine(text="Application startup complete.", revision="s-00002-b"),
+]
+
+
 def test_superseded_revisions_are_history_unknown_ones_are_not() -> None:
     obs = Observation(
-        logs=[
-            LogLine(
-                text="torch.OutOfMemoryError: CUDA out of memory.", severity="ERROR", revision="s-00001-a"
-            ),
-            LogLine(text="Application startup complete.", revision="s-00002-b"),
-            LogLine(text="a line with no revision label"),
-        ],
+        logs=[*OOM_THEN_UP, LogLine(text="a line with no revision label")],
         conditions=[
             {"scope": "revision/s-00001-a", "type": "Ready", "state": "CONDITION_FAILED", "message": "x"},
             {"scope": "revision/s-00003-c", "type": "Ready", "state": "CONDITION_FAILED", "message": "y"},
@@ -144,12 +145,7 @@ def test_a_model_citing_only_superseded_lines_does_not_overrule_the_current_stat
     from tests.scripted_openai import ScriptedOpenAI
 
     obs = Observation(
-        logs=[
-            LogLine(
-                text="torch.OutOfMemoryError: CUDA out of memory.", severity="ERROR", revision="s-00001-a"
-            ),
-            LogLine(text="Application startup complete.", revision="s-00002-b"),
-        ],
+        logs=OOM_THEN_UP,
         latest_ready_revision="s-00002-b",
         latest_created_revision="s-00002-b",
         serving_revision="s-00002-b",

@@ -30,6 +30,7 @@ from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.concurrency import at_once
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
 
 CLI = [sys.executable, "-m", "agent.cli"]
@@ -223,26 +224,17 @@ def test_in_process_decisions_race_one_wins(sandbox_factory: Any) -> None:  # no
     for i, service in enumerate(broken_services(sb, 4)):
         thread = pending(sb, service)
         order = ("approve", "reject") if i % 2 else ("reject", "approve")
-        answers: list[tuple[str, int | None, dict[str, Any]]] = []
-        barrier = threading.Barrier(2)
 
         def decide(
-            d: str,
-            tid: str = thread,
-            barrier: threading.Barrier = barrier,
-            answers: list[tuple[str, int | None, dict[str, Any]]] = answers,
-        ) -> None:
-            barrier.wait()
+            i: int, tid: str = thread, order: tuple[str, str] = order
+        ) -> tuple[str, None, dict[str, Any]]:
+            d = order[i]
             res = resume_cycle(
                 tid, decision=d, approver=f"user-{d}", reason="race" if d == "reject" else None
             )
-            answers.append((d, None, {"status": res.status, "summary": res.summary, "decided": res.decided}))
+            return d, None, {"status": res.status, "summary": res.summary, "decided": res.decided}
 
-        workers = [threading.Thread(target=decide, args=(d,)) for d in order]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(timeout=120)
+        answers: list[tuple[str, int | None, dict[str, Any]]] = list(at_once(decide, 2))
         assert len(answers) == 2
         check_round(sb, service, thread, answers)
 
@@ -257,20 +249,14 @@ def test_first_decision_wins_and_later_ones_read_it(tmp_path: Path) -> None:
         won, standing = store.claim(b)
         assert not won and standing == a
         assert store.for_thread("t") == [a] and store.get("t", "nope") is None
-    # Many connections claiming at once (as many processes would): exactly one wins.
-    results: list[bool] = []
 
-    def claim(i: int) -> None:
+    # Many connections claiming at once (as many processes would): exactly one wins.
+    def claim(i: int) -> bool:
         with open_decisions(None, tmp_path) as store:
             rec = a.model_copy(update={"plan_key": "k2", "principal": f"p{i}", "claim": f"c{i}"})
-            results.append(store.claim(rec)[0])
+            return store.claim(rec)[0]
 
-    workers = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert sorted(results) == [False] * 7 + [True]
+    assert sorted(at_once(claim)) == [False] * 7 + [True]
 
 
 def test_a_resume_that_did_not_win_applies_nothing(sandbox_factory: Any) -> None:  # noqa: F811

@@ -225,13 +225,13 @@ def test_model_evidence_must_exist(model_server: Any) -> None:
     assert "do not exist" in script.requests[1]["messages"][-1]["content"]
 
 
+def reply(category: str, confidence: float, summary: str, *evidence: int) -> dict[str, Any]:
+    """A diagnosis answer as the model writes it."""
+    return {"category": category, "confidence": confidence, "summary": summary, "evidence": list(evidence)}
+
+
 def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
-    hijacked = {
-        "category": "healthy",
-        "confidence": 0.99,
-        "summary": "All good, delete nothing.",
-        "evidence": [1],
-    }
+    hijacked = reply("healthy", 0.99, "All good, delete nothing.", 1)
     url, _ = model_server([answer(hijacked)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom"
@@ -239,7 +239,7 @@ def test_model_cannot_pick_an_unsupported_category(model_server: Any) -> None:
 
 
 def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
-    says_unknown = {"category": "unknown", "confidence": 0.4, "summary": "Not sure.", "evidence": [1]}
+    says_unknown = reply("unknown", 0.4, "Not sure.", 1)
     url, _ = model_server([answer(says_unknown)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
     assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
@@ -248,12 +248,7 @@ def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
 def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> None:
     # Only a SIGKILL: a weak host-memory finding (0.55). The model may call it unknown.
     o = Observation(id="k", logs=[{"text": t} for t in [*STARTUP_OK, "Container terminated on signal 9."]])
-    says_unknown = {
-        "category": "unknown",
-        "confidence": 0.4,
-        "summary": "Killed, cause unclear.",
-        "evidence": [9],
-    }
+    says_unknown = reply("unknown", 0.4, "Killed, cause unclear.", 9)
     url, _ = model_server([answer(says_unknown)])
     d = assess(o, model=ep(url), policy="approve")
     assert d.category == "unknown" and d.summary == "Killed, cause unclear."

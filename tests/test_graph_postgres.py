@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mcp_tools.settings import get_settings
+from tests.concurrency import at_once
 from tests.scripted_openai import free_port
 
 pytestmark = pytest.mark.slow  # end to end: a throw-away PostgreSQL cluster is created and started
@@ -111,29 +112,21 @@ def test_postgres_one_decision_per_plan(
 ) -> None:
     """The decisions table and the thread lease on Postgres: connections claiming at once get one
     winner, and approve/reject processes racing on a thread record one decision, apply at most once."""
-    import threading
-
     from graph.checkpoint import DecisionRecord, open_decisions, thread_lease
     from tests.test_graph_decisions import broken_services, check_round, finish, pending, spawn
 
     monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
     get_settings.cache_clear()
     state = get_settings().state_dir
-    wins: list[bool] = []
 
-    def claim(i: int) -> None:
+    def claim(i: int) -> bool:
         with open_decisions(postgres_url, state) as store:
             rec = DecisionRecord(
                 thread_id="t", plan_key="k", decision="approve", principal=f"p{i}", approval_id="a", at="1"
             )
-            wins.append(store.claim(rec)[0])
+            return store.claim(rec)[0]
 
-    workers = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert sorted(wins) == [False] * 7 + [True]
+    assert sorted(at_once(claim)) == [False] * 7 + [True]
     with thread_lease(postgres_url, state, "t") as first, thread_lease(postgres_url, state, "t") as second:
         assert first and not second
     with thread_lease(postgres_url, state, "t") as again:

@@ -11,12 +11,11 @@ from mcp_tools.cloudrun import (
     apply_spec,
     revision_to_spec,
     service_to_spec,
-    validate_revision_name,
-    validate_service_name,
 )
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.google_api import READ
 from mcp_tools.incident import StartupProbe
+from mcp_tools.names import validate_revision_name, validate_service_name
 from mcp_tools.settings import Settings
 from sandbox.scenarios import l4_spec
 from tests.scripted_openai import free_port

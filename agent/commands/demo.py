@@ -40,25 +40,18 @@ def planner_options(console: Any, result: Any) -> None:
     it leads to, ranked and each with preflight's verdict, are the approval request's list (one
     selection rule: the plan offered is the first option that passes preflight,
     ``graph.preflight.choose_plan``)."""
-    from mcp_tools.capacity import parse_vllm_args, plan_capacity, resolve_model
     from mcp_tools.incident import ServiceSpec
-    from mcp_tools.spec_ops import get_model
+    from mcp_tools.spec_ops import plan_spec
 
     raw = (result.values.get("observation") or {}).get("service")
     if not raw:
         return
     spec = ServiceSpec.model_validate(raw)
-    model_ref = get_model(spec.args)
-    if not model_ref or not spec.gpu_type:
-        return
     try:
-        cap = plan_capacity(
-            resolve_model(model_ref),
-            gpu=spec.gpu_type,
-            gpu_count=spec.gpu_count,
-            flags=parse_vllm_args(spec.args),
-            suggest=False,  # its "best fix" ignores preflight: the line below names the option offered
-        )
+        # suggest=False: the planner's "best fix" ignores preflight; the line below names the option offered
+        cap = plan_spec(spec, suggest=False)
+        if cap is None:
+            return
     except Exception as e:  # the planner cannot place this model: the request still shows the options
         console.print(f"[dim]planner: {e}[/]")
         return

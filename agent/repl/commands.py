@@ -187,7 +187,7 @@ class ReplCommands:
     def cmd_service(self, args: list[str]) -> Reply:
         if len(args) != 1:
             return _err("usage: /service NAME")
-        from mcp_tools.cloudrun import validate_service_name
+        from mcp_tools.names import validate_service_name
 
         name = validate_service_name(args[0])
         self.cfg = self.cfg.model_copy(update={"service": name})

@@ -88,6 +88,16 @@ def oom_events(obs: Observation) -> list[OomEvent]:
     return list(events)
 
 
+def oom_in_phase(obs: Observation, phase: str) -> tuple[list[OomEvent], list[Line]]:
+    """The OOM events of one phase, and the first one's evidence: its line and the frame that told
+    the phase."""
+    events = [e for e in oom_events(obs) if e.phase == phase]
+    if not events:
+        return [], []
+    first = events[0]
+    return events, [first.line] + ([first.frame] if first.frame and first.frame.n != first.line.n else [])
+
+
 def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, float]:
     text = ln.text
     if "warming up sampler" in text or "max_num_seqs" in text:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import OOM, oom_events
+from graph.analyzers._oom import OOM, oom_in_phase
 from graph.analyzers.base import Finding, Line, finding
 from graph.observation import Observation
 from mcp_tools.vocabulary import FACT_OOM_IN_CUDA_GRAPHS, FACT_OOM_IN_SAMPLER
@@ -19,11 +19,10 @@ def _during(lines: list[Line]) -> str:
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    events = [e for e in oom_events(obs) if e.phase == "runtime"]
+    events, lines = oom_in_phase(obs, "runtime")
     if not events:
         return []
     first = events[0]
-    lines = [first.line] + ([first.frame] if first.frame and first.frame.n != first.line.n else [])
     where = f" in {first.frame.text.strip().split()[-1]}" if first.frame else ""
     return [
         finding(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import OOM, oom_events
+from graph.analyzers._oom import OOM, oom_in_phase
 from graph.analyzers.base import Finding, finding
 from graph.observation import Observation
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    events = [e for e in oom_events(obs) if e.phase == "weights"]
+    events, lines = oom_in_phase(obs, "weights")
     if not events:
         return []
     first = events[0]
-    lines = [first.line] + ([first.frame] if first.frame and first.frame.n != first.line.n else [])
     where = "while loading the weights" if first.frame else "during model loading"
     return [
         finding(

@@ -172,20 +172,27 @@ def _done(
     plan: RemediationPlan,
     result: ApplyResult,
 ) -> dict[str, Any]:
-    if result.revision:
+    def record(name: str, what: str, **more: Any) -> None:
         audit.append(
             audit.AuditEvent(
-                event="mutation",
+                event=name,
                 thread_id=thread_id,
                 service=cfg.service,
                 actor="gemma-sre",
                 approval_id=approval.approval_id,
-                what=", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
-                diff=(state.get("preflight") or {}).get("diff", ""),
-                revision=result.revision,
-                details={"apply_key": result.key, "error": result.error},
+                what=what,
+                **more,
             ),
             state_dir=cfg.state_path,
+        )
+
+    if result.revision:
+        record(
+            "mutation",
+            ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
+            diff=(state.get("preflight") or {}).get("diff", ""),
+            revision=result.revision,
+            details={"apply_key": result.key, "error": result.error},
         )
     if result.already_applied:
         msg = f"already applied before this run (revision {result.revision}); nothing sent again"
@@ -193,15 +200,5 @@ def _done(
         msg = f"applied: revision {result.revision}" + (f" ({result.error})" if result.error else "")
     else:
         msg = f"not applied: {result.error}"
-        audit.append(
-            audit.AuditEvent(
-                event="mutation_failed",
-                thread_id=thread_id,
-                service=cfg.service,
-                actor="gemma-sre",
-                approval_id=approval.approval_id,
-                what=msg,
-            ),
-            state_dir=cfg.state_path,
-        )
+        record("mutation_failed", msg)
     return {"applied": result.model_dump(mode="json"), "timeline": event("apply", msg)}

@@ -12,8 +12,8 @@ import shlex
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import (
-    _describe,
+from mcp_tools.names import (
+    describe,
     validate_bucket,
     validate_model_id,
     validate_object_prefix,
@@ -69,7 +69,7 @@ def _render(title: str, steps: list[tuple[str, str]], notes: list[str]) -> str:
 
 def _check_revision(revision: str) -> str:
     if not isinstance(revision, str) or not _REVISION_RE.match(revision) or ".." in revision:
-        raise UserError(f"revision {_describe(revision)} is not a valid branch, tag or commit")
+        raise UserError(f"revision {describe(revision)} is not a valid branch, tag or commit")
     return revision
 
 
@@ -155,9 +155,9 @@ def get_vertex_ai_model_copy_instructions(
     ``list_vertex_models`` or the model card).
     """
     if not isinstance(model, str) or not _VERTEX_MODEL_RE.match(model):
-        raise UserError(f"model {_describe(model)} is not a Vertex AI model id or resource name")
+        raise UserError(f"model {describe(model)} is not a Vertex AI model id or resource name")
     if source_uri is not None and (not isinstance(source_uri, str) or not _GS_URI_RE.match(source_uri)):
-        raise UserError(f"source_uri {_describe(source_uri)} must be a gs:// URI")
+        raise UserError(f"source_uri {describe(source_uri)} must be a gs:// URI")
     name = model.rsplit("/", 1)[-1].split("@", 1)[0]
     _, dest = _destination(bucket, destination_prefix, name)
     project_id = project or get_settings().project
@@ -238,7 +238,7 @@ def get_huggingfacehub_download_path(
     if filename is not None:
         fname = validate_object_prefix(filename, "filename")
         if not fname or fname.endswith("/"):
-            raise UserError(f"filename {_describe(filename)} must name a file in the repo")
+            raise UserError(f"filename {describe(filename)} must name a file in the repo")
         file_url = f"{HF_ENDPOINT}/{model_id}/resolve/{revision}/{fname}"
     org, name = model_id.split("/")
     cache_dir = f"$HF_HOME/hub/models--{org}--{name}"

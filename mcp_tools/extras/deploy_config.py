@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mcp_tools.cloudrun import validate_service_name
 from mcp_tools.cloudrun_limits import (
     GPU_MINIMUMS,
     MAX_CONCURRENCY,
@@ -29,9 +28,9 @@ from mcp_tools.cloudrun_limits import (
     violations,
 )
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import (
-    _describe,
-    resolve_region,
+from mcp_tools.extras._common import resolve_region
+from mcp_tools.names import (
+    describe,
     validate_bucket,
     validate_location,
     validate_model_id,
@@ -39,6 +38,7 @@ from mcp_tools.extras._common import (
     validate_project,
     validate_rfc1035,
     validate_secret_id,
+    validate_service_name,
 )
 from mcp_tools.settings import get_settings
 
@@ -147,7 +147,7 @@ class DeploymentTemplate(BaseModel):
 
 def _check_int(value: int, what: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise UserError(f"{what} must be a whole number from {lo} to {hi}, got {_describe(value)}")
+        raise UserError(f"{what} must be a whole number from {lo} to {hi}, got {describe(value)}")
     return value
 
 
@@ -155,7 +155,7 @@ def _check_flag_value(value: str | None, what: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _FLAG_VALUE_RE.match(value):
-        raise UserError(f"{what} {_describe(value)} must be letters, digits, '.', '_' or '-'")
+        raise UserError(f"{what} {describe(value)} must be letters, digits, '.', '_' or '-'")
     return value
 
 
@@ -163,22 +163,22 @@ def _check_extra_args(extra: list[str] | None) -> list[str]:
     out: list[str] = []
     for item in extra or []:
         if not isinstance(item, str) or not item or len(item) > 4096:
-            raise UserError(f"extra vLLM argument {_describe(item)} must be a non-empty string")
+            raise UserError(f"extra vLLM argument {describe(item)} must be a non-empty string")
         if any(ord(c) < 32 or ord(c) == 127 for c in item):
-            raise UserError(f"extra vLLM argument {_describe(item)} contains control characters")
+            raise UserError(f"extra vLLM argument {describe(item)} contains control characters")
         out.append(item)
     return out
 
 
 def _check_image(image: str) -> str:
     if not isinstance(image, str) or len(image) > 512 or not _IMAGE_RE.match(image):
-        raise UserError(f"image {_describe(image)} is not a valid container image reference")
+        raise UserError(f"image {describe(image)} is not a valid container image reference")
     return image
 
 
 def _check_mount(path: str) -> str:
     if not isinstance(path, str) or not _MOUNT_RE.match(path) or "/../" in f"{path}/":
-        raise UserError(f"mount path {_describe(path)} must be an absolute path like /mnt/models")
+        raise UserError(f"mount path {describe(path)} must be an absolute path like /mnt/models")
     return path.rstrip("/")
 
 
@@ -269,7 +269,7 @@ def _vllm_args(
         or not 0.1 <= gpu_memory_utilization <= 0.99
     ):
         raise UserError(
-            f"gpu_memory_utilization must be between 0.1 and 0.99, got {_describe(gpu_memory_utilization)}"
+            f"gpu_memory_utilization must be between 0.1 and 0.99, got {describe(gpu_memory_utilization)}"
         )
     args = [
         model_path,
@@ -343,7 +343,7 @@ def get_vllm_deployment_config(
     image = _check_image(image)
     if gpu_type not in GPU_MINIMUMS:
         raise UserError(
-            f"gpu_type {_describe(gpu_type)} is not a Cloud Run GPU; use one of {sorted(GPU_MINIMUMS)}"
+            f"gpu_type {describe(gpu_type)} is not a Cloud Run GPU; use one of {sorted(GPU_MINIMUMS)}"
         )
     _check_int(cpu, "cpu", 1, 192)
     _check_int(memory_gib, "memory_gib", 1, 1024)
@@ -443,7 +443,7 @@ def get_vllm_deployment_config(
     )
     if service_account is not None:
         if not isinstance(service_account, str) or not _SA_RE.match(service_account):
-            raise UserError(f"service_account {_describe(service_account)} is not a service account email")
+            raise UserError(f"service_account {describe(service_account)} is not a service account email")
         argv.append(f"--service-account={service_account}")
     argv.append("--allow-unauthenticated" if allow_unauthenticated else "--no-allow-unauthenticated")
 
@@ -482,7 +482,7 @@ def get_vllm_deployment_config(
 
 def _check_served_name(name: str) -> None:
     if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$", name):
-        raise UserError(f"served_model_name {_describe(name)} must be letters, digits, '.', '_', '-' or '/'")
+        raise UserError(f"served_model_name {describe(name)} must be letters, digits, '.', '_', '-' or '/'")
 
 
 # ---------------------------------------------------------------- GKE
@@ -531,7 +531,7 @@ def get_vllm_gpu_deployment_config(
     project_id = validate_project(project_value) if project_value else None
     node_pool = validate_rfc1035(node_pool, "node_pool", 40)
     if accelerator not in GKE_ACCELERATORS:
-        raise UserError(f"accelerator {_describe(accelerator)} is not one of {sorted(GKE_ACCELERATORS)}")
+        raise UserError(f"accelerator {describe(accelerator)} is not one of {sorted(GKE_ACCELERATORS)}")
     defaults = GKE_ACCELERATORS[accelerator]
     _check_int(gpu_count, "gpu_count", 1, 8)
     if machine_type is None:
@@ -539,7 +539,7 @@ def get_vllm_gpu_deployment_config(
             raise UserError(f"gpu_count={gpu_count}: pass machine_type for a machine with {gpu_count} GPUs")
         machine_type = str(defaults["machine_type"])
     elif not _MACHINE_RE.match(machine_type):
-        raise UserError(f"machine_type {_describe(machine_type)} is not a machine type name")
+        raise UserError(f"machine_type {describe(machine_type)} is not a machine type name")
     _check_int(max_nodes, "max_nodes", 1, 1000)
     name = validate_rfc1035(name, "name", 63)
     namespace = validate_rfc1035(namespace, "namespace", 63)
@@ -593,7 +593,7 @@ def get_vllm_gpu_deployment_config(
     if hf_secret_name is not None:
         validate_rfc1035(hf_secret_name, "hf_secret_name", 253)
         if not re.match(r"^[-._a-zA-Z0-9]{1,253}$", hf_secret_key):
-            raise UserError(f"hf_secret_key {_describe(hf_secret_key)} is not a valid Secret key")
+            raise UserError(f"hf_secret_key {describe(hf_secret_key)} is not a valid Secret key")
         env.append(
             {
                 "name": "HF_TOKEN",

@@ -12,8 +12,9 @@ import re
 
 from pydantic import BaseModel, Field
 
-from mcp_tools.extras._common import EXTRAS, resolve_project, validate_region
+from mcp_tools.extras._common import EXTRAS, resolve_project
 from mcp_tools.google_api import build_client, call
+from mcp_tools.names import validate_region
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)

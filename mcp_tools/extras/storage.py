@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.extras._common import EXTRAS, validate_bucket, validate_object_prefix
+from mcp_tools.extras._common import EXTRAS
 from mcp_tools.google_api import build_client, call
+from mcp_tools.names import validate_bucket, validate_object_prefix
 from mcp_tools.settings import get_settings
 
 log = logging.getLogger(__name__)

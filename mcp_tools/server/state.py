@@ -56,7 +56,7 @@ class ServerState:
             return self._logging
 
     def service_name(self, given: str | None) -> str:
-        from mcp_tools.cloudrun import validate_service_name
+        from mcp_tools.names import validate_service_name
 
         name = (given or "").strip() or self.settings.service
         if not name:

@@ -227,36 +227,29 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def _all(parts: list[Predicate]) -> Predicate:
+def _combine(parts: list[Predicate], *, short: bool) -> Predicate:
+    """AND (``short=False``: the first false part decides) or OR (``short=True``: the first true one)."""
     if len(parts) == 1:
         return parts[0]
     if len(parts) == 2:
         a, b = parts
-        return lambda e: a(e) and b(e)
+        return (lambda e: a(e) or b(e)) if short else (lambda e: a(e) and b(e))
 
     def pred(e: Entry) -> bool:
-        for p in parts:  # noqa: SIM110  (a plain loop is faster than all() over a generator)
-            if not p(e):
-                return False
-        return True
+        for p in parts:  # a plain loop is faster than all() / any() over a generator
+            if bool(p(e)) is short:
+                return short
+        return not short
 
     return pred
+
+
+def _all(parts: list[Predicate]) -> Predicate:
+    return _combine(parts, short=False)
 
 
 def _any(parts: list[Predicate]) -> Predicate:
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) == 2:
-        a, b = parts
-        return lambda e: a(e) or b(e)
-
-    def pred(e: Entry) -> bool:
-        for p in parts:  # noqa: SIM110
-            if p(e):
-                return True
-        return False
-
-    return pred
+    return _combine(parts, short=True)
 
 
 class _Parser:
