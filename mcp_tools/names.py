@@ -40,48 +40,38 @@ def _checked(value: str, ok: bool, message: str) -> str:
     return value
 
 
+_SERVICE_RULE = (
+    "use 1-49 lower-case letters, digits or hyphens, starting with a letter and not ending with a hyphen"
+)
+_REVISION_RULE = "use lower-case letters, digits or hyphens, starting with a letter"
+_SECRET_RULE = "must be 1-255 letters, digits, '-' or '_' (a Secret Manager secret id)"
+
+
 def validate_service_name(name: str) -> str:
     """A Cloud Run service's short name, checked against Cloud Run's naming rules."""
-    return _checked(
-        name,
-        _matches(name, _SERVICE_RE),
-        f"invalid Cloud Run service name {describe(name)}: use 1-49 lower-case letters, digits or hyphens, "
-        "starting with a letter and not ending with a hyphen",
-    )
+    msg = f"invalid Cloud Run service name {describe(name)}: {_SERVICE_RULE}"
+    return _checked(name, _matches(name, _SERVICE_RE), msg)
 
 
 def validate_revision_name(name: str) -> str:
-    return _checked(
-        name,
-        _matches(name, _REVISION_RE),
-        f"invalid Cloud Run revision name {describe(name)}: use lower-case letters, digits or hyphens, "
-        "starting with a letter",
-    )
+    msg = f"invalid Cloud Run revision name {describe(name)}: {_REVISION_RULE}"
+    return _checked(name, _matches(name, _REVISION_RE), msg)
 
 
 def validate_project(project: str, what: str = "project") -> str:
-    return _checked(
-        project,
-        _matches(project, _PROJECT_RE),
-        f"{what} {describe(project)} is not a valid Google Cloud project id or number",
-    )
+    msg = f"{what} {describe(project)} is not a valid Google Cloud project id or number"
+    return _checked(project, _matches(project, _PROJECT_RE), msg)
 
 
 def validate_region(region: str, what: str = "region") -> str:
-    return _checked(
-        region,
-        _matches(region, _REGION_RE),
-        f"{what} {describe(region)} is not a valid region name (e.g. like 'europe-west1')",
-    )
+    msg = f"{what} {describe(region)} is not a valid region name (e.g. like 'europe-west1')"
+    return _checked(region, _matches(region, _REGION_RE), msg)
 
 
 def validate_location(location: str, what: str = "location") -> str:
     """A region or a zone (GKE clusters may be zonal)."""
-    return _checked(
-        location,
-        _matches(location, _REGION_RE, _ZONE_RE),
-        f"{what} {describe(location)} is not a valid region or zone name",
-    )
+    msg = f"{what} {describe(location)} is not a valid region or zone name"
+    return _checked(location, _matches(location, _REGION_RE, _ZONE_RE), msg)
 
 
 def validate_bucket(bucket: str) -> str:
@@ -124,18 +114,13 @@ def validate_model_id(model_id: str) -> str:
 
 
 def validate_secret_id(secret_id: str) -> str:
-    return _checked(
-        secret_id,
-        _matches(secret_id, _SECRET_ID_RE),
-        f"secret id {describe(secret_id)} must be 1-255 letters, digits, '-' or '_' "
-        "(a Secret Manager secret id)",
-    )
+    msg = f"secret id {describe(secret_id)} {_SECRET_RULE}"
+    return _checked(secret_id, _matches(secret_id, _SECRET_ID_RE), msg)
 
 
 def validate_rfc1035(name: str, what: str, max_len: int = 63) -> str:
-    return _checked(
-        name,
-        _matches(name, _RFC1035_RE) and len(name) <= max_len,
+    msg = (
         f"{what} {describe(name)} must be lower-case letters, digits and '-', start with a letter, "
-        f"at most {max_len} characters",
+        f"at most {max_len} characters"
     )
+    return _checked(name, _matches(name, _RFC1035_RE) and len(name) <= max_len, msg)

@@ -24,8 +24,10 @@ if not (shutil.which("initdb") and shutil.which("pg_ctl")):
     pytest.skip("no local PostgreSQL server binaries", allow_module_level=True)
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
+@pytest.fixture(scope="module")
+def postgres_cluster() -> Iterator[str]:
+    """One throw-away cluster for the module (initdb and a start cost seconds); each test gets its
+    own database in it (``postgres_url``)."""
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="gemma-sre-pg-"))  # not under pytest's 0700 root directory
@@ -65,7 +67,7 @@ def postgres_url() -> Iterator[str]:
         timeout=60,
     )
     try:
-        yield f"postgresql://gemma@127.0.0.1:{port}/postgres"
+        yield f"postgresql://gemma@127.0.0.1:{port}"
     finally:
         subprocess.run(
             [*run_as, "pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"],
@@ -74,6 +76,17 @@ def postgres_url() -> Iterator[str]:
             timeout=60,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: str, request: pytest.FixtureRequest) -> str:
+    """A fresh database of its own for each test, in the module's cluster."""
+    import psycopg
+
+    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:40]
+    with psycopg.connect(f"{postgres_cluster}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{postgres_cluster}/{name}"
 
 
 def test_postgres_checkpoints_resume_a_thread(

@@ -100,20 +100,25 @@ def finish_and_check(sb: Any, thread: str) -> None:
     assert events.count("approval") == 1 and events.count("mutation") == 1
 
 
-def test_killed_between_approval_and_apply_applies_once(sandbox_factory: Any) -> None:  # noqa: F811
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    thread = start_pending(sb)
-    # approve first reads the service (is it reachable?), then apply's first call reads it: hold
-    # that one, then kill the process.
-    kill_while(sb, thread, "run:service", approved_in_audit, skip=1)
-    assert mutations(sb) == []
-    finish_and_check(sb, thread)
+# One class each, so that ``--dist loadscope`` runs the two (each a few processes) side by side.
 
 
-def test_killed_during_apply_applies_once(sandbox_factory: Any) -> None:  # noqa: F811
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    thread = start_pending(sb)
-    # The PATCH is accepted; the wait for its operation is held open; then the process dies.
-    kill_while(sb, thread, "run:operation", lambda: len(mutations(sb)) == 1)
-    assert len(mutations(sb)) == 1
-    finish_and_check(sb, thread)
+class TestKilledBetweenApprovalAndApply:
+    def test_applies_once(self, sandbox_factory: Any) -> None:  # noqa: F811
+        sb = sandbox_factory(scenario="reference-weights-oom")
+        thread = start_pending(sb)
+        # approve first reads the service (is it reachable?), then apply's first call reads it: hold
+        # that one, then kill the process.
+        kill_while(sb, thread, "run:service", approved_in_audit, skip=1)
+        assert mutations(sb) == []
+        finish_and_check(sb, thread)
+
+
+class TestKilledDuringApply:
+    def test_applies_once(self, sandbox_factory: Any) -> None:  # noqa: F811
+        sb = sandbox_factory(scenario="reference-weights-oom")
+        thread = start_pending(sb)
+        # The PATCH is accepted; the wait for its operation is held open; then the process dies.
+        kill_while(sb, thread, "run:operation", lambda: len(mutations(sb)) == 1)
+        assert len(mutations(sb)) == 1
+        finish_and_check(sb, thread)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from mcp_tools.cloudlogging import CloudLogging
     from mcp_tools.cloudrun import CloudRun
     from mcp_tools.endpoint import VllmEndpoint
+
+
+_C = TypeVar("_C")
 
 
 class EndpointResult(BaseModel):
@@ -33,27 +36,28 @@ class ServerState:
         self.settings = settings
         self.policy = settings.policy
         self.confirmations = ConfirmationStore(confirm_ttl_s)
-        self._cloudrun: CloudRun | None = None
-        self._logging: CloudLogging | None = None
+        self._clients: dict[type, object] = {}
         self._lock = threading.Lock()
+
+    def _client(self, cls: type[_C]) -> _C:
+        """The one ``cls(settings)`` client, built on first use."""
+        with self._lock:
+            client = self._clients.get(cls)
+            if client is None:
+                client = self._clients[cls] = cls(self.settings)  # type: ignore[call-arg]
+            return client  # type: ignore[return-value]
 
     @property
     def cloudrun(self) -> CloudRun:
-        with self._lock:
-            if self._cloudrun is None:
-                from mcp_tools.cloudrun import CloudRun
+        from mcp_tools.cloudrun import CloudRun
 
-                self._cloudrun = CloudRun(self.settings)
-            return self._cloudrun
+        return self._client(CloudRun)
 
     @property
     def cloudlogging(self) -> CloudLogging:
-        with self._lock:
-            if self._logging is None:
-                from mcp_tools.cloudlogging import CloudLogging
+        from mcp_tools.cloudlogging import CloudLogging
 
-                self._logging = CloudLogging(self.settings)
-            return self._logging
+        return self._client(CloudLogging)
 
     def service_name(self, given: str | None) -> str:
         from mcp_tools.names import validate_service_name
