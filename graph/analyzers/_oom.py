@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.analyzers.base import START_MARK, Line, LogView, view
+from graph.analyzers.base import START_MARK, Finding, Line, LogView, finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     OOM,
@@ -96,6 +96,22 @@ def oom_in_phase(obs: Observation, phase: str) -> tuple[list[OomEvent], list[Lin
         return [], []
     first = events[0]
     return events, [first.line] + ([first.frame] if first.frame and first.frame.n != first.line.n else [])
+
+
+def oom_finding(
+    category: str, events: list[OomEvent], lines: list[Line], summary: str, **facts: object
+) -> Finding:
+    """The finding for the OOM events of one phase: the first one's confidence and evidence, the count."""
+    return finding(
+        category,
+        events[0].confidence,
+        summary,
+        lines,
+        pattern=OOM,
+        analyzer=category,
+        last_line=events[-1].line.n,
+        facts={"oom_count": len(events), **facts},
+    )
 
 
 def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, float]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import OOM, oom_in_phase
-from graph.analyzers.base import Finding, Line, finding
+from graph.analyzers._oom import oom_finding, oom_in_phase
+from graph.analyzers.base import Finding, Line
 from graph.observation import Observation
 from mcp_tools.vocabulary import FACT_OOM_IN_CUDA_GRAPHS, FACT_OOM_IN_SAMPLER
 
@@ -24,16 +24,8 @@ def analyze(obs: Observation) -> list[Finding]:
         return []
     first = events[0]
     where = f" in {first.frame.text.strip().split()[-1]}" if first.frame else ""
-    return [
-        finding(
-            "runtime_oom",
-            first.confidence,
-            f"CUDA ran out of memory after the weights loaded{where} (line {first.line.n}): activations, "
-            "CUDA graphs or the sampler need more than the memory left.",
-            lines,
-            pattern=OOM,
-            analyzer="runtime_oom",
-            last_line=events[-1].line.n,
-            facts={"oom_count": len(events), "during": _during(lines)},
-        )
-    ]
+    summary = (
+        f"CUDA ran out of memory after the weights loaded{where} (line {first.line.n}): activations, "
+        "CUDA graphs or the sampler need more than the memory left."
+    )
+    return [oom_finding("runtime_oom", events, lines, summary, during=_during(lines))]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import OOM, oom_in_phase
-from graph.analyzers.base import Finding, finding
+from graph.analyzers._oom import oom_finding, oom_in_phase
+from graph.analyzers.base import Finding
 from graph.observation import Observation
 
 
@@ -13,16 +13,8 @@ def analyze(obs: Observation) -> list[Finding]:
         return []
     first = events[0]
     where = "while loading the weights" if first.frame else "during model loading"
-    return [
-        finding(
-            "weights_oom",
-            first.confidence,
-            f"CUDA ran out of memory {where} (line {first.line.n}): the model's weights do not fit the "
-            "GPU memory vLLM may use.",
-            lines,
-            pattern=OOM,
-            analyzer="weights_oom",
-            last_line=events[-1].line.n,
-            facts={"oom_count": len(events)},
-        )
-    ]
+    summary = (
+        f"CUDA ran out of memory {where} (line {first.line.n}): the model's weights do not fit the "
+        "GPU memory vLLM may use."
+    )
+    return [oom_finding("weights_oom", events, lines, summary)]
