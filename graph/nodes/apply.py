@@ -172,7 +172,7 @@ def _done(
     plan: RemediationPlan,
     result: ApplyResult,
 ) -> dict[str, Any]:
-    def record(name: str, what: str, **more: Any) -> None:
+    def record(name: audit.AuditKind, what: str, **more: Any) -> None:
         audit.append(
             audit.AuditEvent(
                 event=name,
