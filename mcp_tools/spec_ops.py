@@ -95,6 +95,7 @@ def plan_spec(spec: ServiceSpec, *, suggest: bool = True) -> CapacityPlan | None
         gpu=spec.gpu_type,
         gpu_count=spec.gpu_count,
         flags=parse_vllm_args(spec.args),
+        suggest=suggest,
     )
 
 
