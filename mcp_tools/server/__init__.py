@@ -23,7 +23,7 @@ extras, save_hf_token), ``tools_mutate`` (the two-step mutations).
 """
 
 from mcp_tools.server.build import SERVER_NAME, Registrar, build_server
-from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore, fingerprint
+from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore
 from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool, tool_errors
 from mcp_tools.server.state import EndpointResult, ServerState
 from mcp_tools.server.tools_capacity import BenchRunResult
@@ -69,7 +69,6 @@ __all__ = [
     "SystemStatus",
     "bounded",
     "build_server",
-    "fingerprint",
     "result",
     "tool",
     "tool_errors",

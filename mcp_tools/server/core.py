@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,19 +43,25 @@ KEEP_FIELDS = frozenset({"confirmation_token"})
 def result(model: BaseModel, text: str) -> CallToolResult:
     """Structured content plus readable text (bounded), with secrets redacted from both: a service's
     env, a log line or a model's answer may carry one, and no secret leaves through a tool."""
-    from mcp_tools.redact import redact, redact_data
+    from mcp_tools.redact import redact_data
 
     data = model.model_dump(mode="json")
-    kept = [str(data[k]) for k in KEEP_FIELDS if isinstance(data.get(k), str) and data[k]]
-    for i, value in enumerate(kept):  # shield what must survive from the text's redaction
-        text = text.replace(value, f"\x00keep{i}\x00")
-    text = redact(text)
-    for i, value in enumerate(kept):
-        text = text.replace(f"\x00keep{i}\x00", value)
     return CallToolResult(
-        content=[TextContent(type="text", text=bounded(text))],
+        content=[TextContent(type="text", text=bounded(_redact_keeping(text, data)))],
         structuredContent=redact_data(data, KEEP_FIELDS),
     )
+
+
+def _redact_keeping(text: str, data: dict[str, Any]) -> str:
+    """``redact(text)`` with the values of ``KEEP_FIELDS`` left whole: the text around each is redacted
+    on its own (a placeholder in their place would itself read as ``confirmation_token=<secret>``)."""
+    from mcp_tools.redact import redact
+
+    kept = sorted({v for k in KEEP_FIELDS if isinstance(v := data.get(k), str) and v}, key=len, reverse=True)
+    if not kept:
+        return redact(text)
+    pieces = re.split("(" + "|".join(map(re.escape, kept)) + ")", text)
+    return "".join(p if i % 2 else redact(p) for i, p in enumerate(pieces))
 
 
 def _one_line(e: BaseException) -> str:

@@ -35,7 +35,7 @@ class ServerState:
     def __init__(self, settings: Settings, *, confirm_ttl_s: float = DEFAULT_CONFIRM_TTL_S) -> None:
         self.settings = settings
         self.policy = settings.policy
-        self.confirmations = ConfirmationStore(confirm_ttl_s)
+        self.confirmations = ConfirmationStore(settings.state_dir, confirm_ttl_s)
         self._clients: dict[type, object] = {}
         self._lock = threading.Lock()
 

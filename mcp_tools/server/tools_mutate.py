@@ -18,7 +18,7 @@ from mcp_tools.cloudrun_limits import MAX_CONCURRENCY, MAX_INSTANCES, MIN_CONCUR
 from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
-from mcp_tools.server.confirm import digest, fingerprint
+from mcp_tools.server.confirm import digest
 from mcp_tools.server.core import MUTATING, result, tool
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
@@ -61,10 +61,9 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         token: str | None,
         apply: Callable[[str], MutationResult],
     ) -> CallToolResult:
-        fp = fingerprint(tool, service, args, current_state)
         if plan.status == "no_change":
-            if token:
-                s.confirmations.redeem(token, tool, fp)  # a used or foreign token is reported as such
+            if token:  # a used or foreign token is reported as such
+                s.confirmations.redeem(token, tool, service, args, current_state)
                 raise UserError(f"nothing to apply: {plan.summary}")
             return result(plan, _plan_text(plan))
         if s.policy is Policy.SUGGEST:
@@ -75,10 +74,10 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             return result(plan, _plan_text(plan))
         if not token:
             plan.status = "planned"
-            plan.confirmation_token = s.confirmations.issue(tool, fp)
+            plan.confirmation_token = s.confirmations.issue(tool, service, args, current_state)
             plan.expires_in_s = s.confirmations.ttl_s
             return result(plan, _plan_text(plan))
-        approval = s.confirmations.redeem(token, tool, fp)
+        approval = s.confirmations.redeem(token, tool, service, args, current_state)
         log.info("applying %s on %s with approval %s", tool, service, approval)
         res = await asyncio.to_thread(apply, approval)
         plan.status = "applied" if res.ready else "incomplete"
