@@ -82,6 +82,22 @@ def test_lists_every_tool(client: SessionThread) -> None:
     assert by_name["get_vllm_metrics"].outputSchema is not None  # structured results
 
 
+def test_every_tool_parameter_is_described(client: SessionThread) -> None:
+    """Models pick tools and fill arguments from these: every parameter of every listed tool has a
+    description, and no description is kept for a parameter no tool has."""
+    from mcp_tools.server.params import PARAMS, TOOL_PARAMS
+
+    tools = client.run(lambda s: s.list_tools()).tools
+    params = {(t.name, k): v for t in tools for k, v in (t.inputSchema.get("properties") or {}).items()}
+    assert len(params) > 150
+    bare = sorted(f"{t}.{name}" for (t, name), schema in params.items() if not schema.get("description"))
+    assert not bare, f"parameters without a description: {bare}"
+    assert not set(TOOL_PARAMS) - set(params), "descriptions of parameters no tool has"
+    assert not set(PARAMS) - {name for _, name in params}
+    scaling = {k: v["description"] for (t, k), v in params.items() if t == "update_vllm_scaling"}
+    assert "second call" in scaling["confirmation_token"] and "1 to 1000" in scaling["max_instances"]
+
+
 def test_query_vllm_against_local_model(client: SessionThread, model: tuple[str, ScriptedOpenAI]) -> None:
     _, script = model
     r = client.call("query_vllm", {"prompt": "what is wrong?", "max_tokens": 32})

@@ -88,8 +88,12 @@ def tool_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
             log.exception("tool %s failed", fn.__name__)
             raise ToolError(f"internal error ({e.__class__.__name__}): {_one_line(e)}") from None
 
-    # FastMCP reads the signature (including the return annotation) from the wrapped function.
-    wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    # FastMCP reads the signature (including the return annotation) from the wrapped function; every
+    # parameter gets its description there (mcp_tools.server.params).
+    from mcp_tools.server.params import described
+
+    sig = inspect.signature(fn, eval_str=True)
+    wrapper.__signature__ = described(fn, sig)  # type: ignore[attr-defined]
     return wrapper
 
 
