@@ -23,8 +23,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the gemma-sre MCP tools (for Antigravity CLI, Gemini CLI, or any MCP client).
 
-        Over HTTP, binding anything but loopback requires GEMMA_SRE_MCP_TOKEN; clients send
-        'Authorization: Bearer <token>'. GEMMA_SRE_POLICY=read-only hides the mutating tools.
+        Over HTTP it prints where it listens (stderr); binding anything but loopback requires
+        GEMMA_SRE_MCP_TOKEN, and clients then send 'Authorization: Bearer <token>'.
+        GEMMA_SRE_POLICY=read-only hides the mutating tools.
         """
         serve(transport, host, port)
 
@@ -67,6 +68,11 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
                 "MCP stdio: the session ended on input that is not JSON-RPC (one UTF-8 JSON object a line)"
             ) from None
     else:
-        from mcp_tools.server.http import serve_http
+        import sys
 
-        anyio.run(serve_http, server, host, port, token)
+        from mcp_tools.server.http import listening_text, serve_http
+
+        def ready() -> None:  # stderr: stdout stays free for whatever runs this
+            print(listening_text(server, host, port, token), file=sys.stderr, flush=True)
+
+        anyio.run(serve_http, server, host, port, token, ready)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
@@ -57,9 +58,44 @@ def check_http_binding(host: str, token: str | None) -> None:
         )
 
 
-async def serve_http(server: FastMCP, host: str, port: int, token: str | None) -> None:
+def listening_text(server: FastMCP, host: str, port: int, token: str | None) -> str:
+    """Where the server listens and how a client authenticates (never the token itself)."""
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}{server.settings.streamable_http_path}"
+    if token:
+        auth = (
+            "every request needs the header 'Authorization: Bearer <token>', the token being "
+            "GEMMA_SRE_MCP_TOKEN as set in this server's environment"
+        )
+    else:
+        auth = "none (loopback only); set GEMMA_SRE_MCP_TOKEN to require 'Authorization: Bearer <token>'"
+    return f"gemma-sre MCP server (streamable HTTP) listening on {url}\nauthentication: {auth}"
+
+
+async def serve_http(
+    server: FastMCP, host: str, port: int, token: str | None, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Serve until stopped; ``on_ready`` is called once the socket accepts connections."""
+    import anyio
     import uvicorn
 
     check_http_binding(host, token)
     config = uvicorn.Config(http_app(server, token), host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    srv = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not srv.started and not srv.should_exit:
+            await anyio.sleep(0.05)
+        if srv.started and on_ready is not None:
+            on_ready()
+
+    failed = False
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(announce)
+        try:
+            await srv.serve()
+        except SystemExit:  # uvicorn's way of saying it could not start (it logged why: stderr)
+            failed = True
+        tg.cancel_scope.cancel()
+    if failed:
+        raise UserError(f"the MCP HTTP server could not listen on {host}:{port} (in use? see above)")
