@@ -27,14 +27,16 @@ import hmac
 import json
 import os
 import secrets
-import sqlite3
 import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_tools.errors import UserError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 DEFAULT_CONFIRM_TTL_S = 300.0
 PREFIX = "confirm-"
@@ -119,6 +121,12 @@ class ConfirmationStore:
     def _tag(self, key: bytes, what: bytes, n: int) -> bytes:
         return hmac.new(key, what, hashlib.sha256).digest()[:n]
 
+    def _change_tag(self, key: bytes, tool: str, service: str, args: dict[str, Any]) -> bytes:
+        return self._tag(key, b"change\x00" + canonical_change(tool, service, args).encode(), _LAYOUT[3])
+
+    def _state_tag(self, key: bytes, state: str) -> bytes:
+        return self._tag(key, b"state\x00" + state.encode(), _LAYOUT[4])
+
     # --- issue and redeem ------------------------------------------------------------------------------
 
     def issue(self, tool: str, service: str, args: dict[str, Any], state: str) -> str:
@@ -129,8 +137,8 @@ class ConfirmationStore:
             bytes([_VERSION])
             + expires_ms.to_bytes(6, "big")
             + secrets.token_bytes(6)
-            + self._tag(key, b"change\x00" + canonical_change(tool, service, args).encode(), 8)
-            + self._tag(key, b"state\x00" + state.encode(), 6)
+            + self._change_tag(key, tool, service, args)
+            + self._state_tag(key, state)
         )
         return PREFIX + _b32(payload + self._tag(key, b"token\x00" + payload, _MAC_LEN))
 
@@ -149,13 +157,12 @@ class ConfirmationStore:
         now = time.time()
         if now > expires:
             raise UserError(f"confirmation token expired {now - expires:.0f} s ago: {again}")
+        used = UserError(f"confirmation token already used (each token works once): {again}")
         with closing(self._ledger()) as db:
             if db.execute("SELECT 1 FROM spent WHERE nonce = ?", (nonce.hex(),)).fetchone():
-                raise UserError(f"confirmation token already used (each token works once): {again}")
-        change_ok = hmac.compare_digest(
-            ctag, self._tag(key, b"change\x00" + canonical_change(tool, service, args).encode(), 8)
-        )
-        state_ok = hmac.compare_digest(stag, self._tag(key, b"state\x00" + state.encode(), 6))
+                raise used
+        change_ok = hmac.compare_digest(ctag, self._change_tag(key, tool, service, args))
+        state_ok = hmac.compare_digest(stag, self._state_tag(key, state))
         spent = self._spend(nonce, expires)  # a token shown for another change is spent as well
         if not change_ok:
             raise UserError(
@@ -168,7 +175,7 @@ class ConfirmationStore:
                 f"now spent: {again}"
             )
         if not spent:
-            raise UserError(f"confirmation token already used (each token works once): {again}")
+            raise used
         return "mcp-" + digest(str(token).strip())[:24]
 
     def _payload(self, key: bytes, token: str) -> bytes | None:
@@ -189,6 +196,8 @@ class ConfirmationStore:
     # --- the ledger --------------------------------------------------------------------------------------
 
     def _ledger(self) -> sqlite3.Connection:
+        import sqlite3  # on first use: listing tools needs no ledger
+
         try:
             db = sqlite3.connect(self.dir / LEDGER_FILE, timeout=30, isolation_level=None)
             db.execute("PRAGMA synchronous=FULL")
@@ -201,6 +210,8 @@ class ConfirmationStore:
 
     def _spend(self, nonce: bytes, expires: float) -> bool:
         """Record ``nonce`` as used; False when another call (any process) spent it first."""
+        import sqlite3
+
         db = self._ledger()
         try:
             db.execute("BEGIN IMMEDIATE")  # one writer at a time across processes
