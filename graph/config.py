@@ -37,6 +37,7 @@ class Configuration(BaseModel):
     location: str | None = None
     run_api_endpoint: str | None = None
     logging_api_endpoint: str | None = None
+    monitoring_api_endpoint: str | None = None
     anonymous_credentials: bool = False
     vllm_base_url: str | None = None  # the monitored endpoint when the service URI is not reachable
     state_dir: str | None = None
@@ -50,6 +51,11 @@ class Configuration(BaseModel):
     # Bounds and retries.
     log_limit: int = 50_000
     log_window_s: float = 86400.0  # first cycle: the last day (bounded by log_limit)
+    # Cloud Monitoring: the series' window and alignment (None: read it when it is the real API or
+    # an endpoint is configured for it; False: never).
+    read_monitoring: bool | None = None
+    series_window_s: float = Field(default=1800.0, ge=60, le=86400)
+    series_period_s: float = Field(default=60.0, ge=60, le=3600)
     retries: int = 3
     retry_base_s: float = 0.5
     # One overall deadline per cycle for everything before a decision: observe (every Cloud Run,
@@ -81,6 +87,7 @@ class Configuration(BaseModel):
             "location": s.location,
             "run_api_endpoint": s.run_api_endpoint,
             "logging_api_endpoint": s.logging_api_endpoint,
+            "monitoring_api_endpoint": s.monitoring_api_endpoint,
             "anonymous_credentials": s.anonymous_credentials,
             "vllm_base_url": s.vllm_base_url,
             "state_dir": str(s.state_dir),
@@ -112,6 +119,7 @@ class Configuration(BaseModel):
                 "location": self.location,
                 "run_api_endpoint": self.run_api_endpoint,
                 "logging_api_endpoint": self.logging_api_endpoint,
+                "monitoring_api_endpoint": self.monitoring_api_endpoint,
                 "anonymous_credentials": self.anonymous_credentials,
                 "vllm_base_url": self.vllm_base_url,
                 "policy": self.policy,
@@ -121,6 +129,16 @@ class Configuration(BaseModel):
                 "fallback_model_url": self.fallback_model_url,
             }
         )
+
+    @property
+    def monitoring_wanted(self) -> bool:
+        """Whether observe reads Cloud Monitoring: always against the real APIs; against an emulator
+        (another API endpoint is overridden) only when one is configured for Monitoring too."""
+        if self.read_monitoring is not None:
+            return self.read_monitoring
+        if self.monitoring_api_endpoint:
+            return True
+        return not (self.run_api_endpoint or self.logging_api_endpoint)
 
     def deadline(self) -> Deadline:
         """This cycle's deadline: the runner's (``deadline_at``), else one starting now."""

@@ -277,6 +277,8 @@ def build_client(
     """An instance of the Google client class ``cls`` for these settings.
 
     Generated (GAPIC) clients get ``transport="rest"``; their calls carry the timeout (``policy.rpc``).
+    A client with no REST transport (Cloud Monitoring's ``MetricServiceClient``) is built with
+    ``transport="grpc"``: an ``http://host:port`` endpoint (the sandbox) then gets an insecure channel.
     ``handwritten`` clients (``google.cloud.logging.Client``, ``google.cloud.storage.Client``) take no
     transport and, for Logging, no per-call timeout: they get an HTTP session bounded by
     ``timeout_s`` (default: the settings' ``http_timeout_s``) and by ``deadline``. ``endpoint``
@@ -292,10 +294,29 @@ def build_client(
             kwargs.setdefault("credentials", creds)
             kwargs["_http"] = _timeout_session(creds, timeout_s or settings.http_timeout_s, deadline)
         else:
-            kwargs.setdefault("transport", "rest")
+            transport = kwargs.pop("transport", "rest")
+            if transport == "grpc" and endpoint and endpoint.startswith("http://"):
+                # An emulator (the sandbox) speaks plain-text gRPC: the client's own transport class
+                # on an insecure channel (it then ignores credentials, as emulators are reached).
+                transport, kwargs["client_options"] = _insecure_grpc(cls, endpoint)
+            kwargs["transport"] = transport
             creds = credentials(settings)
             if creds is not None:
                 kwargs.setdefault("credentials", creds)
         return cls(**kwargs)
     except auth_exc.DefaultCredentialsError:
         raise AuthError(NO_CREDENTIALS) from None
+
+
+def _insecure_grpc(cls: Any, endpoint: str) -> tuple[Any, dict[str, str]]:
+    """The transport factory and client options for a generated client reaching a plain-text gRPC
+    endpoint (``http://host:port``)."""
+    import grpc
+
+    target = endpoint.removeprefix("http://").rstrip("/")
+    transport_cls = cls.get_transport_class("grpc")
+
+    def _make(**_: Any) -> Any:
+        return transport_cls(channel=grpc.insecure_channel(target))
+
+    return _make, {"api_endpoint": target}

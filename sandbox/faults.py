@@ -8,6 +8,10 @@ whose target matches is consumed and returned, and the endpoint acts it out:
 - ``hang``: send nothing until the client gives up (or ``seconds`` pass, then answer normally);
 - ``drop``: close the connection: mid-stream for a streaming request, without any response otherwise.
 
+A target is one name, ``*``, or names joined by ``+`` (``rev-00001-abc+/v1/completions``): such a
+fault matches only a request that answers to every one of them (one revision's generation, not its
+``/health``: a stuck engine).
+
 Everything is plain data guarded by a lock, so the sandbox may arm faults from any thread.
 """
 
@@ -94,7 +98,7 @@ class FaultInjector:
         wanted = set(names)
         with self._lock:
             for i, f in enumerate(self._faults):
-                if f.target == ANY or f.target in wanted:
+                if f.target == ANY or f.target in wanted or _all_of(f.target, wanted):
                     f.fired += 1
                     if f.remaining is not None:
                         f.remaining -= 1
@@ -102,6 +106,19 @@ class FaultInjector:
                             del self._faults[i]
                     return f.model_copy()
         return None
+
+
+def _all_of(target: str, names: set[str]) -> bool:
+    return "+" in target and all(part in names for part in target.split("+"))
+
+
+GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+
+
+def stall_generation(faults: FaultInjector, revision: str) -> list[Fault]:
+    """A stuck engine on ``revision``: its completions hang (no token, ever) while ``/health`` and
+    ``/metrics`` still answer. A new revision (a restart) is not affected."""
+    return [faults.inject(f"{revision}+{p}", "hang", count=None) for p in GENERATION_PATHS]
 
 
 async def wait_disconnect(request: Request, seconds: float | None) -> None:

@@ -17,7 +17,16 @@ sandbox starts with the incident already in the logs:
 - ``fp8-on-t4``: Gemma 4 E4B with ``--quantization=fp8`` on a T4 (cc 7.5): vLLM refuses FP8.
 - ``overload``: Gemma 4 12B QAT on one L4 with ``--max-num-seqs=16`` under a steady internal load of
   48 concurrent requests sized to fill the KV cache: requests wait, KV usage near 100%, preemptions.
-- ``healthy``: Gemma 4 12B QAT on one L4 at 16k context, Ready, no load.
+- ``healthy``: Gemma 4 12B QAT on one L4 at 16k context, Ready, light background traffic.
+
+Scenarios with time (their Cloud Monitoring series tell the story; the logs look healthy):
+
+- ``load-ramp``: the overload service with offered load ramping from 4 to 60 clients over the last
+  30 minutes: the queue grows, KV usage climbs to ~100%, preemptions start, TTFT drifts up.
+- ``slow-leak``: the healthy service whose host memory utilization grows ~25 points an hour.
+- ``stuck-engine``: the healthy service whose engine stopped making progress 10 minutes ago:
+  requests running, generated tokens flat, 504s; ``/health`` still answers 200 and completions hang.
+- ``hot-instance``: two instances, one taking 90% of the load (saturated) while the other idles.
 
 ``--incident FILE`` (SPEC.md section 3): the incident's ``service`` block is deployed and its log
 lines are preloaded under that service's latest revision, re-timed so the last line is "now"
@@ -48,6 +57,10 @@ SCENARIOS = (
     "fp8-on-t4",
     "overload",
     "healthy",
+    "load-ramp",
+    "slow-leak",
+    "stuck-engine",
+    "hot-instance",
 )
 
 _IMAGE = "vllm/vllm-openai:v0.11.0"
@@ -124,9 +137,37 @@ def scenario_specs(name: str) -> tuple[list[ServiceSpec], PhysicsConfig]:
         return [
             l4_spec("gemma-4-12b", [qat, "--max-model-len=16384", "--max-num-seqs=16"], concurrency=64)
         ], PhysicsConfig()
-    if name == "healthy":
+    if name in ("healthy", "slow-leak", "stuck-engine"):
         return [l4_spec("gemma-4-12b", [qat, "--max-model-len=16384"])], PhysicsConfig()
+    if name == "load-ramp":
+        return [
+            l4_spec("gemma-4-12b", [qat, "--max-model-len=16384", "--max-num-seqs=16"], concurrency=64)
+        ], PhysicsConfig()
+    if name == "hot-instance":
+        return [
+            l4_spec(
+                "gemma-4-12b",
+                [qat, "--max-model-len=16384", "--max-num-seqs=16"],
+                concurrency=32,
+                max_instances=2,
+            )
+        ], PhysicsConfig()
     raise UserError(f"unknown scenario {name!r} (one of {', '.join(SCENARIOS)})")
+
+
+def timeline(name: str) -> Any:
+    """A scenario's ``Timeline``: the offered load and what goes wrong over time."""
+    from sandbox.monitoring.physics import Timeline
+
+    return {
+        # prompts of 6000 tokens: a full batch of 16 just overfills the 12B QAT's ~95k-token KV cache
+        "overload": Timeline(base_load=48, prompt_tokens=6000),
+        "healthy": Timeline(base_load=2),
+        "load-ramp": Timeline(base_load=4, ramp_to=60, ramp_s=1800, prompt_tokens=6000),
+        "slow-leak": Timeline(base_load=3, leak_per_hour=0.25),
+        "stuck-engine": Timeline(base_load=4, stuck_for_s=600),
+        "hot-instance": Timeline(base_load=30, instances=2, weights=(0.9, 0.1), prompt_tokens=6000),
+    }.get(name, Timeline(base_load=2))
 
 
 def build(
@@ -162,6 +203,9 @@ def build(
         start=start,
     )
     sb.scenario_name = scenario or (f"incident:{inc.id}" if inc is not None else None)
+    if scenario is not None:
+        for spec in specs:
+            sb.timelines[spec.name] = timeline(scenario)
     for i, spec in enumerate(specs):
         if spec.region and spec.region != sb.location:
             spec = spec.model_copy(update={"region": sb.location})
@@ -286,6 +330,13 @@ def after_start(sb: Any) -> None:
     """Start what a scenario needs while running (the overload scenario's load)."""
     if sb.scenario_name == "overload":
         start_load(sb, "gemma-4-12b", concurrency=48)
+    if sb.scenario_name == "stuck-engine":
+        from sandbox.faults import stall_generation
+
+        svc = sb.cloudrun.get_service(sb.project, sb.location, "gemma-4-12b")
+        ready = str(svc.get("latestReadyRevision") or "").rsplit("/", 1)[-1]
+        if ready:
+            stall_generation(sb.faults, ready)
 
 
 def start_load(sb: Any, service: str, *, concurrency: int = 48, max_tokens: int = 256) -> None:

@@ -74,13 +74,27 @@ class Sandbox:
             zero_latency=zero_latency,
             app_factory=self._make_revision_app,
         )
+        from sandbox.monitoring.model import MonitoringBackend
+        from sandbox.monitoring.physics import Timeline
+
+        #: each service's timeline (offered load, leaks, a stuck engine, instances): scenarios set it
+        self.timelines: dict[str, Timeline] = {}
+        self.monitoring = MonitoringBackend(
+            self.clock, self.cloudrun, timeline=lambda svc: self.timelines.get(svc, Timeline())
+        )
+        self.monitoring_url = ""
+        self._monitoring_server: Any = None
         self.app = SandboxApp(self)
 
     # ------------------------------------------------------------------------------ lifecycle
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Sandbox:
         from sandbox.serve import start_in_thread
 
+        from sandbox.monitoring.grpc_server import MonitoringServer
+
         self.url, self._stop = start_in_thread(self.app, host, port, graceful_timeout_s=1)
+        self._monitoring_server = MonitoringServer(self.monitoring, self.faults, host).start()
+        self.monitoring_url = self._monitoring_server.url
         self.port = int(self.url.rsplit(":", 1)[1])
         # URIs handed out before the port was known must now point at it
         with self.cloudrun.lock:
@@ -97,6 +111,9 @@ class Sandbox:
             except Exception:  # pragma: no cover - best effort
                 logger.exception("stopping a background task")
         self._background.clear()
+        if self._monitoring_server is not None:
+            self._monitoring_server.stop()
+            self._monitoring_server = None
         if self._stop is not None:
             self._stop()
             self._stop = None
@@ -166,6 +183,7 @@ class Sandbox:
             "location": self.location,
             "run_api_endpoint": self.url,
             "logging_api_endpoint": self.url,
+            "monitoring_api_endpoint": self.monitoring_url or None,
             "anonymous_credentials": True,
         }
 
