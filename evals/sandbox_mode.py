@@ -168,6 +168,7 @@ def run_sandbox_case(
             location=sb.location,
             run_api_endpoint=sb.url,
             logging_api_endpoint=sb.url,
+            monitoring_api_endpoint=sb.monitoring_url,
             anonymous_credentials=True,
             state_dir=scratch.name,
             service=service,

@@ -417,6 +417,30 @@ def _metrics_block(obs: Observation) -> list[str]:
     return [redact(ln)[:200] for ln in keep[:30]]
 
 
+#: At most this many compressed series reach a model (the rest are counted, not shown).
+MAX_SERIES_LINES = 40
+
+
+def _series_block(obs: Observation) -> list[str]:
+    """Cloud Monitoring's series as a model sees them: a line of numbers per series, no points; or
+    why they are missing (a blind spot is said, never filled)."""
+    blind = obs.blind_to("monitoring")
+    if blind is not None:
+        return [f"not read: {redact(blind.why)[:240]}: no conclusion can rest on metrics over time"]
+    if obs.series is None:
+        return []
+    ss = obs.series
+    head = f"window {ss.start} .. {ss.end}, aligned to {ss.period_s:g} s, {ss.points_read} points read"
+    lines = [redact(x.line())[:300] for x in obs.series_summaries()]
+    more = len(lines) - MAX_SERIES_LINES
+    out = [head, *lines[:MAX_SERIES_LINES]]
+    if more > 0:
+        out.append(f"... and {more} more series")
+    if ss.missing:
+        out.append(f"no data in the window: {', '.join(ss.missing)}")
+    return out
+
+
 def _history_block(obs: Observation) -> list[str]:
     """Which revisions are superseded and which log lines they wrote (as line ranges)."""
     revisions = obs.history_revisions()
@@ -466,6 +490,11 @@ def build_context(
         parts += ["", f"{FENCE_OPEN} (metrics and Cloud Run conditions)"]
         parts += [redact(c)[:300].replace("<<<", "\u00ab").replace(">>>", "\u00bb") for c in conds]
         parts += [m.replace("<<<", "\u00ab").replace(">>>", "\u00bb") for m in metrics]
+        parts.append(FENCE_CLOSE)
+    series = _series_block(obs)
+    if series:
+        parts += ["", f"{FENCE_OPEN} (time series from Cloud Monitoring, compressed)"]
+        parts += [x.replace("<<<", "\u00ab").replace(">>>", "\u00bb") for x in series]
         parts.append(FENCE_CLOSE)
     history = _history_block(obs)
     if history:

@@ -2,7 +2,7 @@
 
 An ``Observation`` comes from a recorded incident file (``Observation.from_incident``) or from the
 graph's observe node (Cloud Run spec and conditions, Cloud Logging entries, ``/health``,
-``/metrics``). Log line numbers are 1-based indexes into ``logs``: analyzers, the compressed context
+``/metrics``, Cloud Monitoring's time series). Log line numbers are 1-based indexes into ``logs``: analyzers, the compressed context
 and the diagnosis all cite them.
 """
 
@@ -13,9 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mcp_tools.incident import Incident, LogLine, ServiceSpec
+from mcp_tools.monitoring import SeriesSet, SeriesSummary
 
 #: What an observe step reads; each may be unread (a blind spot).
-Source = Literal["logs", "service", "health", "metrics"]
+Source = Literal["logs", "service", "health", "metrics", "monitoring"]
 
 #: Why a read failed: the dependency errored, it did not answer in time, or the cycle's deadline had
 #: no time left for it (it was not tried, or was cut short).
@@ -27,6 +28,7 @@ LABELS: dict[str, str] = {
     "service": "service spec and revisions",
     "health": "/health",
     "metrics": "/metrics",
+    "monitoring": "Cloud Monitoring",
 }
 
 
@@ -65,6 +67,10 @@ class Observation(BaseModel):
     # What could not be read (a live observation's blind spots; a recorded incident has none).
     unread: list[Unread] = Field(default_factory=list)
     window: tuple[str, str] | None = None  # the logs' [since, until] (RFC 3339), when live
+    # Cloud Monitoring's series over the last ``series.period_s``-aligned window (None: not read, or
+    # not meant to be: see ``blind_to("monitoring")``). Analyzers read the points; a model only ever
+    # gets ``series_summaries()`` (a few numbers per series).
+    series: SeriesSet | None = None
 
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -93,6 +99,7 @@ class Observation(BaseModel):
         health: bool | None = None,
         unread: list[Unread] | None = None,
         window: tuple[str, str] | None = None,
+        series: SeriesSet | None = None,
     ) -> Observation:
         """A live service's observation: ``info`` is ``mcp_tools.cloudrun.ServiceInfo`` (None when it
         could not be read). Conditions are tagged with their scope (the service, or a revision, so
@@ -125,7 +132,18 @@ class Observation(BaseModel):
             revisions=[r.name for r in info.revisions] if info is not None else [],
             unread=list(unread or []),
             window=window,
+            series=series,
         )
+
+    def series_summaries(self) -> list[SeriesSummary]:
+        """The series compressed (level, trend, peak, when it changed), as a model sees them (cached)."""
+        hit = self._cache.get("series_summaries")
+        if hit is None:
+            from mcp_tools.monitoring import summaries
+
+            hit = summaries(self.series) if self.series is not None else []
+            self._cache["series_summaries"] = hit
+        return list(hit)
 
     def blind_to(self, source: Source) -> Unread | None:
         """The record of ``source`` being unread (None: it was read, or never meant to be)."""

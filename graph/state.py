@@ -42,6 +42,8 @@ class ObservationSummary(BaseModel):
     until: str | None = None
     health: bool | None = None
     metrics_read: bool = False
+    series_read: bool = False  # Cloud Monitoring's series were read
+    series_points: int = 0
     unread: list[str] = Field(default_factory=list)  # "logs: 503 after 3 attempts", ...
     spec_etag: str | None = None  # the service's etag when observed: apply refuses a service changed since
     # The same, typed (graph.observation.Unread as JSON): source, reason, why, seconds.

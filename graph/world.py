@@ -105,6 +105,16 @@ class World:
             end = t
         return [ln for b in reversed(batches) for ln in b]
 
+    # -- Cloud Monitoring --
+
+    def read_series(self, service: str, *, window_s: float, period_s: float, end: datetime) -> Any:
+        """The service's time series (``mcp_tools.monitoring.SeriesSet``) over ``window_s`` to ``end``."""
+        from mcp_tools.monitoring import read_series
+
+        return read_series(
+            service, settings=self.settings, policy=self.policy, window_s=window_s, period_s=period_s, end=end
+        )
+
     # -- the vLLM endpoint --
 
     def endpoint(self, base_url: str) -> SyncEndpoint:

@@ -276,8 +276,16 @@ def _change_point(vals: list[float], times: list[str]) -> str | None:
     before = sum(vals[:best_i]) / best_i
     after = sum(vals[best_i:]) / (n - best_i)
     span = max(vals) - min(vals)
-    # a real step explains most of the variance and moves the level by a good part of the range
+    # a real step explains most of the variance, moves the level by a good part of the range, and
+    # fits far better than a straight line (a steady ramp has a trend, not a change point)
     if best / sse_all < 0.6 or abs(after - before) < 0.4 * span:
+        return None
+    xm = (n - 1) / 2
+    ym = total / n
+    sxx = sum((i - xm) ** 2 for i in range(n))
+    b = sum((i - xm) * (v - ym) for i, v in enumerate(vals)) / sxx
+    sse_line = sum((v - (ym + b * (i - xm))) ** 2 for i, v in enumerate(vals))
+    if sse_all - best > 0.5 * sse_line:
         return None
     return times[best_i]
 
@@ -453,7 +461,12 @@ class CloudMonitoring:
                     break
             return got
 
-        raw = call(f"Cloud Monitoring (list time series {m.key})", _fetch, policy=self.policy)
+        from mcp_tools.errors import NotFoundError
+
+        try:
+            raw = call(f"Cloud Monitoring (list time series {m.key})", _fetch, policy=self.policy)
+        except NotFoundError:  # Monitoring knows no such metric type (yet): no data, not a failure
+            return [], 0, False, state["calls"]
         truncated = len(raw) > MAX_SERIES
         series: list[Series] = []
         points = 0

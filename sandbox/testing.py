@@ -54,11 +54,23 @@ def logging_client(sb: Sandbox) -> Any:
     )
 
 
+def monitoring_client(sb: Sandbox) -> Any:
+    """A ``google-cloud-monitoring`` ``MetricServiceClient`` (gRPC: its only transport) on the sandbox."""
+    from google.cloud import monitoring_v3
+
+    from mcp_tools.google_api import build_client
+
+    return build_client(
+        monitoring_v3.MetricServiceClient, _settings(sb), endpoint=sb.monitoring_url, transport="grpc"
+    )
+
+
 def sandbox_env(sb: Sandbox) -> dict[str, str]:
     """The environment that points gemma-sre's ``Settings`` at this sandbox."""
     return {
         "GEMMA_SRE_RUN_API_ENDPOINT": sb.url,
         "GEMMA_SRE_LOGGING_API_ENDPOINT": sb.url,
+        "GEMMA_SRE_MONITORING_API_ENDPOINT": sb.monitoring_url,
         "GEMMA_SRE_ANONYMOUS_CREDENTIALS": "1",
         "GOOGLE_CLOUD_PROJECT": sb.project,
         "GOOGLE_CLOUD_LOCATION": sb.location,

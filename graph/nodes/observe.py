@@ -1,4 +1,5 @@
-"""observe: the service spec and revision conditions, the logs since the last cycle, /health, /metrics.
+"""observe: the service spec and revision conditions, the logs since the last cycle, Cloud Monitoring's
+time series over the last ``series_window_s``, /health, /metrics.
 
 Every read can fail. Each is tried a bounded number of times with backoff (Google reads by their
 client, the endpoint's through ``World.retrying``), all inside the cycle's deadline
@@ -87,6 +88,16 @@ def observe_service(
     except Exception as e:
         unread.append(_unread("logs", e, t))
 
+    series = None
+    if cfg.monitoring_wanted:
+        t = time.monotonic()
+        try:
+            series = world.read_series(
+                name, window_s=cfg.series_window_s, period_s=cfg.series_period_s, end=until
+            )
+        except Exception as e:  # unreadable (down, denied, no project): a blind spot, never a guess
+            unread.append(_unread("monitoring", e, t))
+
     base_url = (info.uri if info is not None else None) or cfg.vllm_base_url
     health: bool | None = None
     metrics: str | None = None
@@ -111,7 +122,14 @@ def observe_service(
         unread += [Unread(source="health", reason="no_url", why=why)]
 
     obs = Observation.from_cloud_run(
-        name, info, logs, metrics=metrics, health=health, unread=unread, window=(_iso(since), _iso(until))
+        name,
+        info,
+        logs,
+        metrics=metrics,
+        health=health,
+        unread=unread,
+        window=(_iso(since), _iso(until)),
+        series=series,
     )
     summary = ObservationSummary(
         service=name,
@@ -125,6 +143,8 @@ def observe_service(
         until=_iso(until),
         health=health,
         metrics_read=metrics is not None,
+        series_read=series is not None,
+        series_points=series.points_read if series is not None else 0,
         unread=[u.line for u in unread],
         blind=[u.model_dump(mode="json") for u in unread],
         spec_etag=info.etag if info is not None else None,
@@ -145,6 +165,8 @@ def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         f"{'ok' if health else 'failing' if health is False else 'not read'}; "
         f"latest ready revision {summary.latest_ready_revision or 'none'}"
     )
+    if summary.series_read:
+        msg += f"; {summary.series_points} Cloud Monitoring points"
     if summary.unread:
         msg += f"; could not read: {'; '.join(summary.unread)}"
     return {
