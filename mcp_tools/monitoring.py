@@ -151,7 +151,7 @@ class Series(BaseModel):
         """``key`` plus what tells it apart (``kv_usage[instance=3f2a..]``)."""
         if not self.labels:
             return self.key
-        parts = [f"{k}={_short(v)}" for k, v in sorted(self.labels.items())]
+        parts = [f"{k}={short_label(v)}" for k, v in sorted(self.labels.items())]
         return f"{self.key}[{','.join(parts)}]"
 
 
@@ -430,9 +430,10 @@ class CloudMonitoring:
         from google.cloud import monitoring_v3
         from google.protobuf import duration_pb2, timestamp_pb2
 
+        end_s = int(math.ceil(end.timestamp()))
+        start_s = end_s - int(round((end - start).total_seconds()))
         interval = monitoring_v3.TimeInterval(
-            start_time=timestamp_pb2.Timestamp(seconds=int(start.timestamp())),
-            end_time=timestamp_pb2.Timestamp(seconds=int(math.ceil(end.timestamp()))),
+            start_time=timestamp_pb2.Timestamp(seconds=start_s), end_time=timestamp_pb2.Timestamp(seconds=end_s)
         )
         agg = monitoring_v3.Aggregation(
             alignment_period=duration_pb2.Duration(seconds=int(period_s)),
@@ -546,5 +547,6 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _short(v: str) -> str:
+def short_label(v: str) -> str:
+    """A label value for display: long hex ids (instances) cut to 8 characters."""
     return v[:8] if re.fullmatch(r"[0-9a-f]{12,}(:\d+)?", v) else v

@@ -17,6 +17,7 @@ COMMANDS: list[str] = [
     "watch",
     "diagnose",
     "plan",
+    "metrics",
     "eval",
     "bench",
     "sandbox",
