@@ -122,6 +122,7 @@ def test_commands_against_the_sandbox_through_an_approved_fix(
     assert "fixed" in report and "tester" in report
     metrics = c.dispatch("/metrics").text()
     assert "KV cache usage" in metrics and "source:" in metrics
+    assert "Cloud Monitoring, service gemma-4-12b" in metrics  # the series view comes first
 
 
 def test_prompt_loop_inline_approval_and_history_across_sessions(

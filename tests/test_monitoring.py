@@ -228,3 +228,38 @@ def test_observe_does_not_reach_for_real_monitoring_against_an_emulator(sandbox_
     until = datetime.now(UTC)
     obs, _ = observe_service(cfg, since=datetime.fromtimestamp(until.timestamp() - 600, UTC), until=until)
     assert obs.series is None and obs.blind_to("monitoring") is None
+
+
+def test_metrics_series_tool_through_the_official_mcp_client(
+    sandbox_factory: Any,  # noqa: F811
+    tmp_path: Any,
+) -> None:
+    from mcp.client.stdio import stdio_client
+
+    from sandbox.testing import sandbox_env
+    from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
+
+    sb = sandbox_factory(scenario="load-ramp")
+    env = server_env({**sandbox_env(sb), "GEMMA_SRE_POLICY": "read-only"}, tmp_path)
+    st = SessionThread(lambda: stdio_client(stdio_params(env)))
+    try:
+        tools = {t.name: t for t in st.run(lambda s: s.list_tools()).tools}
+        assert tools["metrics_series"].annotations.readOnlyHint is True  # listed under read-only
+        r = st.call("metrics_series", {"service_name": "gemma-4-12b", "series": ["requests_waiting", "kv_usage"]})
+        assert not r.isError, text_of(r)
+        sc = r.structuredContent
+        assert sc["series"] is None and sc["points_read"] == 60  # two series of 30 points, none returned
+        waiting = next(x for x in sc["summaries"] if x["key"] == "requests_waiting")
+        assert waiting["level"] > 20 and waiting["first"] < 1 and waiting["trend_per_min"] > 0
+        assert "requests_waiting[instance=" in text_of(r) and '"v"' not in text_of(r)
+        pts = st.call(
+            "metrics_series",
+            {"service_name": "gemma-4-12b", "series": ["kv_usage"], "include_points": True, "window_minutes": 10},
+        ).structuredContent
+        assert len(pts["series"]) == 1 and len(pts["series"][0]["points"]) == 10
+        bad = st.call("metrics_series", {"service_name": "gemma-4-12b", "series": ["nope"]})
+        assert bad.isError and "unknown series nope" in text_of(bad)
+        wide = st.call("metrics_series", {"service_name": "gemma-4-12b", "window_minutes": 100000})
+        assert wide.isError and "window_minutes" in text_of(wide)
+    finally:
+        st.close()

@@ -65,7 +65,7 @@ def _note(msg: str, style: str = "dim") -> Text:
 HELP: dict[str, str] = {
     "/status": "the service: URL, revisions, conditions, /health",
     "/logs": "/logs [filter]  the newest 50 log lines of the last 24 hours (containing filter)",
-    "/metrics": "vLLM /metrics: KV-cache use, queue, latency percentiles",
+    "/metrics": "series over time (Cloud Monitoring, sparklines), then vLLM /metrics now",
     "/diagnose": "observe and diagnose (read-only): root cause with cited evidence",
     "/plan": "run the loop to a remediation plan: diff, prediction, then approve y/n",
     "/approve": "/approve [thread] [--option N]  approve the waiting plan, or ranked option N "
@@ -262,13 +262,42 @@ class ReplCommands:
     def cmd_metrics(self, args: list[str]) -> Reply:
         from mcp_tools.metrics import parse_vllm_metrics
 
-        url, where = self._endpoint_url()
-        text = self.world.endpoint(url).metrics_text()
+        out: list[Any] = self._series_view()
+        try:
+            url, where = self._endpoint_url()
+            text = self.world.endpoint(url).metrics_text()
+        except Exception as e:
+            if not out:
+                raise
+            from mcp_tools.errors import short_error
+
+            return Reply([*out, _note(f"/metrics not read: {short_error(e)}", "yellow")])
         m = parse_vllm_metrics(text)
-        t = Text(f"vLLM metrics ({where})\n", style="bold")
+        t = Text(f"vLLM metrics now ({where})\n", style="bold")
         for line in m.summary().splitlines():
             t.append("  " + line + "\n", style="")
-        return Reply([t, _note(f"source: {url}/metrics ({m.metric_names} vllm: metric families)")])
+        return Reply([*out, t, _note(f"source: {url}/metrics ({m.metric_names} vllm: metric families)")])
+
+    def _series_view(self) -> list[Any]:
+        """The service's series over the loop's window (Cloud Monitoring), with sparklines; a note
+        when they cannot be read; nothing without a service or a Monitoring endpoint."""
+        if not self.service or not self.cfg.monitoring_wanted:
+            return []
+        from datetime import UTC, datetime
+
+        from agent.metrics_view import render
+        from mcp_tools.errors import short_error
+
+        try:
+            got = self.world.read_series(
+                self.service,
+                window_s=self.cfg.series_window_s,
+                period_s=self.cfg.series_period_s,
+                end=datetime.now(UTC),
+            )
+        except Exception as e:
+            return [_note(f"Cloud Monitoring not read: {short_error(e)}", "yellow")]
+        return [Text(render(got) + "\n")]
 
     # -- the loop (graph) --
 

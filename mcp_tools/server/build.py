@@ -12,6 +12,7 @@ from mcp_tools.server import (
     tools_endpoint,
     tools_extras,
     tools_logs,
+    tools_metrics,
     tools_mutate,
     tools_service,
 )
@@ -52,6 +53,7 @@ def build_server(
     tools_endpoint.register(mcp, state)
     tools_capacity.register(mcp, state)
     tools_logs.register(mcp, state)
+    tools_metrics.register(mcp, state)
     tools_extras.register(mcp, state)
     if state.policy is not Policy.READ_ONLY:
         tools_mutate.register(mcp, state)
