@@ -94,7 +94,7 @@ def write_chart(series_set: SeriesSet, path: str | Path, *, columns: int = 3) ->
     for i, (key, members) in enumerate(families.items(), start=1):
         ax = fig.add_subplot(rows, cols, i)
         for s in members[:8]:
-            xs = [datetime.fromisoformat(p.t.replace("Z", "+00:00")) for p in s.points]
+            xs: Any = [datetime.fromisoformat(p.t.replace("Z", "+00:00")) for p in s.points]
             label = ",".join(short_label(v) for v in s.labels.values()) or key
             ax.plot(xs, [p.v for p in s.points], linewidth=1.2, label=label)
         ax.set_title(f"{key} ({members[0].unit})", fontsize=9)

@@ -2,8 +2,8 @@
 
 An ``Observation`` comes from a recorded incident file (``Observation.from_incident``) or from the
 graph's observe node (Cloud Run spec and conditions, Cloud Logging entries, ``/health``,
-``/metrics``, Cloud Monitoring's time series). Log line numbers are 1-based indexes into ``logs``: analyzers, the compressed context
-and the diagnosis all cite them.
+``/metrics``, Cloud Monitoring's time series). Log line numbers are 1-based indexes into ``logs``:
+analyzers, the compressed context and the diagnosis all cite them.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ one call wrapper (``google_api.call``): retries, deadline, error map. The librar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -45,8 +46,9 @@ PAGE_SIZE = 100
 DEFAULT_WINDOW_S = 30 * 60.0
 DEFAULT_PERIOD_S = 60.0
 
-RUN = "cloud_run_revision"
-PROM = "prometheus_target"
+Resource = Literal["cloud_run_revision", "prometheus_target"]
+RUN: Resource = "cloud_run_revision"
+PROM: Resource = "prometheus_target"
 PROM_PREFIX = "prometheus.googleapis.com/"
 
 Aligner = Literal[
@@ -60,7 +62,7 @@ class MetricDef(BaseModel):
 
     key: str  # our short name ("kv_usage")
     types: list[str]  # metric types, first preferred (an older vLLM's name after it)
-    resource: Literal["cloud_run_revision", "prometheus_target"]
+    resource: Resource
     aligner: Aligner
     reducer: Reducer
     group_by: list[str]
@@ -374,10 +376,8 @@ class CloudMonitoring:
 
     def close(self) -> None:
         if self._client is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 self._client.transport.close()
-            except Exception:  # pragma: no cover - best effort
-                pass
             self._client = None
 
     def read(
@@ -433,7 +433,8 @@ class CloudMonitoring:
         end_s = int(math.ceil(end.timestamp()))
         start_s = end_s - int(round((end - start).total_seconds()))
         interval = monitoring_v3.TimeInterval(
-            start_time=timestamp_pb2.Timestamp(seconds=start_s), end_time=timestamp_pb2.Timestamp(seconds=end_s)
+            start_time=timestamp_pb2.Timestamp(seconds=start_s),
+            end_time=timestamp_pb2.Timestamp(seconds=end_s),
         )
         agg = monitoring_v3.Aggregation(
             alignment_period=duration_pb2.Duration(seconds=int(period_s)),

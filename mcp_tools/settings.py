@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # Test and sandbox seams: point the official clients at another endpoint (e.g. the sandbox).
     run_api_endpoint: str | None = None
     logging_api_endpoint: str | None = None
-    monitoring_api_endpoint: str | None = None  # Cloud Monitoring (gRPC: host:port, or http:// for the sandbox)
+    monitoring_api_endpoint: str | None = None  # Cloud Monitoring (gRPC host:port; http:// = the sandbox)
     storage_api_endpoint: str | None = None
     secretmanager_api_endpoint: str | None = None
     quotas_api_endpoint: str | None = None

@@ -88,9 +88,8 @@ class Sandbox:
 
     # ------------------------------------------------------------------------------ lifecycle
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Sandbox:
-        from sandbox.serve import start_in_thread
-
         from sandbox.monitoring.grpc_server import MonitoringServer
+        from sandbox.serve import start_in_thread
 
         self.url, self._stop = start_in_thread(self.app, host, port, graceful_timeout_s=1)
         self._monitoring_server = MonitoringServer(self.monitoring, self.faults, host).start()

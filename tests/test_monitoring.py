@@ -67,7 +67,8 @@ def test_raw_series_filters_and_kinds(hot: Any) -> None:
     counts = _list(
         client,
         hot,
-        'metric.type="run.googleapis.com/request_count" metric.labels.response_code_class = one_of("2xx","5xx")',
+        'metric.type="run.googleapis.com/request_count" '
+        'metric.labels.response_code_class = one_of("2xx","5xx")',
     )
     assert {ts.metric.labels["response_code_class"] for ts in counts} == {"2xx"}
     assert counts[0].value_type == metric_pb2.MetricDescriptor.ValueType.INT64
@@ -103,7 +104,8 @@ def test_aggregation_aligns_and_reduces(hot: Any) -> None:
         group_by_fields=["resource.label.instance"],
     )
     ttft = sorted(
-        ts.points[0].value.double_value for ts in _list(client, hot, f'metric.type = "{TTFT}"', aggregation=p95)
+        ts.points[0].value.double_value
+        for ts in _list(client, hot, f'metric.type = "{TTFT}"', aggregation=p95)
     )
     assert ttft[1] > 3 * ttft[0]  # the hot instance queues: its TTFT is far worse
 
@@ -129,7 +131,9 @@ def test_paging_and_errors(hot: Any) -> None:
     )
     with pytest.raises(gexc.InvalidArgument, match="pageToken"):
         list(client.list_time_series(request=bad_token, retry=None, timeout=10))
-    gauge_rate = A(alignment_period=duration_pb2.Duration(seconds=60), per_series_aligner=A.Aligner.ALIGN_RATE)
+    gauge_rate = A(
+        alignment_period=duration_pb2.Duration(seconds=60), per_series_aligner=A.Aligner.ALIGN_RATE
+    )
     with pytest.raises(gexc.InvalidArgument, match="kind GAUGE"):
         _list(client, hot, f'metric.type = "{KV}"', aggregation=gauge_rate)
 
@@ -159,8 +163,8 @@ def _series(values: list[float]) -> Series:
         Point(t=datetime.fromtimestamp(t0 + 60 * i, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), v=v)
         for i, v in enumerate(values)
     ]
-    return Series(key="generation_tokens_rate", metric_type=TOKENS, labels={"instance": "ab" * 16}, unit="tok/s",
-                  points=pts)  # fmt: skip
+    labels = {"instance": "ab" * 16}
+    return Series(key="generation_tokens_rate", metric_type=TOKENS, labels=labels, unit="tok/s", points=pts)
 
 
 def test_compression_level_trend_peak_change() -> None:
@@ -188,7 +192,9 @@ def _cfg(sb: Any, **kw: Any) -> Configuration:
 def test_observe_carries_compressed_series(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="stuck-engine")
     until = datetime.now(UTC)
-    obs, summary = observe_service(_cfg(sb), since=datetime.fromtimestamp(until.timestamp() - 3600, UTC), until=until)
+    obs, summary = observe_service(
+        _cfg(sb), since=datetime.fromtimestamp(until.timestamp() - 3600, UTC), until=until
+    )
     assert summary.series_read and summary.series_points > 0 and obs.blind_to("monitoring") is None
     assert obs.health is True  # /health answers: the engine is stuck, not down
     tokens = next(s for s in obs.series_summaries() if s.key == "generation_tokens_rate")
@@ -245,7 +251,9 @@ def test_metrics_series_tool_through_the_official_mcp_client(
     try:
         tools = {t.name: t for t in st.run(lambda s: s.list_tools()).tools}
         assert tools["metrics_series"].annotations.readOnlyHint is True  # listed under read-only
-        r = st.call("metrics_series", {"service_name": "gemma-4-12b", "series": ["requests_waiting", "kv_usage"]})
+        r = st.call(
+            "metrics_series", {"service_name": "gemma-4-12b", "series": ["requests_waiting", "kv_usage"]}
+        )
         assert not r.isError, text_of(r)
         sc = r.structuredContent
         assert sc["series"] is None and sc["points_read"] == 60  # two series of 30 points, none returned
@@ -254,7 +262,12 @@ def test_metrics_series_tool_through_the_official_mcp_client(
         assert "requests_waiting[instance=" in text_of(r) and '"v"' not in text_of(r)
         pts = st.call(
             "metrics_series",
-            {"service_name": "gemma-4-12b", "series": ["kv_usage"], "include_points": True, "window_minutes": 10},
+            {
+                "service_name": "gemma-4-12b",
+                "series": ["kv_usage"],
+                "include_points": True,
+                "window_minutes": 10,
+            },
         ).structuredContent
         assert len(pts["series"]) == 1 and len(pts["series"][0]["points"]) == 10
         bad = st.call("metrics_series", {"service_name": "gemma-4-12b", "series": ["nope"]})

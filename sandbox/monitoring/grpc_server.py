@@ -43,11 +43,15 @@ class MonitoringServer:
             SERVICE,
             {
                 "ListTimeSeries": grpc.unary_unary_rpc_method_handler(
-                    self._list, request_deserializer=req_pb.FromString, response_serializer=resp_pb.SerializeToString
+                    self._list,
+                    request_deserializer=req_pb.FromString,
+                    response_serializer=resp_pb.SerializeToString,
                 )
             },
         )
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-monitoring"))
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-monitoring")
+        )
         self.server.add_generic_rpc_handlers((handler,))
         self.port = self.server.add_insecure_port(f"{host}:{port}")
         self.url = f"http://{host}:{self.port}"
@@ -75,7 +79,9 @@ class MonitoringServer:
                 from sandbox.errors import status_for_http
 
                 status = status_for_http(fault.status) if fault.kind == "status" else "UNAVAILABLE"
-                context.abort(_status_code(status), f"Injected fault: HTTP {fault.status} from the gemma-sre sandbox.")
+                context.abort(
+                    _status_code(status), f"Injected fault: HTTP {fault.status} from the gemma-sre sandbox."
+                )
         try:
             req = _request(request)
             series, token = list_time_series(self.backend, req)
@@ -98,7 +104,9 @@ class MonitoringServer:
         for s in series:
             ts = ts_pb(
                 metric=metric_pb2.Metric(type=s.metric_type, labels=s.metric_labels),
-                resource=monitored_resource_pb2.MonitoredResource(type=s.resource_type, labels=s.resource_labels),
+                resource=monitored_resource_pb2.MonitoredResource(
+                    type=s.resource_type, labels=s.resource_labels
+                ),
                 metric_kind=kinds.Value(s.kind),
                 value_type=types.Value(s.value_type),
                 unit=s.unit,
@@ -114,7 +122,9 @@ class MonitoringServer:
                             count=int(round(v.count)),
                             mean=v.mean,
                             bucket_options=distribution_pb2.Distribution.BucketOptions(
-                                explicit_buckets=distribution_pb2.Distribution.BucketOptions.Explicit(bounds=v.bounds)
+                                explicit_buckets=distribution_pb2.Distribution.BucketOptions.Explicit(
+                                    bounds=v.bounds
+                                )
                             ),
                             bucket_counts=[int(round(c)) for c in v.counts],
                         )
@@ -135,8 +145,16 @@ def _request(pb: Any) -> ListRequest:
     aligner = monitoring_v3.Aggregation.Aligner(agg.per_series_aligner).name
     reducer = monitoring_v3.Aggregation.Reducer(agg.cross_series_reducer).name
     has_interval = pb.HasField("interval")
-    start = pb.interval.start_time.ToNanoseconds() / 1e9 if has_interval and pb.interval.HasField("start_time") else None
-    end = pb.interval.end_time.ToNanoseconds() / 1e9 if has_interval and pb.interval.HasField("end_time") else None
+    start = (
+        pb.interval.start_time.ToNanoseconds() / 1e9
+        if has_interval and pb.interval.HasField("start_time")
+        else None
+    )
+    end = (
+        pb.interval.end_time.ToNanoseconds() / 1e9
+        if has_interval and pb.interval.HasField("end_time")
+        else None
+    )
     view = monitoring_v3.ListTimeSeriesRequest.TimeSeriesView(pb.view).name
     return ListRequest(
         name=pb.name,

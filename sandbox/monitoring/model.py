@@ -234,7 +234,9 @@ def instance_id(revision: str, index: int) -> str:
 class MonitoringBackend:
     """The sampled history of every instance, and the raw series of a metric type. Thread-safe."""
 
-    def __init__(self, clock: Any, cloudrun: Any, *, timeline: Callable[[str], Timeline] | None = None) -> None:
+    def __init__(
+        self, clock: Any, cloudrun: Any, *, timeline: Callable[[str], Timeline] | None = None
+    ) -> None:
         self.clock = clock
         self.cloudrun = cloudrun
         self.timeline_for = timeline or (lambda service: Timeline())
@@ -333,7 +335,9 @@ class MonitoringBackend:
                 out += self._run(group, metric_type[len(RUN) :], d, start, end)
             return out
 
-    def _prom(self, inst: Instance, metric_type: str, d: Descriptor, start: float, end: float) -> RawSeries | None:
+    def _prom(
+        self, inst: Instance, metric_type: str, d: Descriptor, start: float, end: float
+    ) -> RawSeries | None:
         name, _, _kind = metric_type[len(PROM) :].rpartition("/")
         project, location, service = inst.key
         pts: list[tuple[float, float, Any, Any]] = []
@@ -371,7 +375,9 @@ class MonitoringBackend:
             points=pts,
         )
 
-    def _run(self, group: list[Instance], name: str, d: Descriptor, start: float, end: float) -> list[RawSeries]:
+    def _run(
+        self, group: list[Instance], name: str, d: Descriptor, start: float, end: float
+    ) -> list[RawSeries]:
         first = group[0]
         project, location, service = first.key
         resource = {
@@ -385,14 +391,20 @@ class MonitoringBackend:
         at = {(i.index, s.t): s for i in group for s in i.samples if start < s.t <= end}
 
         def series(labels: dict[str, str], pts: list[tuple[float, float, Any, Any]]) -> RawSeries:
-            return RawSeries(f"{RUN}{name}", d.kind, d.value_type, labels, "cloud_run_revision", resource, d.unit, pts)
+            return RawSeries(
+                f"{RUN}{name}", d.kind, d.value_type, labels, "cloud_run_revision", resource, d.unit, pts
+            )
 
         def here(t: float) -> list[Sample]:
             return [s for i in group if (s := at.get((i.index, t))) is not None]
 
         if name == "request_count":
             out = []
-            for code, cls, attr in (("200", "2xx", "d_ok"), ("429", "4xx", "d_rejected"), ("504", "5xx", "d_errors")):
+            for code, cls, attr in (
+                ("200", "2xx", "d_ok"),
+                ("429", "4xx", "d_rejected"),
+                ("504", "5xx", "d_errors"),
+            ):
                 pts, cum, sent = [], 0.0, 0
                 for t in times:
                     cum += sum(getattr(s, attr) for s in here(t))

@@ -48,7 +48,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 def _bad_filter(text: str, why: str) -> ApiError:
-    return bad_request(f"Field filter had an invalid value of \"{text}\": {why}.", field="filter")
+    return bad_request(f'Field filter had an invalid value of "{text}": {why}.', field="filter")
 
 
 def _selector(name: str) -> Callable[[RawSeries], str | None]:
@@ -257,10 +257,10 @@ def _align(s: RawSeries, agg: Aggregation, start: float, end: float) -> OutSerie
     period = agg.period_s
     n = max(1, math.ceil((end - start) / period))
     buckets: list[list[tuple[float, Any, Any]]] = [[] for _ in range(n)]
-    for p_start, p_end, value, delta in s.points:
+    for _start, p_end, raw_value, delta in s.points:
         k = math.floor((end - p_end) / period)  # 0 = the newest period (end - period, end]
         if 0 <= k < n and p_end > end - (k + 1) * period:
-            buckets[k].append((p_end, value, delta))
+            buckets[k].append((p_end, raw_value, delta))
     out: list[tuple[float, float, Any]] = []
     out_kind, out_vt = GAUGE, DOUBLE
     for k, pts in enumerate(buckets):
@@ -269,12 +269,10 @@ def _align(s: RawSeries, agg: Aggregation, start: float, end: float) -> OutSerie
         t_end = end - k * period
         t_start = t_end - period
         vals = [v for _, v, _ in pts]
+        value: Any
         deltas = [d for _, _, d in pts]
         if a == "ALIGN_MEAN":
-            value: Any = sum(_num(v) for v in (deltas if vt == DISTRIBUTION else vals)) / len(pts)
-            if vt == DISTRIBUTION:
-                merged = _merge(deltas)
-                value = merged.mean
+            value = _merge(deltas).mean if vt == DISTRIBUTION else sum(_num(v) for v in vals) / len(pts)
         elif a == "ALIGN_MAX":
             value = max(_num(v) for v in vals)
         elif a == "ALIGN_MIN":
@@ -309,7 +307,9 @@ def _align(s: RawSeries, agg: Aggregation, start: float, end: float) -> OutSerie
             value = vals[-1]
             out_kind, out_vt = kind if kind != CUMULATIVE else GAUGE, vt
         else:
-            raise bad_request(f"Unsupported aligner {a} in the sandbox.", field="aggregation.perSeriesAligner")
+            raise bad_request(
+                f"Unsupported aligner {a} in the sandbox.", field="aggregation.perSeriesAligner"
+            )
         out.append((t_start, t_end, value))
     if not out:
         return None
@@ -345,7 +345,7 @@ def _group_key(field_name: str) -> tuple[str, str]:
     if field_name == "resource.type":
         return "resource_type", ""
     raise bad_request(
-        f"Field aggregation.groupByFields had an invalid value of \"{field_name}\".",
+        f'Field aggregation.groupByFields had an invalid value of "{field_name}".',
         field="aggregation.groupByFields",
     )
 
@@ -401,14 +401,27 @@ def _reduce(series: list[OutSeries], agg: Aggregation) -> list[OutSeries]:
                 else:
                     value = _percentile([float(v) for v in vals], q)
             else:
-                raise bad_request(f"Unsupported reducer {r} in the sandbox.", field="aggregation.crossSeriesReducer")
+                raise bad_request(
+                    f"Unsupported reducer {r} in the sandbox.", field="aggregation.crossSeriesReducer"
+                )
             pts.append((items[0][0], t_end, value))
         if not pts:
             continue
         metric_labels = {k: v for (w, k), v in zip(fields, key, strict=True) if w == "metric"}
         resource_labels = {k: v for (w, k), v in zip(fields, key, strict=True) if w == "resource"}
-        out.append(OutSeries(first.metric_type, GAUGE if first.kind != DELTA else DELTA, out_vt,
-                             metric_labels, first.resource_type, resource_labels, first.unit, pts))  # fmt: skip
+        kind = GAUGE if first.kind != DELTA else DELTA
+        out.append(
+            OutSeries(
+                first.metric_type,
+                kind,
+                out_vt,
+                metric_labels,
+                first.resource_type,
+                resource_labels,
+                first.unit,
+                pts,
+            )
+        )
     return out
 
 
@@ -437,16 +450,22 @@ def list_time_series(backend: Any, req: ListRequest) -> tuple[list[OutSeries], s
     """The series one page holds, and the next page's token ('' on the last page)."""
     m = re.fullmatch(r"projects/([^/]+)", req.name or "")
     if m is None:
-        raise bad_request(f"Field name had an invalid value of \"{req.name}\": must be projects/PROJECT.", field="name")
+        raise bad_request(
+            f'Field name had an invalid value of "{req.name}": must be projects/PROJECT.', field="name"
+        )
     project = m.group(1)
     if not req.filter.strip():
-        raise bad_request("Field filter had an invalid value of \"\": the filter must not be empty.", field="filter")
+        raise bad_request(
+            'Field filter had an invalid value of "": the filter must not be empty.', field="filter"
+        )
     pred, types = parse_filter(req.filter)
     if len(types) != 1:
         raise _bad_filter(req.filter, "a time series filter must name exactly one metric.type with '='")
     metric_type = next(iter(types))
     if req.end is None:
-        raise bad_request("Field interval.endTime had an invalid value: it is required.", field="interval.end_time")
+        raise bad_request(
+            "Field interval.endTime had an invalid value: it is required.", field="interval.end_time"
+        )
     end = req.end
     start = req.start if req.start is not None and req.start > 0 else end
     # An end at (or just before) the real "now" means the sandbox's now, whose clock runs ahead by
@@ -457,7 +476,9 @@ def list_time_series(backend: Any, req: ListRequest) -> tuple[list[OutSeries], s
         shift = sim_now - end
         start, end = start + shift, sim_now
     if start > end:
-        raise bad_request("Field interval.startTime is later than interval.endTime.", field="interval.start_time")
+        raise bad_request(
+            "Field interval.startTime is later than interval.endTime.", field="interval.start_time"
+        )
     a = req.aggregation
     if a.reducer != "REDUCE_NONE" and a.aligner == "ALIGN_NONE":
         raise bad_request(
@@ -470,23 +491,29 @@ def list_time_series(backend: Any, req: ListRequest) -> tuple[list[OutSeries], s
             field="aggregation.alignmentPeriod",
         )
     if a.aligner != "ALIGN_NONE" and (end - start) / a.period_s > MAX_POINTS_PER_SERIES:
-        raise bad_request("The request would return too many points per series.", field="aggregation.alignmentPeriod")
+        raise bad_request(
+            "The request would return too many points per series.", field="aggregation.alignmentPeriod"
+        )
     if not (0 <= req.page_size <= MAX_PAGE_SIZE):
         raise bad_request(f"Field pageSize had an invalid value of {req.page_size}.", field="page_size")
     if not backend.known(metric_type):
         raise ApiError(
             "NOT_FOUND",
-            f"Cannot find metric(s) that match type = \"{metric_type}\". If a metric was created recently, "
+            f'Cannot find metric(s) that match type = "{metric_type}". If a metric was created recently, '
             "it could take up to 10 minutes to become available. Please try again soon.",
         )
     lo = start - (a.period_s if a.aligner != "ALIGN_NONE" else 0.0)
-    raw = [s for s in backend.raw_series(project, metric_type, lo if start < end else start - 1e-6, end) if pred(s)]
+    raw = [
+        s
+        for s in backend.raw_series(project, metric_type, lo if start < end else start - 1e-6, end)
+        if pred(s)
+    ]
     if a.aligner == "ALIGN_NONE":
-        series = [
-            OutSeries(s.metric_type, s.kind, s.value_type, s.metric_labels, s.resource_type, s.resource_labels,
-                      s.unit, [(p[0], p[1], p[2]) for p in reversed(s.points) if start <= p[1] <= end or start == end])
-            for s in raw
-        ]  # fmt: skip
+        series = []
+        for s in raw:
+            pts = [(p[0], p[1], p[2]) for p in reversed(s.points) if start <= p[1] <= end or start == end]
+            labels = (s.metric_labels, s.resource_type, s.resource_labels)
+            series.append(OutSeries(s.metric_type, s.kind, s.value_type, *labels, s.unit, pts))
         series = [s for s in series if s.points]
     else:
         series = [o for s in raw if (o := _align(s, a, start, end)) is not None]
@@ -507,7 +534,8 @@ def list_time_series(backend: Any, req: ListRequest) -> tuple[list[OutSeries], s
             tok_fp, offset = "", -1
         if tok_fp != fp or offset < 0:
             raise bad_request(
-                f"Field pageToken had an invalid value of \"{req.page_token}\": it does not belong to this request.",
+                f'Field pageToken had an invalid value of "{req.page_token}": '
+                "it does not belong to this request.",
                 field="page_token",
             )
     page = series[offset : offset + size]
