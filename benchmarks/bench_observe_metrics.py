@@ -1,0 +1,156 @@
+"""The cost of Cloud Monitoring in a cycle: one observe's series read, and the cycle without a model on
+50,000 log lines plus the series (target: under 2 s).
+
+    .venv/bin/python benchmarks/bench_observe_metrics.py [--lines 50000] [--runs 5] [--scenario load-ramp]
+
+Medians of --runs:
+
+1. one read of every catalog series (17 metric families: Cloud Run's per revision, vLLM's per
+   instance) over the loop's window (30 min, aligned to 60 s) through the official
+   ``google-cloud-monitoring`` client (gRPC) against a sandbox running the scenario: calls, series,
+   points read, seconds; and the compression (``summaries``) of what was read.
+2. the cycle from the observation to the approval interrupt (diagnose, propose, preflight, every
+   checkpoint write) on an observation holding 50,000 log lines (the weights-OOM traceback buried in
+   serving noise, tests/log_samples.py) AND the series of measurement 1: what the loop costs with
+   both. Also the size of the model's context and of its series block.
+3. (unless --skip-fetch) the whole cycle against a sandbox loaded with the same lines, observe
+   included: spec, every log line, the series and /health through the official clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from log_samples import noisy_oom_log  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=50_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--scenario", default="load-ramp")
+    ap.add_argument("--skip-fetch", action="store_true", help="measurements 1 and 2 only")
+    args = ap.parse_args()
+
+    os.environ["GEMMA_SRE_STATE_DIR"] = tempfile.mkdtemp(prefix="gemma-sre-bench-")
+    from graph.config import Configuration
+    from graph.diagnosis import _series_block, build_context
+    from graph.observation import Observation
+    from graph.runner import compiled_graph, resume_cycle, run_cycle
+    from mcp_tools.incident import Incident, LogLine
+    from mcp_tools.logs import count_tokens
+    from mcp_tools.monitoring import CloudMonitoring, summaries
+    from mcp_tools.settings import Settings
+    from sandbox.scenarios import l4_spec
+    from sandbox.server import start_sandbox
+
+    med = statistics.median
+    # 1. one read of the series
+    sb = start_sandbox(scenario=args.scenario, time_scale=1000.0, zero_latency=True, drive_load=False)
+    try:
+        mon = CloudMonitoring(Settings(**sb.settings_fields()))
+        mon.read(sb.service or "", keys=["kv_usage"])  # the client's channel, once
+        reads: list[float] = []
+        comp: list[float] = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            series = mon.read(sb.service or "", end=datetime.now(UTC))
+            reads.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            summ = summaries(series)
+            comp.append(time.perf_counter() - t0)
+        mon.close()
+    finally:
+        sb.stop()
+    print(f"scenario: {args.scenario}; runs: {args.runs}")
+    print(
+        f"1. one observe's Cloud Monitoring read: median {med(reads) * 1000:.0f} ms "
+        f"(min {min(reads) * 1000:.0f}, max {max(reads) * 1000:.0f}); {series.calls} calls, "
+        f"{len(series.series)} series, {series.points_read} points read "
+        f"({series.period_s:g} s alignment over {series.start} .. {series.end})"
+    )
+    print(f"   compression to {len(summ)} summaries: median {med(comp) * 1000:.1f} ms")
+
+    # 2. the cycle on 50,000 lines plus the series
+    raw, _ = noisy_oom_log(args.lines)
+    spec = l4_spec("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"], env={})
+    incident = Incident(
+        id="bench-weights-oom",
+        title="benchmark: Gemma 4 12B bf16 on one L4",
+        service=spec,
+        logs=[LogLine(severity="ERROR" if "Error" in t else "INFO", text=t) for t in raw],
+    )
+    obs = Observation(
+        id=incident.id, title=incident.title, service=incident.service, logs=incident.logs, series=series
+    )
+    cfg0 = Configuration.from_settings(service="gemma-4-12b", use_model=False)
+    proc: list[float] = []
+    category = ""
+    for i in range(args.runs):
+        config = {"configurable": {"thread_id": f"bench-{i}", **cfg0.persisted()}}
+        with compiled_graph() as g:
+            g.update_state(
+                config,
+                {
+                    "meta": {"thread_id": f"bench-{i}", "config": cfg0.persisted()},
+                    "observation": obs.model_dump(mode="json", by_alias=True),
+                    "observation_summary": {"service": "gemma-4-12b", "log_lines": len(obs.logs)},
+                    "cycle": 1,
+                },
+                as_node="observe",
+            )
+            t0 = time.perf_counter()
+            for _ in g.stream(None, config, stream_mode="updates", durability="sync"):
+                pass
+            proc.append(time.perf_counter() - t0)
+            category = g.get_state(config).values["diagnosis"]["category"]
+    context = build_context(obs)
+    block = "\n".join(_series_block(obs))
+    print(
+        f"2. observation ({args.lines:,} lines + {len(series.series)} series) -> approval interrupt: "
+        f"median {med(proc):.2f} s (min {min(proc):.2f}, max {max(proc):.2f}); diagnosis {category}; "
+        f"goal < 2 s: {'met' if med(proc) < 2 else 'NOT met'}"
+    )
+    print(
+        f"   context a model would be sent: {count_tokens(context):,} tokens, of which the series "
+        f"block {count_tokens(block):,} ({len(series.series)} lines, no raw points)"
+    )
+    if args.skip_fetch:
+        return 0
+
+    # 3. the whole cycle against a sandbox, observe included
+    sb = start_sandbox(incident=incident, time_scale=1000.0, zero_latency=True)
+    cycles: list[float] = []
+    points: list[int] = []
+    try:
+        cfg = Configuration.from_settings(
+            service="gemma-4-12b", **sb.settings_fields(), use_model=False, log_limit=args.lines
+        )
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            r = run_cycle(cfg)
+            cycles.append(time.perf_counter() - t0)
+            assert r.status == "awaiting_approval", r.status
+            points.append(int(r.values["observation_summary"].get("series_points") or 0))
+            resume_cycle(r.thread_id, decision="reject", approver="bench", reason="benchmark")
+    finally:
+        sb.stop()
+    print(
+        f"3. whole cycle against the sandbox ({args.lines:,} lines read, {med(points):,.0f} series points): "
+        f"median {med(cycles):.2f} s (min {min(cycles):.2f}, max {max(cycles):.2f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
