@@ -276,3 +276,22 @@ def test_metrics_series_tool_through_the_official_mcp_client(
         assert wide.isError and "window_minutes" in text_of(wide)
     finally:
         st.close()
+
+
+def test_stuck_engine_hangs_generation_not_health(sandbox_factory: Any) -> None:  # noqa: F811
+    import httpx
+
+    from sandbox.faults import FaultInjector, stall_generation
+
+    sb = sandbox_factory(scenario="stuck-engine")
+    uri = sb.cloudrun.get_service(sb.project, sb.location, "gemma-4-12b")["uri"]
+    assert httpx.get(f"{uri}/health", timeout=5).status_code == 200
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=0.5)
+    # the stall is one revision's generation: another revision (a restart) and other paths are free
+    f = FaultInjector()
+    stall_generation(f, "svc-00001-abc")
+    assert f.take(("/health", "svc-00001-abc")) is None
+    assert f.take(("/v1/completions", "svc-00002-def")) is None
+    hit = f.take(("/v1/completions", "svc-00001-abc", "model"))
+    assert hit is not None and hit.kind == "hang"
