@@ -214,6 +214,7 @@ _SOURCE_TEXT = {
     "service": "service spec, revisions and their conditions (Cloud Run Admin API)",
     "health": "/health of the vLLM endpoint",
     "metrics": "/metrics of the vLLM endpoint (Prometheus text)",
+    "monitoring": "time series from Cloud Monitoring (Cloud Run's and vLLM's metrics over the window)",
 }
 _REASON_TEXT = {
     "error": "the read failed",
