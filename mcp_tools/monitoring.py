@@ -67,7 +67,7 @@ class MetricDef(BaseModel):
     reducer: Reducer
     group_by: list[str]
     unit: str  # of the aligned values
-    scale: float = 1.0  # multiply aligned values by this (seconds -> ms, ratio -> percent stays ratio)
+    scale: float = 1.0  # aligned values are multiplied by this (a per-second rate -> per minute)
     about: str = ""
 
 
@@ -391,7 +391,9 @@ class CloudMonitoring:
         revision: str | None = None,
     ) -> SeriesSet:
         """The service's series over the last ``window_s`` (ending at ``end``, default now), aligned
-        to ``period_s``. A metric with no data is listed in ``missing``, not an error."""
+        to ``period_s``. A metric with no data is listed in ``missing``, not an error. ``revision``
+        narrows Cloud Run's series (per revision); vLLM's are per instance (the collector's
+        ``prometheus_target`` names the service and the instance, not the revision)."""
         metrics = parse_keys(keys)
         max_points = _check_window(window_s, period_s)
         end = (end or datetime.now(UTC)).astimezone(UTC)
