@@ -203,9 +203,6 @@ def build(
         start=start,
     )
     sb.scenario_name = scenario or (f"incident:{inc.id}" if inc is not None else None)
-    if scenario is not None:
-        for spec in specs:
-            sb.timelines[spec.name] = timeline(scenario)
     for i, spec in enumerate(specs):
         if spec.region and spec.region != sb.location:
             spec = spec.model_copy(update={"region": sb.location})
@@ -221,6 +218,9 @@ def build(
     lag = time.time() - sb.clock.now_s()
     if lag > 0:
         sb.clock.advance(lag)
+    if scenario is not None:
+        for spec in specs:  # the timeline's "now" is the sandbox's when the scenario is ready
+            sb.timelines[spec.name] = timeline(scenario).at(sb.clock.now_s())
     return sb
 
 

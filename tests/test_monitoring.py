@@ -326,3 +326,28 @@ def test_metrics_command_sparklines_chart_json_and_bad_input(tmp_path: Any) -> N
     assert bad.returncode == 2 and "unknown series nope" in bad.stderr and "Traceback" not in bad.stderr
     no_service = cli()
     assert no_service.returncode == 2 and "--service" in no_service.stderr
+
+
+def test_a_restart_of_the_stuck_engine_makes_progress_again(sandbox_factory: Any) -> None:  # noqa: F811
+    import httpx
+
+    from sandbox.scenarios import scenario_specs
+
+    sb = sandbox_factory(scenario="stuck-engine")
+    mon = CloudMonitoring(Settings(**sb.settings_fields()))
+    before = mon.read("gemma-4-12b", keys=["generation_tokens_rate"]).series
+    assert len(before) == 1 and before[0].points[-1].v == 0  # stuck: no token for 10 minutes
+    (spec,), _ = scenario_specs("stuck-engine")
+    restarted = spec.model_copy(update={"env": {**spec.env, "RESTARTED": "1"}})
+    sb.deploy(restarted, wait=True)  # a restart: a new revision, the same serving configuration
+    sb.clock.advance(5 * 60)
+    uri = sb.cloudrun.get_service(sb.project, sb.location, "gemma-4-12b")["uri"]
+    r = httpx.post(f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=10)
+    assert r.status_code == 200  # the stall was the old revision's
+    after = mon.read("gemma-4-12b", keys=["generation_tokens_rate"], window_s=600).series
+    old = before[0].instance
+    new = [s for s in after if s.instance != old]
+    assert len(new) == 1 and new[0].points[-1].v > 50  # the new instance makes tokens
+    stale = [s for s in after if s.instance == old]
+    assert not stale or stale[0].points[-1].t < new[0].points[-1].t  # the old one stopped reporting
+    mon.close()

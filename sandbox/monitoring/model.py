@@ -283,11 +283,11 @@ class MonitoringBackend:
         t = max(inst.last_t + STEP_S, now - MAX_CATCH_UP_S)
         prev = inst.samples[-1] if inst.samples else None
         while t <= now:
-            age = now - t
-            offered = max(tl.offered(age) * share * tl.share(inst.index), 0.0)
-            if age < STEP_S:
+            offered = max(tl.offered(t, now) * share * tl.share(inst.index), 0.0)
+            if now - t < STEP_S:
                 offered = max(offered, live)
-            st = instance_state(cfg, tl, offered=offered, t_s=t - inst.started_s, age_s=age)
+            stuck = tl.stuck(t, inst.started_s, now)
+            st = instance_state(cfg, tl, offered=offered, t_s=t - inst.started_s, stuck=stuck)
             dt = STEP_S if prev is not None else min(STEP_S, max(1.0, t - inst.started_s))
             d_ttft, d_itl, d_e2e = Dist.empty(TTFT_BUCKETS), Dist.empty(ITL_BUCKETS), Dist.empty(E2E_BUCKETS)
             n_ok = st.ok_per_s * dt

@@ -12,7 +12,7 @@ throughput follows from the batch and the per-request service time, queueing tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sandbox.vllm_sim.config import SimConfig
 
@@ -27,25 +27,31 @@ GPU_MEMORY_UTILIZATION = 0.9
 
 @dataclass(frozen=True)
 class Timeline:
-    """How a scenario's world changes over (simulated) time; ``t`` is seconds since the revision
-    became Ready, ``age`` seconds before now (both are given: ramps are anchored to now, so the
-    window a reader asks for holds them whatever the history's length)."""
+    """How a scenario's world changes over (simulated) time. Times are relative to ``anchor_s``, the
+    sandbox's "now" when the scenario was built (``at(now)`` fixes it): the ramp ends there and the
+    engine got stuck ``stuck_for_s`` before it, so the history a reader asks for holds them, and a
+    revision that starts later (a restart) is not stuck."""
 
     base_load: float = 0.0  # offered concurrency (clients) at the start
-    ramp_to: float | None = None  # offered concurrency reached at now (linear over ramp_s)
+    ramp_to: float | None = None  # offered concurrency reached at the anchor (linear over ramp_s)
     ramp_s: float = 1800.0
-    leak_per_hour: float = 0.0  # host memory utilization growth per hour (a slow leak)
+    leak_per_hour: float = 0.0  # host memory utilization growth per hour of an instance's life
     memory_base: float = 0.35
-    stuck_for_s: float | None = None  # the engine stopped making progress this long before now
+    stuck_for_s: float | None = None  # the engine stopped making progress this long before the anchor
     instances: int = 1
     weights: tuple[float, ...] = field(default=())  # share of the load per instance (default: even)
     prompt_tokens: int = PROMPT_TOKENS
     output_tokens: int = OUTPUT_TOKENS
+    anchor_s: float | None = None  # simulated POSIX seconds (None: whatever "now" is when sampled)
 
-    def offered(self, age_s: float) -> float:
-        if self.ramp_to is None or age_s >= self.ramp_s:
+    def at(self, now_s: float) -> Timeline:
+        return replace(self, anchor_s=now_s)
+
+    def offered(self, t: float, now_s: float) -> float:
+        age = (self.anchor_s if self.anchor_s is not None else now_s) - t
+        if self.ramp_to is None or age >= self.ramp_s:
             return self.base_load
-        frac = 1.0 - max(0.0, age_s) / self.ramp_s
+        frac = 1.0 - max(0.0, age) / self.ramp_s
         return self.base_load + (self.ramp_to - self.base_load) * frac
 
     def share(self, i: int) -> float:
@@ -54,8 +60,12 @@ class Timeline:
         total = sum(self.weights) or 1.0
         return self.weights[i] / total if i < len(self.weights) else 0.0
 
-    def stuck(self, age_s: float) -> bool:
-        return self.stuck_for_s is not None and age_s <= self.stuck_for_s
+    def stuck(self, t: float, started_s: float, now_s: float) -> bool:
+        """The engine of an instance started at ``started_s`` makes no progress at ``t``."""
+        if self.stuck_for_s is None:
+            return False
+        since = (self.anchor_s if self.anchor_s is not None else now_s) - self.stuck_for_s
+        return started_s < since <= t
 
 
 @dataclass
@@ -82,8 +92,9 @@ class State:
     gpu_memory_util: float
 
 
-def instance_state(cfg: SimConfig, tl: Timeline, *, offered: float, t_s: float, age_s: float) -> State:
-    """The steady state of one instance offered ``offered`` concurrent clients."""
+def instance_state(cfg: SimConfig, tl: Timeline, *, offered: float, t_s: float, stuck: bool = False) -> State:
+    """The steady state of one instance offered ``offered`` concurrent clients, ``t_s`` into its life
+    (``stuck``: its engine makes no progress)."""
     cc = cfg.container_concurrency or 1000
     in_flight = min(offered, float(cc))
     rejected = max(0.0, offered - in_flight) / 0.2  # a rejected client retries after ~0.2 s
@@ -108,7 +119,7 @@ def instance_state(cfg: SimConfig, tl: Timeline, *, offered: float, t_s: float, 
     gpu = min(1.0, 0.05 + 0.95 * running / max(1.0, float(cfg.max_num_seqs)) * 1.6) if running else 0.02
     errors = 0.0
     tokens = running / itl if running else 0.0
-    if tl.stuck(age_s):
+    if stuck:
         # the engine core makes no progress: the batch stays, nothing completes, no token is made;
         # clients give up at Cloud Run's request timeout (504)
         running = min(in_flight, float(cfg.max_num_seqs))
