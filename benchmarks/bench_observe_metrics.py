@@ -12,7 +12,8 @@ Medians of --runs:
 2. the cycle from the observation to the approval interrupt (diagnose, propose, preflight, every
    checkpoint write) on an observation holding 50,000 log lines (the weights-OOM traceback buried in
    serving noise, tests/log_samples.py) AND the series of measurement 1: what the loop costs with
-   both. Also the size of the model's context and of its series block.
+   both; the same observation without the series, interleaved, for what the series add. Also the
+   size of the model's context and of its series block.
 3. (unless --skip-fetch) the whole cycle against a sandbox loaded with the same lines, observe
    included: spec, every log line, the series and /health through the official clients.
 """
@@ -93,33 +94,43 @@ def main() -> int:
     obs = Observation(
         id=incident.id, title=incident.title, service=incident.service, logs=incident.logs, series=series
     )
+    bare = obs.model_copy(update={"series": None})
     cfg0 = Configuration.from_settings(service="gemma-4-12b", use_model=False)
-    proc: list[float] = []
+    timings: dict[bool, list[float]] = {True: [], False: []}
     category = ""
+    # with and without the series, interleaved, so a busy machine weighs on both alike
     for i in range(args.runs):
-        config = {"configurable": {"thread_id": f"bench-{i}", **cfg0.persisted()}}
-        with compiled_graph() as g:
-            g.update_state(
-                config,
-                {
-                    "meta": {"thread_id": f"bench-{i}", "config": cfg0.persisted()},
-                    "observation": obs.model_dump(mode="json", by_alias=True),
-                    "observation_summary": {"service": "gemma-4-12b", "log_lines": len(obs.logs)},
-                    "cycle": 1,
-                },
-                as_node="observe",
-            )
-            t0 = time.perf_counter()
-            for _ in g.stream(None, config, stream_mode="updates", durability="sync"):
-                pass
-            proc.append(time.perf_counter() - t0)
-            category = g.get_state(config).values["diagnosis"]["category"]
+        for with_series in (True, False):
+            one = obs if with_series else bare
+            tid = f"bench-{i}-{int(with_series)}"
+            config = {"configurable": {"thread_id": tid, **cfg0.persisted()}}
+            with compiled_graph() as g:
+                g.update_state(
+                    config,
+                    {
+                        "meta": {"thread_id": tid, "config": cfg0.persisted()},
+                        "observation": one.model_dump(mode="json", by_alias=True),
+                        "observation_summary": {"service": "gemma-4-12b", "log_lines": len(one.logs)},
+                        "cycle": 1,
+                    },
+                    as_node="observe",
+                )
+                t0 = time.perf_counter()
+                for _ in g.stream(None, config, stream_mode="updates", durability="sync"):
+                    pass
+                timings[with_series].append(time.perf_counter() - t0)
+                category = g.get_state(config).values["diagnosis"]["category"]
+    proc, without = timings[True], timings[False]
     context = build_context(obs)
     block = "\n".join(_series_block(obs))
     print(
         f"2. observation ({args.lines:,} lines + {len(series.series)} series) -> approval interrupt: "
         f"median {med(proc):.2f} s (min {min(proc):.2f}, max {max(proc):.2f}); diagnosis {category}; "
         f"goal < 2 s: {'met' if med(proc) < 2 else 'NOT met'}"
+    )
+    print(
+        f"   the same without the series: median {med(without):.2f} s; the series cost "
+        f"{med(p - q for p, q in zip(proc, without, strict=True)) * 1000:+.0f} ms a cycle (median of pairs)"
     )
     print(
         f"   context a model would be sent: {count_tokens(context):,} tokens, of which the series "
