@@ -308,7 +308,7 @@ def quote(value: str) -> str:
 
 def build_filter(metric: MetricDef, metric_type: str, service: str, revision: str | None = None) -> str:
     """The Monitoring filter for one metric of a service (every value validated or quoted)."""
-    from mcp_tools.cloudrun import validate_revision_name, validate_service_name
+    from mcp_tools.names import validate_revision_name, validate_service_name
 
     validate_service_name(service)
     parts = [f"metric.type = {quote(metric_type)}", f"resource.type = {quote(metric.resource)}"]

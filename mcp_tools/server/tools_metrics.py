@@ -35,10 +35,22 @@ def register(mcp: FastMCP, state: ServerState) -> None:
     @tool(mcp, READ_ONLY)
     async def metrics_series(
         service_name: str | None = None,
-        series: list[str] | None = None,
-        window_minutes: int = 30,
-        period_seconds: int = 60,
-        include_points: bool = False,
+        series: Annotated[
+            list[str] | None,
+            Field(description="series keys to read, e.g. ['kv_usage', 'requests_waiting']; default: all"),
+        ] = None,
+        window_minutes: Annotated[
+            int, Field(description="minutes of history ending now, 1 to 1440, e.g. 30")
+        ] = 30,
+        period_seconds: Annotated[
+            int, Field(description="alignment period (one point per period), 60 to 3600 seconds, e.g. 60")
+        ] = 60,
+        include_points: Annotated[
+            bool,
+            Field(
+                description="also return the aligned points (at most 240 per series); default: summaries only"
+            ),
+        ] = False,
     ) -> Annotated[CallToolResult, MetricsSeriesResult]:
         """A service's metrics over time from Cloud Monitoring, aligned server-side: Cloud Run's
         (request_rate by response class, request_latency_p95, instance_count, max_concurrency, cpu /
