@@ -66,7 +66,7 @@ def render_request(req: ApprovalRequest) -> RenderableType:
     which = f", option {offered.rank} of {len(req.options)}" if offered and len(req.options) > 1 else ""
     parts: list[RenderableType] = [Text.from_markup(f"[bold]Proposed plan[/] (approval required{which}):")]
     for i, s in enumerate(req.plan.steps, 1):
-        change = ", ".join(f"{k}={v}" for k, v in s.change.items())
+        change = s.describe().removeprefix(s.kind.value).strip()
         parts.append(Text.from_markup(f"  {i}. [bold]{escape(s.kind.value)}[/] {escape(change)}"))
         if s.predicted:
             parts.append(Text(f"     prediction (capacity planner): {_predicted(s.predicted)}", style="cyan"))

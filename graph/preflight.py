@@ -190,8 +190,7 @@ def why_not(plan: RemediationPlan) -> list[str]:
 
 def step_text(step: PlanStep) -> str:
     """One step in words: ``set_vllm_args --quantization=fp8``, ``set_model model=...``."""
-    parts = [f"{k}={'(removed)' if v is None else v}" for k, v in step.change.items()]
-    return " ".join([step.kind.value, *parts])
+    return step.describe()
 
 
 def plan_text(plan: RemediationPlan) -> str:

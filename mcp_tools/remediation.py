@@ -35,6 +35,26 @@ class PlanStep(BaseModel):
     def mutates(self) -> bool:
         return self.kind in MUTATING_KINDS
 
+    def describe(self) -> str:
+        """The step in words, as a person reads it: ``set_vllm_args --quantization=fp8`` (never a repr)."""
+        return " ".join([self.kind.value, *(change_words(k, v) for k, v in self.change.items())])
+
+
+def change_words(key: str, value: Any) -> str:
+    """One key of a step's change in words: ``--quantization=fp8``, ``--enforce-eager``, ``model=X``."""
+    if isinstance(value, bool):
+        if key.startswith("--"):
+            return key if value else f"no {key}"
+        return f"{key}={'yes' if value else 'no'}"
+    if value is None:
+        return f"{key}=(removed)"
+    if isinstance(value, dict):
+        inner = " ".join(change_words(str(k), v) for k, v in value.items())
+        return f"{key}: {inner}" if inner else f"{key}: none"
+    if isinstance(value, list | tuple):
+        return f"{key}=" + ",".join(str(v) for v in value)
+    return f"{key}={value}"
+
 
 class Preflight(BaseModel):
     ok: bool = True

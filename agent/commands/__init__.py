@@ -13,6 +13,8 @@ COMMANDS: list[str] = [
     "demo",
     "run",
     "approve",
+    "threads",
+    "status",
     "repl",
     "watch",
     "diagnose",

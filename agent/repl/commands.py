@@ -10,7 +10,6 @@ Logging), and each table says which.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shlex
 from collections.abc import Callable
@@ -64,8 +63,10 @@ def _note(msg: str, style: str = "dim") -> Text:
 
 HELP: dict[str, str] = {
     "/status": "the service: URL, revisions, conditions, /health",
-    "/logs": "/logs [filter]  the newest 50 log lines of the last 24 hours (containing filter)",
-    "/metrics": "series over time (Cloud Monitoring, sparklines), then vLLM /metrics now",
+    "/logs": "/logs [filter]  the newest 50 log records of the last 24 hours (containing filter)",
+    "/metrics": "series over time (Cloud Monitoring), then vLLM /metrics now, the service's figures",
+    "/threads": "the threads waiting for a decision: ids, plan, age",
+    "/incidents": "past incidents: ids, category, outcome, report",
     "/diagnose": "observe and diagnose (read-only): root cause with cited evidence",
     "/plan": "run the loop to a remediation plan: diff, prediction, then approve y/n",
     "/approve": "/approve [thread] [--option N]  approve the waiting plan, or ranked option N "
@@ -132,13 +133,9 @@ class ReplCommands:
 
     def _endpoint_url(self) -> tuple[str, str]:
         """(base URL, where it came from): the service's URL, else VLLM_BASE_URL."""
-        if self.service:
-            info = self.world.get_service(self.service)
-            if info.uri:
-                return str(info.uri), f"Cloud Run service {self.service}"
-        if self.cfg.vllm_base_url:
-            return str(self.cfg.vllm_base_url), "VLLM_BASE_URL"
-        raise UserError("no endpoint: the service has no URL and VLLM_BASE_URL is not set")
+        from agent.readouts import endpoint_url
+
+        return endpoint_url(self.world, self.service, self.cfg.vllm_base_url)
 
     # -- dispatch --
 
@@ -174,7 +171,7 @@ class ReplCommands:
     def cmd_help(self, args: list[str]) -> Reply:
         t = Table(show_header=False, box=None, pad_edge=False)
         for name, text in HELP.items():
-            t.add_row(Text(name, style="bold"), text)
+            t.add_row(Text(name, style="bold"), Text(text))  # Text: "[filter]" is not markup
         t.add_row("", "")
         t.add_row(
             Text("anything else", style="bold"), "a question for the model (read-only tools; needs a model)"
@@ -195,88 +192,29 @@ class ReplCommands:
         return Reply([_note(f"service is now {name}", "green")])
 
     def cmd_status(self, args: list[str]) -> Reply:
-        name = self._need_service()
-        info = self.world.get_service(name)
-        t = Table(title=f"Cloud Run service {name}", show_header=False)
-        t.add_row("URL", str(info.uri or "-"))
-        t.add_row("ready", "yes" if info.ready else "no")
-        t.add_row("latest ready", str(info.latest_ready_revision or "-"))
-        t.add_row("latest created", str(info.latest_created_revision or "-"))
-        t.add_row("serving", str(info.serving_revision or "-"))
-        spec = info.spec
-        t.add_row("GPU", f"{spec.gpu_count} x {spec.gpu_type or '-'}")
-        from mcp_tools.redact import redact_args
+        from agent.readouts import render_status, service_status
 
-        t.add_row("vLLM args", " ".join(redact_args(spec.args)) or "-")  # e.g. --api-key VALUE
-        health = "not read"
-        if info.uri:
-            try:
-                health = "ok" if self.world.endpoint(str(info.uri)).health() else "failing"
-            except Exception as e:
-                health = f"unreachable ({e.__class__.__name__})"
-        t.add_row("/health", health)
-        out: list[RenderableType] = [t]
-        conds = list(info.conditions)
-        for r in info.revisions[:3]:
-            conds += [c.model_copy(update={"type": f"{r.name}: {c.type}"}) for c in r.conditions]
-        bad = [c for c in conds if c.state not in ("CONDITION_SUCCEEDED", "")]
-        from mcp_tools.redact import redact
-
-        for c in bad[:8]:
-            out.append(_note(redact(f"{c.type} {c.state}: {c.message or c.reason or ''}"), "yellow"))
-        out.append(_note("source: Cloud Run Admin API, vLLM /health"))
-        return Reply(out)
+        return Reply(render_status(service_status(self.world, self._need_service())))
 
     def cmd_logs(self, args: list[str]) -> Reply:
+        from agent.readouts import render_logs, service_logs
+
         name = self._need_service()
-        text_filter = " ".join(args) if args else None
-        lines = self._logs(name, text_filter)
-        if not lines:
-            from mcp_tools.redact import redact
-
-            what = f" containing {redact(text_filter)!r}" if text_filter else ""
-            return Reply([_note(f"no log lines{what} in the last 24 hours")])
-        out = Text()
-        for ln in lines[-50:]:
-            sev = (ln.severity or "DEFAULT").upper()
-            style = (
-                "red"
-                if sev in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")
-                else ("yellow" if sev == "WARNING" else "")
-            )
-            ts = (ln.timestamp or "")[:19]
-            body = ln.text if ln.text is not None else json.dumps(ln.json_payload or {})
-            out.append(f"{ts} {sev:<8} ", style="dim")
-            out.append(body.rstrip() + "\n", style=style)
-        more = f" (last 50 of {len(lines)})" if len(lines) > 50 else ""
-        return Reply([out, _note(f"source: Cloud Logging, service {name}, last 24 hours{more}")])
-
-    def _logs(self, name: str, text_filter: str | None) -> list[Any]:
-        """The service's log lines, redacted (what is shown never holds a secret)."""
-        from graph.observation import redacted
-        from mcp_tools.cloudlogging import CloudLogging
-
-        logging_api = CloudLogging(self.world.settings)
-        return redacted(list(logging_api.list_entries(name, since="24h", text_filter=text_filter, limit=500)))
+        return Reply(render_logs(service_logs(self.world, name, text_filter=" ".join(args) or None)))
 
     def cmd_metrics(self, args: list[str]) -> Reply:
-        from mcp_tools.metrics import parse_vllm_metrics
+        from agent.readouts import render_metrics, service_metrics
 
         out: list[Any] = self._series_view()
         try:
-            url, where = self._endpoint_url()
-            text = self.world.endpoint(url).metrics_text()
+            now = service_metrics(self.world, self.service, self.cfg.vllm_base_url)
         except Exception as e:
             if not out:
                 raise
             from mcp_tools.errors import short_error
 
             return Reply([*out, _note(f"/metrics not read: {short_error(e)}", "yellow")])
-        m = parse_vllm_metrics(text)
-        t = Text(f"vLLM metrics now ({where})\n", style="bold")
-        for line in m.summary().splitlines():
-            t.append("  " + line + "\n", style="")
-        return Reply([*out, t, _note(f"source: {url}/metrics ({m.metric_names} vllm: metric families)")])
+        return Reply([*out, *render_metrics(now)])
 
     def _series_view(self) -> list[Any]:
         """The service's series over the loop's window (Cloud Monitoring), with sparklines; a note
@@ -298,6 +236,16 @@ class ReplCommands:
         except Exception as e:
             return [_note(f"Cloud Monitoring not read: {short_error(e)}", "yellow")]
         return [Text(render(got) + "\n")]
+
+    def cmd_threads(self, args: list[str]) -> Reply:
+        from agent.readouts import pending_threads, render_threads
+
+        return Reply(render_threads(pending_threads(self.cfg.state_path)))
+
+    def cmd_incidents(self, args: list[str]) -> Reply:
+        from agent.readouts import past_incidents, render_incidents
+
+        return Reply(render_incidents(past_incidents(self.cfg.state_path)))
 
     # -- the loop (graph) --
 
