@@ -38,18 +38,41 @@ def get_app() -> typer.Typer:
             name="gemma-sre",
             help="An SRE agent for vLLM on Cloud Run GPUs and GKE GPU nodes.",
             no_args_is_help=True,
-            add_completion=False,
+            add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
             pretty_exceptions_enable=False,
             rich_markup_mode=None,  # plain help: rendering it with rich costs ~0.1 s of start-up
         )
+
+        def _version(value: bool) -> None:
+            if value:
+                from importlib.metadata import version
+
+                typer.echo(f"gemma-sre {version('gemma-sre')}")
+                raise typer.Exit()
 
         @app.callback()
         def _root(
             debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
             verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress to stderr."),
+            profile: str = typer.Option(
+                None,
+                "--profile",
+                "-p",
+                help="A profile of gemma-sre.toml (./gemma-sre.toml, else "
+                "$XDG_CONFIG_HOME/gemma-sre/gemma-sre.toml); default: GEMMA_SRE_PROFILE, else the "
+                "file's default_profile. Environment variables win over the file.",
+            ),
+            _v: bool = typer.Option(
+                False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            ),
         ) -> None:
             _state["debug"] = debug
             configure_logging(debug, verbose)
+            if profile is not None:
+                from mcp_tools.settings import get_settings, select_profile
+
+                select_profile(profile)
+                get_settings()  # an unknown profile or a bad file is one error now, whatever the command
 
         register_all(app)
         _app = app
