@@ -17,7 +17,7 @@ from mcp_tools.errors import ExternalError, UserError
 if TYPE_CHECKING:
     import typer
 
-_state = {"debug": False}
+_state: dict[str, Any] = {"debug": False, "error": None}
 _app: typer.Typer | None = None
 
 
@@ -98,13 +98,35 @@ def _run(argv: list[str]) -> None:
         sys.exit(rc)
 
 
+class _WatchedStdout:
+    """``sys.stdout`` that remembers whether anything was written (a ``--json`` command's document)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.written = False
+
+    def write(self, s: str) -> int:
+        if s:
+            self.written = True
+        return int(self._stream.write(s))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _error(message: str) -> None:
+    """The one error line on stderr (and kept, for a ``--json`` command's error document)."""
+    _state["error"] = message
+    print(f"error: {message}", file=sys.stderr)
+
+
 def _exit_code(e: BaseException) -> int | None:
     """The exit code for ``e`` after printing its one line; None when it must propagate."""
     debug = _state["debug"]
     if isinstance(e, UserError | ExternalError):
         if debug:
             return None
-        print(f"error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2 if isinstance(e, UserError) else 1
     if isinstance(e, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
@@ -122,34 +144,48 @@ def _exit_code(e: BaseException) -> int | None:
                 ctx = getattr(e, "ctx", None)
                 name = ctx.info_name if ctx is not None and ctx.parent is not None else None
                 where = f" (see 'gemma-sre {name} --help')" if name else ""
-                print(f"error: {' '.join(e.format_message().split())}{where}", file=sys.stderr)
+                _error(f"{' '.join(e.format_message().split())}{where}")
                 return 2
             show = getattr(e, "show", None)
             if callable(show):
                 show()
             else:
-                print(f"error: {e}", file=sys.stderr)
+                _error(str(e))
             return int(getattr(e, "exit_code", 1))
     if isinstance(e, Exception) and not debug:
-        print(
-            f"error: unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)",
-            file=sys.stderr,
-        )
+        _error(f"unexpected {e.__class__.__name__}: {e} (run with --debug for the traceback)")
         return 1
     return None
 
 
 def main() -> None:
-    """Console-script entry point: bad input is one line on stderr and exit 2, never a traceback."""
+    """Console-script entry point: bad input is one line on stderr and exit 2, never a traceback.
+
+    With ``--json`` (SPEC.md section 4), stdout carries exactly one JSON document on errors too: when
+    the command failed before printing its own, ``{"error": "...", "exit_code": N}``."""
+    argv = sys.argv[1:]
+    watched = _WatchedStdout(sys.stdout) if "--json" in argv else None
+    if watched is not None:
+        sys.stdout = watched  # type: ignore[assignment]
+    _state["error"] = None
     try:
-        _run(sys.argv[1:])
+        _run(argv)
     except (SystemExit, GeneratorExit):
         raise
     except BaseException as e:
         code = _exit_code(e)
         if code is None:
             raise
+        if watched is not None and not watched.written and code:
+            import json
+
+            doc = {"error": _state["error"] or e.__class__.__name__, "exit_code": code}
+            watched.write(json.dumps(doc) + "\n")
+            watched.flush()
         sys.exit(code)
+    finally:
+        if watched is not None and sys.stdout is watched:
+            sys.stdout = watched._stream
 
 
 if __name__ == "__main__":

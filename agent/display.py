@@ -46,7 +46,8 @@ def print_update(console: Console, node: str, update: dict[str, Any]) -> None:
             console.print(f"{'':>9} {diag['summary']}", highlight=False, soft_wrap=True)
 
 
-def _predicted(pred: dict[str, Any]) -> str:
+def predicted_text(pred: dict[str, Any]) -> str:
+    """The planner's figures for a step, in words: ``weights 12.14 GiB, KV cache 49,372 tokens, fits``."""
     parts = []
     if "weights_gib" in pred:
         parts.append(f"weights {pred['weights_gib']} GiB")
@@ -55,7 +56,11 @@ def _predicted(pred: dict[str, Any]) -> str:
     if "fits" in pred:
         parts.append("fits" if pred["fits"] else "does NOT fit")
     if not parts:
-        parts = [f"{k}={v}" for k, v in pred.items() if not isinstance(v, (dict, list))]
+        parts = [
+            f"{k.replace('_', ' ')} {('yes' if v else 'no') if isinstance(v, bool) else v}"
+            for k, v in pred.items()
+            if not isinstance(v, (dict, list)) and k != "summary"
+        ]
     return ", ".join(parts)
 
 
@@ -69,7 +74,9 @@ def render_request(req: ApprovalRequest) -> RenderableType:
         change = s.describe().removeprefix(s.kind.value).strip()
         parts.append(Text.from_markup(f"  {i}. [bold]{escape(s.kind.value)}[/] {escape(change)}"))
         if s.predicted:
-            parts.append(Text(f"     prediction (capacity planner): {_predicted(s.predicted)}", style="cyan"))
+            parts.append(
+                Text(f"     prediction (capacity planner): {predicted_text(s.predicted)}", style="cyan")
+            )
         if s.why:
             parts.append(Text(f"     why: {s.why}"))
     if req.diff:

@@ -162,7 +162,9 @@ def service_logs(
         LogRecord(
             timestamp=ln.timestamp,
             severity=(ln.severity or "DEFAULT").upper(),
-            text=(ln.text if ln.text is not None else json.dumps(ln.json_payload or {}, default=str)).rstrip(),
+            text=(
+                ln.text if ln.text is not None else json.dumps(ln.json_payload or {}, default=str)
+            ).rstrip(),
             revision=ln.revision,
         )
         for ln in lines[-limit:]
@@ -241,7 +243,9 @@ def service_metrics(world: Any, service: str, vllm_base_url: str | None) -> Metr
             gpu=f"{spec.gpu_count} x {spec.gpu_type}" if spec.gpu_type else "none",
         )
         sources.append("Cloud Run Admin API")
-    return MetricsReadout(service=service or None, url=url, where=where, vllm=m, figures=figures, sources=sources)
+    return MetricsReadout(
+        service=service or None, url=url, where=where, vllm=m, figures=figures, sources=sources
+    )
 
 
 def metrics_json(r: MetricsReadout) -> dict[str, Any]:

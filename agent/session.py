@@ -96,8 +96,11 @@ def run_interactive(
     from graph.runner import resume_cycle, run_cycle
 
     console = Console(stderr=opts.as_json, highlight=False)
+    if opts.sandbox:
+        console.print(f"[dim]starting a sandbox (scenario {opts.scenario or DEFAULT_SCENARIO}) ...[/]")
     with maybe_sandbox(opts) as sb:
         cfg = configuration_for(opts, sb)
+        console.print(f"[dim]observing service {cfg.service or '-'} (each step is shown as it ends) ...[/]")
         if banner is not None:
             banner(console, cfg)
         if banner is None and cfg.use_model and not cfg.model_url and cfg.model is None:
@@ -128,11 +131,12 @@ def run_interactive(
                         "This sandbox lives only as long as this command: run it again with --yes "
                         "(or at a terminal) to approve."
                     )
-                else:
+                else:  # one command per line, never wrapped inside a command
+                    console.print(f"Approve: gemma-sre approve {result.thread_id}", soft_wrap=True)
                     console.print(
-                        f"Approve: gemma-sre approve {result.thread_id}    "
-                        f"Reject: gemma-sre reject {result.thread_id} --reason '...'"
+                        f"Reject:  gemma-sre reject {result.thread_id} --reason '...'", soft_wrap=True
                     )
+                    console.print("Pending threads: gemma-sre threads", soft_wrap=True)
                 _emit_json(opts, result)
                 return 0
             result = resume_cycle(

@@ -153,8 +153,10 @@ def run_cases(
     model: Any = None,
     repeat: int = 1,
     mode: str = "replay",
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Diagnose and score each incident ``repeat`` times; bad files and unscorable ones become error cases."""
+    """Diagnose and score each incident ``repeat`` times; bad files and unscorable ones become error cases.
+    ``on_case`` is told of each scored case as it finishes (progress)."""
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
     cases: list[CaseResult] = [error_case(p.stem, err, file=str(p)) for p, err in bad_files]
@@ -193,6 +195,8 @@ def run_cases(
                 }
             )
         cases.append(first)
+        if on_case is not None:
+            on_case(first)
     return cases
 
 
@@ -232,8 +236,10 @@ def run_eval(
     repeat: int = 1,
     diagnose: DiagnoseFn | None = None,
     split: str = "all",
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> EvalResult:
-    """Replay a directory of incidents (default: the library's ``split``) and score every case."""
+    """Replay a directory of incidents (default: the library's ``split``) and score every case
+    (``on_case``: told of each case as it finishes)."""
     if mode not in ("replay", "sandbox"):
         raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
     if mode == "sandbox" and diagnose is not None:
@@ -252,7 +258,7 @@ def run_eval(
         if name and not directory.is_dir():
             continue  # a split with no folder here (a trimmed install): nothing to run
         incidents, bad = load_library(directory)
-        found = run_cases(incidents, bad, fn, model=model, repeat=repeat, mode=mode)
+        found = run_cases(incidents, bad, fn, model=model, repeat=repeat, mode=mode, on_case=on_case)
         label = name or _split_of_dir(directory)
         cases += [c.model_copy(update={"split": label}) for c in found] if label else found
     if not cases:

@@ -118,27 +118,39 @@ def render_tables(result: EvalResult, console: Any) -> None:
     from rich import box
     from rich.table import Table
 
-    cases = Table(title=f"gemma-sre eval ({result.mode})", show_lines=False)
-    cases.add_column("id", overflow="fold", min_width=24)
-    cases.add_column("expected", no_wrap=True, overflow="ellipsis", max_width=14)
+    # Under 110 columns the checks fold into one "result" column, so the id column keeps its room.
+    narrow = console.width < 110
+    cases = Table(
+        title=f"gemma-sre eval ({result.mode})",
+        show_lines=False,
+        box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+        pad_edge=not narrow,
+    )
+    cases.add_column("id", overflow="fold", min_width=18 if narrow else 24, ratio=1)
+    if not narrow:
+        cases.add_column("expected", no_wrap=True, overflow="ellipsis", max_width=14)
     cases.add_column("got", no_wrap=True, overflow="ellipsis", max_width=14)
-    cases.add_column("plan", no_wrap=True, overflow="ellipsis", max_width=20)
-    for col in ("cat", "evid", "forb", "pass", "s"):
+    cases.add_column("plan", no_wrap=True, overflow="ellipsis", max_width=14 if narrow else 20)
+    for col in ("result",) if narrow else ("cat", "evid", "forb", "pass"):
         cases.add_column(col, no_wrap=True)
+    cases.add_column("s", no_wrap=True, justify="right")
     for c in result.cases:
         if c.skipped:
             continue
-        cases.add_row(
-            c.id,
-            c.expected_category or "-",
-            c.category or ("[red]error[/red]" if c.error else "-"),
-            ",".join(c.remediation_kinds) or "[]",
-            _mark(c.category_ok),
-            _mark(c.evidence_ok),
-            _mark(c.forbidden_ok),
-            "[green]PASS[/green]" if c.pass_ else "[red]FAIL[/red]",
-            f"{c.seconds:.1f}",
-        )
+        got = c.category or ("[red]error[/red]" if c.error else "-")
+        plan = ",".join(c.remediation_kinds) or "none"
+        verdict = "[green]PASS[/green]" if c.pass_ else "[red]FAIL[/red]"
+        if narrow:
+            failed = [
+                n
+                for n, ok in (("cat", c.category_ok), ("evid", c.evidence_ok), ("forb", c.forbidden_ok))
+                if ok is False
+            ]
+            cells = [c.id, got, plan, verdict + (f" {' '.join(failed)}" if failed and not c.pass_ else "")]
+        else:
+            cells = [c.id, c.expected_category or "-", got, plan]
+            cells += [_mark(c.category_ok), _mark(c.evidence_ok), _mark(c.forbidden_ok), verdict]
+        cases.add_row(*cells, f"{c.seconds:.1f}")
     console.print(cases)
     for c in result.cases:
         if c.error and not c.skipped:
@@ -162,7 +174,7 @@ def render_tables(result: EvalResult, console: Any) -> None:
     )
     matrix.add_column("expected", no_wrap=True, max_width=24, overflow="ellipsis")
     for i, _ in enumerate(labels, 1):
-        matrix.add_column(f"{i:>3}", justify="right", no_wrap=True, min_width=3)
+        matrix.add_column(str(i), justify="right", no_wrap=True, min_width=2)  # 17 x 3 + labels < 80
     for i, exp in enumerate(labels, 1):
         if exp not in result.confusion:
             continue

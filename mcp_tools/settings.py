@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Any
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (

@@ -219,7 +219,7 @@ def bench(
     def run(base_url: str) -> Any:
         cfg = config_for(base_url)
         provider = _token_provider(bearer_token_env, id_token, base_url)
-        with _Progress() as progress:
+        with BenchProgress() as progress:
             return asyncio.run(run_benchmark(cfg, progress=progress.update, token_provider=provider))
 
     if sandbox:
@@ -235,10 +235,11 @@ def bench(
     _print_result(result)
 
 
-class _Progress:
-    """A rich progress bar on stderr, one task per load point."""
+class BenchProgress:
+    """A rich progress bar (on stderr, or on ``console``), one task per load point: ``gemma-sre bench``
+    and the REPL's ``/bench`` show it."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -247,12 +248,12 @@ class _Progress:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=console if console is not None else Console(stderr=True),
             transient=False,
         )
         self.task: Any = None
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> BenchProgress:
         self.progress.start()
         return self
 

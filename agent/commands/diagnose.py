@@ -65,6 +65,7 @@ def _render(d: object, *, model_asked: bool) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
+    from agent.display import predicted_text
     from graph.pipeline import Assessment
     from graph.preflight import step_text
 
@@ -85,15 +86,9 @@ def _render(d: object, *, model_asked: bool) -> None:
     if d.plan.steps:
         t = Table("#", "kind", "change", "why", "predicted", header_style="bold", expand=False)
         for i, s in enumerate(d.plan.steps, 1):
-            pred = s.predicted or {}
-            p = ", ".join(f"{k} {v}" for k, v in pred.items() if k != "summary") if pred else ""
-            t.add_row(
-                str(i),
-                s.kind.value,
-                escape(step_text(s).removeprefix(s.kind.value).strip()),
-                escape(s.why),
-                escape(p),
-            )
+            p = predicted_text(s.predicted) if s.predicted else ""
+            change = step_text(s).removeprefix(s.kind.value).strip()
+            t.add_row(str(i), s.kind.value, escape(change), escape(s.why), escape(p))
         con.print(t)
         ok = "[green]passed[/]" if d.plan.preflight.ok else "[red]failed[/]"
         con.print(f"preflight {ok}: " + escape("; ".join(d.plan.preflight.notes)))

@@ -53,7 +53,10 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--mode must be 'replay' or 'sandbox', not {mode!r}")
         model = _make_model(model_url) if model_url else None
         fn = _load_diagnoser(diagnose) if diagnose else None
-        result = run_eval(incidents, mode=mode, model=model, repeat=repeat, diagnose=fn, split=split)
+        progress = _progress() if mode == "sandbox" or model is not None else None
+        result = run_eval(
+            incidents, mode=mode, model=model, repeat=repeat, diagnose=fn, split=split, on_case=progress
+        )
         if report is not None:
             from evals.report import markdown_report
 
@@ -76,6 +79,23 @@ def register(app: typer.Typer) -> None:
         # sys.exit, not typer.Exit: the CLI runs click with standalone_mode=False, which returns
         # (and so drops) a typer.Exit's code instead of exiting with it.
         sys.exit(0 if result.all_passed else 1)
+
+
+def _progress() -> Callable[[Any], None]:
+    """One line per finished case on stderr (stdout stays the table, or the one JSON document)."""
+    import sys
+
+    done = [0]
+
+    def on_case(case: Any) -> None:
+        done[0] += 1
+        verdict = "error" if case.error else "pass" if case.pass_ else "FAIL"
+        got = case.category or "-"
+        runs = f", {case.passes}/{case.runs} runs passed" if (case.runs or 1) > 1 else ""
+        print(f"  case {done[0]}: {case.id}: {verdict} ({got}, {case.seconds:.1f} s{runs})", file=sys.stderr)
+        sys.stderr.flush()
+
+    return on_case
 
 
 def _make_model(url: str) -> object:

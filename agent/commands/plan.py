@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
 
 def _print_table(p: object) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from mcp_tools.capacity import CapacityPlan
@@ -162,7 +163,12 @@ def _print_table(p: object) -> None:
     )
     console.print(t)
     style = "green" if p.fits else "red"
-    console.print(f"[{style}]{'FITS' if p.fits else 'DOES NOT FIT'}[/{style}]: {p.verdict}", highlight=False)
+    verdict = p.verdict.removeprefix("fits: ").removeprefix(
+        "does not fit: "
+    )  # not "DOES NOT FIT: does not fit:"
+    console.print(
+        f"[{style}]{'FITS' if p.fits else 'DOES NOT FIT'}[/{style}]: {escape(verdict)}", highlight=False
+    )
     for w in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     if p.suggestions:

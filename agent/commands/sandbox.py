@@ -168,7 +168,9 @@ def _serve_in_background(kwargs: dict[str, Any]) -> None:
         raise UserError(str(doc.get("error") or "the sandbox did not start"))
     lines = [f"export {k}={_quote(v)};" for k, v in doc["env"].items()]
     lines.append(f"export GEMMA_SRE_SANDBOX_PID={doc['pid']};")
-    msg = f"gemma-sre sandbox on {doc['url']} (pid {doc['pid']}; stop it: kill {doc['pid']}; log: {doc['log']})"
+    msg = (
+        f"gemma-sre sandbox on {doc['url']} (pid {doc['pid']}; stop it: kill {doc['pid']}; log: {doc['log']})"
+    )
     lines.append(f"echo {_quote(msg)} >&2;")
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()

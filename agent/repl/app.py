@@ -86,6 +86,20 @@ def _ask_yes_no(session: PromptSession[str], console: Console) -> bool | None:
         console.print("answer y or n (Ctrl-C leaves it waiting for /approve or /reject)")
 
 
+def _dispatch(commands: ReplCommands, line: str, console: Console) -> Any:
+    """One slash command; /bench shows its progress (one bar per load point) while it runs."""
+    if line.split()[0].lower() != "/bench":
+        return commands.dispatch(line)
+    from agent.commands.bench import BenchProgress
+
+    with BenchProgress(console) as bar:
+        commands.bench_progress = bar.update
+        try:
+            return commands.dispatch(line)
+        finally:
+            commands.bench_progress = None
+
+
 def run_repl(
     commands: ReplCommands,
     *,
@@ -137,7 +151,7 @@ def run_repl(
             continue
         try:
             if line.startswith("/"):
-                reply = commands.dispatch(line)
+                reply = _dispatch(commands, line, console)
                 show(reply)
                 if reply.exit:
                     break

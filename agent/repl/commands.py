@@ -101,6 +101,9 @@ class ReplCommands:
         self.last_capacity: dict[str, Any] | None = None
         self._services = services
         self._world: Any = None
+        #: where /bench reports its progress (``mcp_tools.bench.engine.ProgressEvent``); the prompt
+        #: loop sets it while /bench runs
+        self.bench_progress: Callable[[Any], None] | None = None
 
     # -- plumbing --
 
@@ -389,7 +392,7 @@ class ReplCommands:
             label=self.service or "endpoint",
             request_timeout_s=60.0,
         )
-        res = asyncio.run(run_benchmark(config))
+        res = asyncio.run(run_benchmark(config, progress=self.bench_progress))
         self.last_bench = {
             "url": url,
             "run_dir": res.run_dir,

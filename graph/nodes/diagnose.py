@@ -181,10 +181,10 @@ def diagnose_node(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if rollout and diag.category == "healthy":
         diag.summary = f"{diag.summary} {rollout}"
     msg = f"{diag.category} (confidence {diag.confidence:.2f})"
-    cited = key_evidence(diag)
-    if cited is not None:
-        msg += f", citing {f'line {cited.line}' if cited.line > 0 else 'no log line'}: {cited.text[:200]}"
     if obs.unread:
         msg += f"; not read: {', '.join(u.source for u in obs.unread)}"
     msg += f"; model: {diag.model_used or why_not or 'none'}"
+    cited = key_evidence(diag)
+    if cited is not None:  # last, and whole: a record cut mid-token reads as another record
+        msg += f"; citing {f'line {cited.line}' if cited.line > 0 else 'no log line'}: {cited.text}"
     return {"diagnosis": diag.model_dump(mode="json"), "timeline": event("diagnose", msg)}
