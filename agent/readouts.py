@@ -89,6 +89,12 @@ def service_status(world: Any, name: str) -> ServiceStatus:
     for r in info.revisions[:3]:
         conds += [c.model_copy(update={"type": f"{r.name}: {c.type}"}) for c in r.conditions]
     bad = [c for c in conds if c.state not in ("CONDITION_SUCCEEDED", "")]
+    # One line per distinct message (Cloud Run repeats one failure on the service's and each
+    # revision's conditions), its first paragraph: the rest is a console link and boilerplate.
+    grouped: dict[str, list[str]] = {}
+    for c in bad:
+        text = (c.message or c.reason or "").strip().split("\n\n")[0].strip()
+        grouped.setdefault(text, []).append(f"{c.type} {c.state.removeprefix('CONDITION_').lower()}")
     return ServiceStatus(
         service=name,
         url=str(info.uri) if info.uri else None,
@@ -99,7 +105,9 @@ def service_status(world: Any, name: str) -> ServiceStatus:
         gpu=f"{spec.gpu_count} x {spec.gpu_type}" if spec.gpu_type else "none",
         vllm_args=list(redact_args(spec.args)),  # e.g. --api-key VALUE
         health=health,
-        problems=[redact(f"{c.type} {c.state}: {c.message or c.reason or ''}".rstrip(": ")) for c in bad[:8]],
+        problems=[
+            redact(f"{', '.join(types)}: {text}".rstrip(": ")) for text, types in list(grouped.items())[:8]
+        ],
     )
 
 

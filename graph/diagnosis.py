@@ -28,6 +28,7 @@ from graph.analyzers.base import (
     START_MARK,
     Line,
     condition_texts,
+    cut_words,
     excerpt,
     started_between,
 )
@@ -140,7 +141,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 summary=f"An exception no known failure family explains (line {exc.n}) killed the engine "
                 f"(line {died.first_line}).",
                 evidence=[
-                    Evidence(line=exc.n, text=excerpt(exc.raw or exc.text, EXCEPTION)[:300]),
+                    Evidence(line=exc.n, text=cut_words(excerpt(exc.raw or exc.text, EXCEPTION), 300)),
                     *died.evidence,
                 ],
                 finding=died,
@@ -156,7 +157,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 summary=f"The first failure (line {exc.n}) matches no known failure family; what followed "
                 f"({', '.join(sorted({f.category for f in active}))}) is its consequence. "
                 "A person should read the cited lines.",
-                evidence=[Evidence(line=exc.n, text=excerpt(exc.raw or exc.text, EXCEPTION)[:300])],
+                evidence=[Evidence(line=exc.n, text=cut_words(excerpt(exc.raw or exc.text, EXCEPTION), 300))],
                 notes=notes,
             )
     pool = specific or active
@@ -236,7 +237,7 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
         confidence=0.55,
         summary=f"The first failure (line {ln.n}) matches no known wording; it happened while the server was "
         f"at '{phase.name.lower()}', and an error of that kind there means {category}.",
-        evidence=[Evidence(line=ln.n, text=excerpt(ln.raw or ln.text, EXCEPTION)[:300])],
+        evidence=[Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300))],
         notes=notes,
     )
 
@@ -272,10 +273,12 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         return by_life
     if unresolved or obs.health is False or bad_conditions:
         ev = [
-            Evidence(line=ln.n, text=excerpt(ln.raw if ln.text not in ln.raw else ln.text, FATAL)[:300])
+            Evidence(
+                line=ln.n, text=cut_words(excerpt(ln.raw if ln.text not in ln.raw else ln.text, FATAL), 300)
+            )
             for ln in unresolved[:3]
         ]
-        ev += [Evidence(line=0, text=t[:300]) for t in bad_conditions[:1]]
+        ev += [Evidence(line=0, text=cut_words(t, 300)) for t in bad_conditions[:1]]
         if obs.health is False:
             ev.append(Evidence(line=0, text="/health did not answer 200"))
         where = f" (first at line {unresolved[0].n})" if unresolved else ""
@@ -294,7 +297,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             confidence=0.35,
             summary=f"The server started at line {last_start.n} but the logs end before it was ready, "
             "with no error: the cause is not in what was observed.",
-            evidence=[Evidence(line=last_start.n, text=last_start.text.strip()[:300])],
+            evidence=[Evidence(line=last_start.n, text=cut_words(last_start.text.strip(), 300))],
             notes=notes,
         )
     if not obs.logs and obs.health is None and not obs.metrics:
@@ -322,7 +325,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     first_api = next((n for n, ph in v.milestones if ph is Phase.API_UP), None)
     cited = [v.lines[n - 1] for n in (first_up, first_api) if n is not None] + [up]
     evidence = [
-        Evidence(line=ln.n, text=excerpt(ln.raw or ln.text)[:300])
+        Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text), 300))
         for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)
     ]
     if obs.health:
@@ -988,7 +991,9 @@ def _weigh(
     elif answer.category in allowed:
         if answer.category != category:
             notes.append(f"the model chose {answer.category} over the analyzers' {category}")
-        cited = [Evidence(line=n, text=(obs.line_text(n) or "").strip()[:300]) for n in answer.evidence]
+        cited = [
+            Evidence(line=n, text=cut_words((obs.line_text(n) or "").strip(), 300)) for n in answer.evidence
+        ]
         if answer.category == category:
             evidence = _merge_evidence(cited, evidence)
         else:

@@ -33,7 +33,11 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
         ):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GEMMA_SRE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))  # no developer's gemma-sre.toml
+    import mcp_tools.settings
     from mcp_tools.settings import get_settings
+
+    monkeypatch.setattr(mcp_tools.settings, "_selected_profile", None)  # --profile of an earlier test
 
     get_settings.cache_clear()
     yield

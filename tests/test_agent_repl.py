@@ -95,7 +95,7 @@ def test_commands_against_the_sandbox_through_an_approved_fix(
     c = ReplCommands(sandbox_configuration(sb, service=None), approver="tester")
     assert c.service == "gemma-4-12b" and c.service_names() == ["gemma-4-12b"]
     status = c.dispatch("/status").text()
-    assert "gemma-4-12b-00001" in status and "nvidia-l4" in status and "failing" in status
+    assert "gemma-4-12b-00001" in status and "nvidia-l4" in status and "down" in status
     logs = c.dispatch("/logs CUDA out of memory").text()
     assert "OutOfMemoryError" in logs and "source: Cloud Logging" in logs
     cap = c.dispatch("/capacity").text()

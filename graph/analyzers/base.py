@@ -321,7 +321,23 @@ def excerpt(text: str, pattern: re.Pattern[str] | None = None, limit: int = 600)
         return line
     m = pattern.search(line) if pattern is not None else None
     start = max(0, m.start() - limit // 4) if m else 0
-    return line[start : start + limit].strip()
+    return cut_words(line, limit, start=start)
+
+
+def cut_words(text: str, limit: int, *, start: int = 0) -> str:
+    """``text[start:start + limit]`` moved in to whole words: never a token cut in two (``Core_DP0``
+    for ``EngineCore_DP0``). Still a verbatim substring of ``text``."""
+    end = start + limit
+    if start == 0 and end >= len(text):
+        return text.strip()
+    piece = text[start:end]
+    if start > 0 and not text[start - 1].isspace():
+        head, sep, rest = piece.partition(" ")
+        piece = rest if sep and rest else piece
+    if end < len(text) and not text[end].isspace():
+        body, sep, _ = piece.rpartition(" ")
+        piece = body if sep and body else piece
+    return piece.strip()
 
 
 def ev(ln: Line, pattern: re.Pattern[str] | None = None) -> Evidence:

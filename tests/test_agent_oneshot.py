@@ -1,0 +1,367 @@
+"""What users expect from the CLI (issue 14): one-shot readouts, config profiles, completion and
+--version, one JSON document on errors, progress, and output that fits 80 columns in words."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+GEMMA_SRE = str(Path(sys.executable).parent / "gemma-sre")
+#: Python reprs in output meant for people: a dict or list literal, a bare True / False / None.
+REPR = re.compile(r"\{'|\['|': '|(?<![:=\w])(True|False|None)\b")
+
+
+def _point_at(monkeypatch: pytest.MonkeyPatch, sb: Any, service: str = "gemma-4-12b") -> None:
+    for k, v in sandbox_env(sb).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("GEMMA_SRE_SERVICE", service)
+
+
+def _env80(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+    env.update(COLUMNS="80", TERM="dumb", **extra)
+    return env
+
+
+# -- one-shot readouts ---------------------------------------------------------------------------------
+
+
+def test_status_logs_and_metrics_one_shot(
+    cli: Any,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sb = sandbox_factory(scenario="healthy")
+    _point_at(monkeypatch, sb)
+    r = cli("status", "--json")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert st["health"] == "up" and st["ready"] is True and st["serving_revision"].startswith("gemma-4-12b-")
+    assert st["gpu"] == "1 x nvidia-l4"
+
+    r = cli("logs", "--limit", "3", "--since", "2h", "--json")
+    assert r.returncode == 0, r.stderr
+    logs = json.loads(r.stdout)
+    assert len(logs["records"]) == 3 and logs["more"] is True and logs["since"] == "2h"
+    word = logs["records"][-1]["text"].split()[-1]
+    r = cli("logs", "--filter", word, "--json")
+    assert all(word.lower() in rec["text"].lower() for rec in json.loads(r.stdout)["records"])
+
+    r = cli("metrics", "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert m["vllm"]["metric_names"] > 0 and m["figures"]["gpu"] == "1 x nvidia-l4"
+    assert m["url"] == st["url"]
+
+    r = cli("status")  # the table a person reads: words, not reprs
+    assert "/health" in r.stdout and "up" in r.stdout and not REPR.search(r.stdout), r.stdout
+
+
+def test_the_repl_and_the_one_shot_commands_share_one_readout(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    from agent.commands.repl import sandbox_configuration
+    from agent.readouts import render_status, service_status
+    from agent.repl.commands import ReplCommands, Reply
+    from graph.world import World
+
+    sb = sandbox_factory(scenario="healthy")
+    c = ReplCommands(sandbox_configuration(sb, service=None), approver="tester")
+    mine = Reply(render_status(service_status(World(c.cfg), c.service))).text()
+    assert c.dispatch("/status").text() == mine
+    assert "waiting for a decision" in c.dispatch("/threads").text()
+    assert "no incident reports" in c.dispatch("/incidents").text()
+
+
+def test_threads_and_incidents_list_the_ids_other_commands_take(cli: Any) -> None:
+    r = cli("run", "--sandbox", "--no-model")  # no terminal, no --yes: it waits for a decision
+    assert r.returncode == 0, r.stderr
+    waiting = re.search(r"Waiting for a decision on thread (\S+)\.", r.stdout)
+    assert waiting, r.stdout
+    r = cli("threads", "--json")
+    rows = json.loads(r.stdout)["threads"]
+    assert [t["thread_id"] for t in rows] == [waiting.group(1)]
+    assert rows[0]["headline"] == "set_vllm_args --quantization=fp8" and rows[0]["category"] == "weights_oom"
+    assert rows[0]["age"].endswith("s ago") and rows[0]["service"] == "gemma-4-12b"
+    text = cli("threads").stdout
+    assert waiting.group(1) in text and "gemma-sre approve THREAD" in text
+
+    r = cli("run", "--sandbox", "--no-model", "--yes", "--json")
+    fixed = json.loads(r.stdout)
+    assert fixed["status"] == "fixed", r.stdout
+    r = cli("incidents", "--json")
+    rows = json.loads(r.stdout)["incidents"]
+    assert rows[0]["thread_id"] == fixed["thread_id"] and rows[0]["outcome"] == "fixed"
+    assert rows[0]["category"] == "weights_oom" and Path(rows[0]["report"]).is_file()
+    assert rows[0]["report"] == fixed["report"]["markdown"]
+    assert fixed["thread_id"] in cli("incidents", "--limit", "1").stdout
+    # the approved thread is no longer waiting; the first one still is
+    assert [t["thread_id"] for t in json.loads(cli("threads", "--json").stdout)["threads"]] == [
+        waiting.group(1)
+    ]
+
+
+# -- config file and profiles -----------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_profiles_from_the_project_dir_and_the_xdg_dir(
+    cli: Any,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_tools.settings import get_settings
+
+    sb = sandbox_factory(scenario="healthy")
+    fields = sb.settings_fields()
+    monkeypatch.chdir(tmp_path)
+    _write(
+        Path(os.environ["XDG_CONFIG_HOME"]) / "gemma-sre" / "gemma-sre.toml",
+        'default_profile = "far"\n[profiles.far]\nproject = "from-xdg"\n',
+    )
+    assert get_settings().project == "from-xdg"  # the XDG file, when the project dir has none
+    get_settings.cache_clear()
+    _write(
+        tmp_path / "gemma-sre.toml",
+        f"""default_profile = "quiet"
+
+[profiles.quiet]
+policy = "read-only"
+
+[profiles.sb]
+project = "{fields["project"]}"
+region = "{fields["location"]}"
+service = "gemma-4-12b"
+policy = "suggest"
+run_api_endpoint = "{sb.url}"
+logging_api_endpoint = "{sb.url}"
+anonymous_credentials = true
+""",
+    )
+    s = get_settings()
+    assert s.policy.value == "read-only" and s.project is None  # the project dir's file, its default
+    r = cli("--profile", "sb", "status", "--json")  # everything from the profile
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["health"] == "up"
+    s = get_settings()
+    assert (s.location, s.policy.value) == (fields["location"], "suggest")
+    monkeypatch.setenv("GEMMA_SRE_SERVICE", "no-such-service")  # the environment wins over the file
+    r = cli("--profile", "sb", "status", "--json")
+    assert r.returncode == 2 and "no-such-service" in json.loads(r.stdout)["error"]
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "says"),
+    [
+        ("[profiles.a\n", ["--profile", "a"], "not valid TOML"),
+        ('[profiles.a]\nservice = "s"\n', ["--profile", "b"], "--profile 'b': no such profile"),
+        ('default_profile = "b"\n[profiles.a]\n', [], "default_profile 'b': no such profile"),
+        (
+            '[profiles.a]\nprojet = "p"\n',
+            ["--profile", "a"],
+            "unknown key 'projet' (did you mean 'project'?)",
+        ),
+        ('service = "s"\n', [], "unknown key 'service'"),
+        ('[profiles.a]\npolicy = "yolo"\n', ["--profile", "a"], "[profiles.a] policy:"),
+    ],
+)
+def test_a_bad_config_file_is_one_clear_error(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, args: list[str], says: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "gemma-sre.toml", text)
+    r = cli(*args, "status")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and says in r.stderr, r.stderr
+    assert "gemma-sre.toml" in r.stderr or "--profile" in r.stderr
+
+
+def test_a_profile_without_a_file_is_an_error(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = cli("--profile", "prod", "threads")
+    assert r.returncode == 2 and "profile 'prod': there is no config file" in r.stderr
+
+
+# -- version, completion -----------------------------------------------------------------------------
+
+
+def test_version_and_shell_completion(cli: Any) -> None:
+    from importlib.metadata import version
+
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"gemma-sre {version('gemma-sre')}"
+    r = cli("--help")
+    assert "--install-completion" in r.stdout and "--show-completion" in r.stdout and "--profile" in r.stdout
+    r = subprocess.run(
+        [GEMMA_SRE, "--show-completion", "bash"], capture_output=True, text=True, timeout=60, env=_env80()
+    )
+    assert r.returncode == 0 and "_gemma_sre_completion" in r.stdout and "complete " in r.stdout
+
+
+# -- sandbox: every variable, and --env for eval ------------------------------------------------------
+
+
+def test_sandbox_env_is_evaluated_by_a_shell_and_points_gemma_sre_at_it(tmp_path: Path) -> None:
+    env = _env80(
+        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), PATH=f"{Path(GEMMA_SRE).parent}:{os.environ['PATH']}"
+    )
+    script = (
+        'eval "$(gemma-sre sandbox --env --port 0 --scenario healthy --time-scale 1000 --zero-latency)"'
+        " || exit 9\n"
+        'echo "PID=$GEMMA_SRE_SANDBOX_PID"\n'
+        "gemma-sre status --json\n"
+        'kill "$GEMMA_SRE_SANDBOX_PID"\n'
+    )
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    pid = re.search(r"PID=(\d+)", r.stdout)
+    try:
+        assert r.returncode == 0 and pid, (r.stdout, r.stderr)
+        doc = json.loads(r.stdout.splitlines()[-1])
+        assert doc["service"] == "gemma-4-12b" and doc["health"] == "up"  # GEMMA_SRE_SERVICE was exported
+        assert "stop it: kill" in r.stderr
+    finally:
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid.group(1)), 15)
+
+
+def test_sandbox_prints_every_variable_a_user_needs(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
+    from agent.commands.sandbox import user_env
+
+    env = user_env(sandbox_factory(scenario="healthy"))
+    assert env["GEMMA_SRE_SERVICE"] == "gemma-4-12b"
+    assert {"GEMMA_SRE_RUN_API_ENDPOINT", "GEMMA_SRE_LOGGING_API_ENDPOINT", "GOOGLE_CLOUD_PROJECT"} <= set(
+        env
+    )
+
+
+# -- --json: one document on errors too ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["approve", "no-such-thread", "--json"],
+        ["reject", "no-such-thread", "--json"],
+        ["run", "--policy", "yolo", "--json"],
+        ["eval", "--mode", "nope", "--json"],
+        ["plan", "no-such-model", "--json"],
+        ["diagnose", "--incident", "/no/such/file.yaml", "--json"],
+        ["bench", "--url", "not a url", "--json"],
+        ["status", "--json"],
+        ["logs", "--limit", "0", "--json"],
+        ["metrics", "--json"],
+        ["threads", "--json", "--no-such-option"],
+        ["incidents", "--limit", "-1", "--json"],
+    ],
+)
+def test_every_json_command_prints_one_document_on_errors(cli: Any, args: list[str]) -> None:
+    r = cli(*args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    doc = json.loads(r.stdout)  # exactly one document
+    assert doc["exit_code"] == 2 and doc["error"] and r.stderr == f"error: {doc['error']}\n"
+
+
+# -- progress -----------------------------------------------------------------------------------------
+
+
+def test_eval_sandbox_reports_each_case_on_stderr_and_stdout_stays_one_document(tmp_path: Path) -> None:
+    incidents = tmp_path / "incidents"
+    incidents.mkdir()
+    shutil.copy(ROOT / "evals" / "incidents" / "l4-gemma4-12b-bf16-weights-oom.yaml", incidents)
+    r = subprocess.run(
+        [GEMMA_SRE, "eval", "--mode", "sandbox", "--incidents", str(incidents), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env80(GEMMA_SRE_STATE_DIR=str(tmp_path / "state")),
+    )
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["cases"] == 1, r.stderr
+    assert re.search(r"case 1: l4-gemma4-12b-bf16-weights-oom: pass \(weights_oom, [\d.]+ s\)", r.stderr), (
+        r.stderr
+    )
+
+
+# -- 80 columns, words -------------------------------------------------------------------------------
+
+
+def test_run_at_80_columns_reads_as_words_and_hints_are_whole(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    env = _env80(
+        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), GEMMA_SRE_SERVICE="gemma-4-12b", **sandbox_env(sb)
+    )
+    r = subprocess.run([GEMMA_SRE, "run", "--no-model"], capture_output=True, text=True, timeout=300, env=env)
+    out = r.stdout
+    assert r.returncode == 0, r.stderr
+    assert "observing service gemma-4-12b" in out  # progress before the first step ends
+    for node in ("observe", "diagnose", "propose", "preflight"):
+        assert re.search(rf"^\s*{node} ", out, re.M), node
+    assert not REPR.search(out), REPR.search(out)
+    assert re.search(r"^Approve: gemma-sre approve \S+$", out, re.M)
+    assert re.search(r"^Reject:  gemma-sre reject \S+ --reason '\.\.\.'$", out, re.M)
+    cited = re.search(r"citing line \d+: (.*)$", out, re.M)  # the whole record, not cut mid-token
+    assert cited and cited.group(1).endswith("cuda.html#environment-variables)"), out
+
+
+def test_plan_says_does_not_fit_once(cli: Any) -> None:
+    r = cli("plan", "gemma-4-31b-it", "--gpu", "nvidia-l4")
+    assert "DOES NOT FIT: " in r.stdout and "DOES NOT FIT: does not fit" not in r.stdout, r.stdout
+
+
+def test_eval_table_keeps_its_id_column_and_the_matrix_its_diagonal_at_80_columns() -> None:
+    from rich.console import Console
+
+    from evals.harness import run_eval
+    from evals.report import _matrix_labels, render_tables
+
+    result = run_eval(ROOT / "evals" / "incidents")
+    console = Console(width=80, record=True, file=open(os.devnull, "w"), color_system=None)  # noqa: SIM115
+    render_tables(result, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    first = next(c.id for c in result.cases if not c.skipped)
+    assert text.splitlines()[2].split()[0] == "id" and first[:18] in text
+    matrix = text[text.index("confusion") :].splitlines()
+    labels = _matrix_labels(result)
+    header = next(line for line in matrix if line.strip().startswith("expected"))
+    assert header.split()[-1] == str(len(labels))  # every column, the last one too
+    for n, exp in enumerate(labels, 1):
+        right = (result.confusion.get(exp) or {}).get(exp)
+        if right:  # the diagonal cell: column n of row n
+            row = next(line for line in matrix if re.match(rf"\s*{n} {re.escape(exp[:12])}", line))
+            assert row[header.index(str(n)) - 1 : header.index(str(n)) + len(str(n))].strip() == str(right)
+
+
+def test_repl_help_shows_its_placeholders() -> None:
+    from agent.repl.commands import ReplCommands
+    from graph.config import Configuration
+
+    text = ReplCommands(Configuration(service="x")).dispatch("/help").text()
+    for placeholder in ("[filter]", "[thread]", "[reason]", "[concurrency,...]", "[model] [gpu]"):
+        assert placeholder in text, placeholder
+    assert "/threads" in text and "/incidents" in text
