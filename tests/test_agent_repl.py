@@ -286,7 +286,7 @@ def repl_on_a_pty(tmp_path: Path, args: list[str], **env_more: str) -> Iterator[
 def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> None:
     with repl_on_a_pty(tmp_path, ["--sandbox", "--approver", "pty-user"]) as child:
         child.sendline("/status")
-        child.expect("failing")
+        child.expect("down")
         child.expect(PTY_PROMPT)
         child.sendline("/plan")
         child.expect("Revision diff")
@@ -295,7 +295,7 @@ def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> No
         child.expect("fixed:")
         child.expect(PTY_PROMPT)
         child.sendline("/status")
-        child.expect(r"/health\s*│\s*ok")
+        child.expect(r"/health\s*│\s*up")
         child.expect(PTY_PROMPT)
     assert child.exitstatus == 0
     audit = "".join(p.read_text() for p in (tmp_path / "state").rglob("audit*"))
