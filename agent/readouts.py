@@ -227,19 +227,28 @@ class MetricsReadout(BaseModel):
     service: str | None = None
     url: str
     where: str
-    vllm: Any = None  # mcp_tools.metrics.VllmMetrics (the /metrics scrape)
+    vllm: Any = None  # mcp_tools.metrics.VllmMetrics (the /metrics scrape); None: not read
     figures: ServiceFigures | None = None
     sources: list[str] = Field(default_factory=list)
+    unread: list[str] = Field(default_factory=list)  # what could not be read, and why
 
 
 def service_metrics(world: Any, service: str, vllm_base_url: str | None) -> MetricsReadout:
-    """vLLM's ``/metrics`` scraped now, and the service's own figures (when there is a service)."""
+    """vLLM's ``/metrics`` scraped now, and the service's own figures (when there is a service).
+    An endpoint that does not answer is recorded in ``unread``; the service's figures still show."""
+    from mcp_tools.errors import ExternalError
     from mcp_tools.metrics import parse_vllm_metrics
 
     url, where = endpoint_url(world, service, vllm_base_url)
-    m = parse_vllm_metrics(world.endpoint(url).metrics_text())
+    m = None
+    unread: list[str] = []
+    sources: list[str] = []
+    try:
+        m = parse_vllm_metrics(world.endpoint(url).metrics_text())
+        sources.append(f"{url}/metrics ({m.metric_names} vllm: metric families)")
+    except (ExternalError, OSError) as e:
+        unread.append(f"vLLM /metrics: {e}")
     figures = None
-    sources = [f"{url}/metrics ({m.metric_names} vllm: metric families)"]
     if service:
         info = world.get_service(service)
         spec = info.spec
@@ -252,7 +261,13 @@ def service_metrics(world: Any, service: str, vllm_base_url: str | None) -> Metr
         )
         sources.append("Cloud Run Admin API")
     return MetricsReadout(
-        service=service or None, url=url, where=where, vllm=m, figures=figures, sources=sources
+        service=service or None,
+        url=url,
+        where=where,
+        vllm=m,
+        figures=figures,
+        sources=sources,
+        unread=unread,
     )
 
 
@@ -264,7 +279,7 @@ def metrics_json(r: MetricsReadout) -> dict[str, Any]:
 
 def render_metrics(r: MetricsReadout) -> list[RenderableType]:
     t = Text(f"vLLM metrics ({r.where})\n", style="bold")
-    for line in (r.vllm.summary() if r.vllm is not None else "not read").splitlines():
+    for line in (r.vllm.summary() if r.vllm is not None else "not read (below)").splitlines():
         t.append("  " + line + "\n")
     out: list[RenderableType] = [t]
     if r.figures is not None:
@@ -277,7 +292,8 @@ def render_metrics(r: MetricsReadout) -> list[RenderableType]:
                 f"concurrency {conc} per instance; GPU {f.gpu}"
             )
         )
-    out.append(note("source: " + "; ".join(r.sources)))
+    out += [note(f"not read: {u}", "yellow") for u in r.unread]
+    out += [note(f"source: {src}") for src in r.sources]
     return out
 
 

@@ -376,3 +376,15 @@ def test_repl_help_shows_its_placeholders() -> None:
     for placeholder in ("[filter]", "[thread]", "[reason]", "[concurrency,...]", "[model] [gpu]"):
         assert placeholder in text, placeholder
     assert "/threads" in text and "/incidents" in text
+
+
+def test_metrics_of_a_service_that_is_down_shows_its_figures_and_what_was_not_read(
+    cli: Any,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _point_at(monkeypatch, sandbox_factory(scenario="reference-weights-oom"))
+    r = cli("metrics", "--json")
+    assert r.returncode == 1, r.stderr  # the work ran and found a blind spot
+    doc = json.loads(r.stdout)
+    assert doc["vllm"] is None and "HTTP 503" in doc["unread"][0] and doc["figures"]["concurrency"] == 4

@@ -97,3 +97,5 @@ def register(app: typer.Typer) -> None:
             emit(metrics_json(r))
         else:
             show(render_metrics(r))
+        if r.unread:  # the work ran and found a blind spot: exit 1 (SPEC.md section 4)
+            raise typer.Exit(1)
