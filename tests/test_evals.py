@@ -379,7 +379,8 @@ def test_cli_exit_2_on_bad_input(
     extra = [] if "--diagnose" in args else ["--diagnose", "eval_diagnosers:oracle"]
     code, out, err = _cli(monkeypatch, capsys, *args, *extra, "--json")
     assert code == 2
-    assert out == "" and message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err
+    assert json.loads(out) == {"error": err.removeprefix("error: ").strip(), "exit_code": 2}  # one document
 
 
 # --- the real diagnosis ----------------------------------------------------------------------------

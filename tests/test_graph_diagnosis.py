@@ -344,7 +344,7 @@ def test_cli_readable(tmp_path: Path, cli: Any) -> None:
 
 def test_cli_bad_file(tmp_path: Path) -> None:
     r = _cli("diagnose", "--incident", str(tmp_path / "missing.yaml"), "--json")
-    assert r.returncode == 2 and r.stdout == ""
+    assert r.returncode == 2 and json.loads(r.stdout)["exit_code"] == 2  # --json: one document, errors too
     assert len(r.stderr.strip().splitlines()) == 1 and "missing.yaml" in r.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("id: x\ntitle: t\n", encoding="utf-8")  # no logs
