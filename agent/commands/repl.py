@@ -57,8 +57,9 @@ def register(app: typer.Typer) -> None:
             help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL).",
         ),
     ) -> None:
-        """An interactive session: /status /logs /metrics /diagnose /plan /approve /reject /bench /capacity
-        /report /help, and free-form questions to the model (read-only tools; figures from tools)."""
+        """An interactive session: /status /logs /metrics /threads /incidents /diagnose /plan /approve
+        /reject /bench /capacity /report /help, and free-form questions to the model (read-only tools;
+        figures from tools)."""
         import contextlib
 
         from rich.console import Console

@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
             )
             for name, info in sb.state()["services"].items():
                 serving = ", ".join(f"{r} {p}%" for r, p in info["serving"]) or "nothing (no ready revision)"
-                typer.echo(f"  service {name}: {info['uri']}  serving: {serving}")
+                typer.echo(f"  service {name.rsplit('/', 1)[-1]}, serving: {serving}")
+                typer.echo(f"    {info['uri']}")
             typer.echo("Export these to point gemma-sre (and the official clients) at it:")
             for k, v in user_env(sb).items():
                 typer.echo(f"  export {k}={_quote(v)}")
