@@ -62,7 +62,7 @@ def test_status_logs_and_metrics_one_shot(
 
     r = cli("metrics", "--json")
     assert r.returncode == 0, r.stderr
-    m = json.loads(r.stdout)
+    m = json.loads(r.stdout)["now"]  # beside the Cloud Monitoring series
     assert m["vllm"]["metric_names"] > 0 and m["figures"]["gpu"] == "1 x nvidia-l4"
     assert m["url"] == st["url"]
 
@@ -386,5 +386,5 @@ def test_metrics_of_a_service_that_is_down_shows_its_figures_and_what_was_not_re
     _point_at(monkeypatch, sandbox_factory(scenario="reference-weights-oom"))
     r = cli("metrics", "--json")
     assert r.returncode == 1, r.stderr  # the work ran and found a blind spot
-    doc = json.loads(r.stdout)
+    doc = json.loads(r.stdout)["now"]
     assert doc["vllm"] is None and "HTTP 503" in doc["unread"][0] and doc["figures"]["concurrency"] == 4

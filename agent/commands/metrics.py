@@ -1,7 +1,11 @@
 """``gemma-sre metrics --service NAME``: the service's series over time from Cloud Monitoring
-(sparklines in the terminal; ``--chart PATH`` writes a PNG; ``--json`` prints the typed series)."""
+(sparklines in the terminal; ``--chart PATH`` writes a PNG; ``--json`` prints the typed series),
+then vLLM's ``/metrics`` now and the service's figures (``agent.readouts.service_metrics``, the
+REPL's ``/metrics`` too; ``now`` in the JSON). Exit 1 when ``/metrics`` could not be read."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -31,6 +35,8 @@ def register(app: typer.Typer) -> None:
         import json
 
         from agent import metrics_view
+        from agent.commands.status import show
+        from agent.readouts import metrics_json, render_metrics
         from mcp_tools.errors import UserError
         from mcp_tools.monitoring import CATALOG, parse_keys
         from mcp_tools.settings import Settings, get_settings
@@ -56,14 +62,28 @@ def register(app: typer.Typer) -> None:
             if not name:
                 raise UserError("metrics: give --service NAME (or set GEMMA_SRE_SERVICE)")
             got = metrics_view.read(settings, name, keys=keys, window_s=window * 60, period_s=period)
+            now = _now(settings, name)
             if chart:
                 path = metrics_view.write_chart(got, chart)
             if as_json:
-                typer.echo(json.dumps(got.model_dump(mode="json")))
+                typer.echo(json.dumps({**got.model_dump(mode="json"), "now": metrics_json(now)}))
             else:
                 typer.echo(metrics_view.render(got))
+                show(render_metrics(now))
                 if chart:
                     typer.echo(f"chart: {path}")
+            if now.unread:  # the work ran and found a blind spot (SPEC.md section 4)
+                raise typer.Exit(1)
         finally:
             if sb is not None:
                 sb.stop()
+
+
+def _now(settings: Any, service: str) -> Any:
+    """vLLM ``/metrics`` now and the service's figures (``agent.readouts.MetricsReadout``)."""
+    from agent.readouts import service_metrics
+    from graph.config import Configuration
+    from graph.world import World
+
+    cfg = Configuration.from_settings(settings, service=service)
+    return service_metrics(World(cfg), service, cfg.vllm_base_url)

@@ -1,5 +1,6 @@
-"""``gemma-sre status | logs | metrics``: the REPL's ``/status``, ``/logs`` and ``/metrics`` as one-shot
-commands (the same functions, ``agent.readouts``), each with ``--json``."""
+"""``gemma-sre status | logs``: the REPL's ``/status`` and ``/logs`` as one-shot commands (the same
+functions, ``agent.readouts``), each with ``--json``.
+``gemma-sre metrics`` is agent/commands/metrics.py."""
 
 from __future__ import annotations
 
@@ -82,20 +83,3 @@ def register(app: typer.Typer) -> None:
             emit(view.model_dump(mode="json"))
         else:
             show(render_logs(view))
-
-    @app.command()
-    def metrics(
-        service: str = typer.Option(None, "--service", "-s", help=SERVICE_HELP),
-        as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    ) -> None:
-        """vLLM's /metrics now (KV-cache use, queue, latency percentiles) and the service's figures."""
-        from agent.readouts import metrics_json, render_metrics, service_metrics
-
-        world, name = readout_world(service, need_service=False)
-        r = service_metrics(world, name, world.cfg.vllm_base_url)
-        if as_json:
-            emit(metrics_json(r))
-        else:
-            show(render_metrics(r))
-        if r.unread:  # the work ran and found a blind spot: exit 1 (SPEC.md section 4)
-            raise typer.Exit(1)
