@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
+from graph.slo import SloConfig
 from mcp_tools.settings import Policy, Settings, get_settings
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class Configuration(BaseModel):
     read_monitoring: bool | None = None
     series_window_s: float = Field(default=1800.0, ge=60, le=86400)
     series_period_s: float = Field(default=60.0, ge=60, le=3600)
+    # The SLOs and time thresholds (a hung engine's minutes, a full KV cache) the series are judged by.
+    slo: SloConfig = Field(default_factory=SloConfig)
+    # A 1-token completion probe while /health answers (0: none): a stuck engine hangs it.
+    probe_timeout_s: float = Field(default=8.0, ge=0, le=120)
     retries: int = 3
     retry_base_s: float = 0.5
     # One overall deadline per cycle for everything before a decision: observe (every Cloud Run,

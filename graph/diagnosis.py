@@ -466,6 +466,13 @@ def _history_block(obs: Observation) -> list[str]:
     return out
 
 
+def _over_time(text: str) -> bool:
+    """Evidence read from the series or the probe, not from a log line."""
+    from mcp_tools.vocabulary import SERIES_PREFIX
+
+    return text.startswith(SERIES_PREFIX) or text.startswith("probe:")
+
+
 def build_context(
     obs: Observation, *, budget_tokens: int = CONTEXT_LOG_BUDGET, findings: list[Finding] | None = None
 ) -> str:
@@ -483,10 +490,14 @@ def build_context(
         for f in findings:
             cites = ", ".join(f"L{e.line}" if e.line else "non-log" for e in f.evidence)
             parts.append(f"- {f.category} (confidence {f.confidence:.2f}, cites {cites}): {f.summary}")
+            # what it read over time, readable (the series themselves follow, compressed)
+            parts += [f"  - {redact(e.text)[:300]}" for e in f.evidence if e.line == 0 and _over_time(e.text)]
     else:
         parts.append("- none: no analyzer matched")
     if obs.health is not None:
         parts += ["", f"## Health check: /health {'answered 200' if obs.health else 'did not answer 200'}"]
+        if obs.probe is not None:
+            parts.append(obs.probe.line())
     metrics = _metrics_block(obs)
     conds = condition_texts(obs)
     if metrics or conds:
@@ -904,6 +915,8 @@ def proof_without_logs(obs: Observation, root: RootCause) -> str | None:
             return f"the Cloud Run condition {ev.text[:200]!r}"
         if obs.metrics is not None and ev.text.startswith("metrics:"):
             return f"vLLM's metrics ({ev.text[len('metrics:') :].strip()[:120]})"
+        if obs.series is not None and _over_time(ev.text):
+            return f"Cloud Monitoring's series ({ev.text.split(':', 1)[1].strip()[:120]})"
     return None
 
 

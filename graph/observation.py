@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from graph.progress import Probe
+from graph.slo import SloConfig
 from mcp_tools.incident import Incident, LogLine, ServiceSpec
 from mcp_tools.monitoring import SeriesSet, SeriesSummary
 
@@ -71,6 +73,10 @@ class Observation(BaseModel):
     # not meant to be: see ``blind_to("monitoring")``). Analyzers read the points; a model only ever
     # gets ``series_summaries()`` (a few numbers per series).
     series: SeriesSet | None = None
+    # A 1-token completion asked while /health answered (None: not sent): a stuck engine hangs it.
+    probe: Probe | None = None
+    # The SLOs and time thresholds the analyzers judge the series by (None: the defaults).
+    slo: SloConfig | None = None
 
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -100,6 +106,8 @@ class Observation(BaseModel):
         unread: list[Unread] | None = None,
         window: tuple[str, str] | None = None,
         series: SeriesSet | None = None,
+        probe: Probe | None = None,
+        slo: SloConfig | None = None,
     ) -> Observation:
         """A live service's observation: ``info`` is ``mcp_tools.cloudrun.ServiceInfo`` (None when it
         could not be read). Conditions are tagged with their scope (the service, or a revision, so
@@ -133,7 +141,13 @@ class Observation(BaseModel):
             unread=list(unread or []),
             window=window,
             series=series,
+            probe=probe,
+            slo=slo,
         )
+
+    @property
+    def slo_config(self) -> SloConfig:
+        return self.slo or SloConfig()
 
     def series_summaries(self) -> list[SeriesSummary]:
         """The series compressed (level, trend, peak, when it changed), as a model sees them (cached)."""

@@ -188,6 +188,7 @@ class Verification(BaseModel):
     ready: bool | None = None
     health: bool | None = None
     smoke: bool | None = None
+    progress: bool | None = None  # tokens generated after the fix (checked for a hung engine)
     reasons: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 

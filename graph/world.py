@@ -150,5 +150,14 @@ class SyncEndpoint:
         self._bounded("vLLM /metrics")
         return str(asyncio.run(self.endpoint.metrics_text()))
 
-    def chat(self, messages: list[dict[str, Any]], *, max_tokens: int = 8) -> Any:
-        return asyncio.run(self.endpoint.chat(messages, stream=False, max_tokens=max_tokens, temperature=0.0))
+    def chat(
+        self, messages: list[dict[str, Any]], *, max_tokens: int = 8, timeout: float | None = None
+    ) -> Any:
+        """One completion; ``timeout`` bounds it (and the model lookup before it) when given."""
+        if timeout is not None:
+            self.endpoint.timeout_s = min(self._base_timeout_s, timeout)
+        return asyncio.run(
+            self.endpoint.chat(
+                messages, stream=False, max_tokens=max_tokens, temperature=0.0, timeout=timeout
+            )
+        )

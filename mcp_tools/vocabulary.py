@@ -406,6 +406,26 @@ HUNG_STATS = re.compile(
 )
 
 # --------------------------------------------------------------------------------------------------
+# failures only time shows: what the analyzers say of Cloud Monitoring's series
+# (graph/analyzers/_series.py, engine_hung.py, overload.py; graph/slo.py)
+# --------------------------------------------------------------------------------------------------
+
+#: Evidence read from a series (not a log line: ``line`` 0) starts with this.
+SERIES_PREFIX = "series: "
+#: What a series-based finding says, by signal.
+SERIES_WORDS: dict[str, str] = {
+    "hung_series": "requests are in flight but no token has been generated",
+    "hung_probe": "a 1-token completion did not answer while /health answered 200",
+    "queue_growth": "the queue grew over the window",
+    "kv_window": "the KV cache stayed (nearly) full for most of the window",
+    "preempt_rate": "requests are preempted every minute",
+    "slo_burn": "a latency SLO is burning its error budget",
+    "concurrency_over_batch": "Cloud Run admits far more concurrent requests than the engine batches",
+    "hot_instance": "one instance is saturated while the others idle: the load is not spread "
+    "(a concurrency / session-affinity problem, not a memory one)",
+}
+
+# --------------------------------------------------------------------------------------------------
 # gpu_quota (and capacity for CPU, memory, disk)  (graph/analyzers/gpu_quota.py)
 # --------------------------------------------------------------------------------------------------
 

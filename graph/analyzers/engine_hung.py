@@ -1,6 +1,12 @@
 """engine_hung: the server is up but its engine makes no progress.
 
-From the logs (the time series come from metrics): vLLM's periodic stats line with requests running
+From Cloud Monitoring's series (``_from_time``): an instance still reporting with requests running
+or waiting and vLLM's generation-token rate flat at zero for ``SloConfig.hung_minutes``; or the
+observe step's 1-token probe timing out while ``/health`` answers 200 (unless the series show tokens
+flowing, or a standing queue explains the wait). An SLO burning at the same time (504s as clients
+give up) is cited with it, not as a cause of its own.
+
+From the logs: vLLM's periodic stats line with requests running
 and no token generated, over several periods ("Avg prompt throughput: 0.0 tokens/s, Avg generation
 throughput: 0.0 tokens/s, Running: 30 reqs"); the V0 engine's own watchdog ("Engine iteration timed
 out. This should never happen!", vllm/engine/async_llm_engine.py); the frontend waiting on a silent
@@ -15,9 +21,13 @@ from __future__ import annotations
 
 import re
 
-from graph.analyzers.base import Finding, Line, finding, view
+import math
+
+from graph.analyzers import _series as S
+from graph.analyzers.base import Evidence, Finding, Line, finding, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import HUNG_STALL, HUNG_STATS, HUNG_TIMEOUT, HUNG_WAITING
+from graph.progress import FLAT_TOKENS_PER_S as _FLAT
+from mcp_tools.vocabulary import HUNG_STALL, HUNG_STATS, HUNG_TIMEOUT, HUNG_WAITING, SERIES_WORDS
 
 #: Consecutive stats periods with requests running and nothing generated that make a hang.
 FLAT_PERIODS = 2
@@ -25,6 +35,10 @@ REPEATS = 3
 
 
 def analyze(obs: Observation) -> list[Finding]:
+    return _from_logs(obs) or _from_time(obs)
+
+
+def _from_logs(obs: Observation) -> list[Finding]:
     v = view(obs)
     stall = list(v.grep(HUNG_STALL))
     waiting = list(v.grep(HUNG_WAITING))
@@ -71,3 +85,84 @@ def _flat_stats(stats: list[Line]) -> list[Line]:
         else:
             run = []
     return best if len(best) >= FLAT_PERIODS else []
+
+
+def _from_time(obs: Observation) -> list[Finding]:
+    """A hang the series (or the probe) show: work in flight, no token for ``hung_minutes``."""
+    slo = obs.slo_config
+    ss = S.series_of(obs)
+    evidence: list[Evidence] = []
+    facts: dict[str, object] = {}
+    signals: list[str] = []
+    if ss is not None:
+        k = max(2, math.ceil(slo.hung_minutes * 60.0 / ss.period_s))
+        running = S.by_instance(ss, "requests_running")
+        waiting = S.by_instance(ss, "requests_waiting")
+        stuck: list[str] = []
+        for tok in S.current(ss, "generation_tokens_rate"):
+            pts = tok.points[-k:]
+            if len(pts) < k or any(p.v > _FLAT for p in pts):
+                continue
+            run_at = S.values_at(running.get(tok.instance or ""))
+            wait_at = S.values_at(waiting.get(tok.instance or ""))
+            work = [run_at.get(S._epoch(p.t), 0.0) + wait_at.get(S._epoch(p.t), 0.0) for p in pts]
+            if min(work) < 1.0:
+                continue  # idle: nothing asked, nothing generated
+            # how long it has been flat, and what it made before
+            flat_n = 0
+            for p in reversed(tok.points):
+                if p.v > _FLAT:
+                    break
+                flat_n += 1
+            before = [p.v for p in tok.points[: len(tok.points) - flat_n]]
+            stuck.append(tok.instance or "")
+            was = f" (was {max(before):.3g} tok/s)" if before else ""
+            evidence.append(
+                S.series_ev(
+                    f"{tok.name}: 0 tok/s for the last {S.minutes(flat_n * ss.period_s)}{was} while "
+                    f"{min(work):g}+ requests were running or waiting on instance {S.inst(tok)}"
+                )
+            )
+            facts.setdefault("flat_minutes", round(flat_n * ss.period_s / 60, 1))
+        if stuck:
+            signals.append("hung_series")
+            facts["stuck_instances"] = stuck
+    p = obs.probe
+    flowing = _tokens_flowing(obs)
+    if p is not None and p.timed_out and obs.health and flowing is not True:
+        signals.append("hung_probe")
+        evidence.append(Evidence(line=0, text=p.line()))
+        facts["probe_timeout_s"] = p.timeout_s
+    if not signals:
+        return []
+    if ss is not None:
+        from graph.slo import burns
+
+        for b in burns(ss, slo):
+            evidence.append(Evidence(line=0, text=b.line()[:300]))
+            facts.setdefault("slo_burn", []).append(b.model_dump())  # type: ignore[union-attr]
+    total = len(obs.logs)
+    conf = 0.9 if len(signals) == 2 else 0.85 if "hung_series" in signals else 0.7
+    return [
+        Finding(
+            category="engine_hung",
+            confidence=conf,
+            summary="The engine stopped making progress: "
+            + "; ".join(
+                SERIES_WORDS[s] + (f" for {facts['flat_minutes']:g} min" if s == "hung_series" else "")
+                for s in signals
+            )
+            + ". /health alone would call it healthy.",
+            evidence=evidence[:6],
+            analyzer="engine_hung",
+            first_line=total + 1,
+            last_line=total + 1,
+            facts=facts,
+        )
+    ]
+
+
+def _tokens_flowing(obs: Observation) -> bool | None:
+    from graph.progress import tokens_flowing
+
+    return tokens_flowing(obs.series, obs.slo_config.hung_minutes)

@@ -5,15 +5,28 @@ From vLLM's ``/metrics`` (parsed with prometheus_client's text parser; both the 
 periodic stats line ("Running: 8 reqs, Waiting: 37 reqs, GPU KV cache usage: 99.8%"; V0 said
 "Pending: N reqs"), from preemption warnings, and from 429/503 answers (Cloud Run: "The request was
 aborted because there was no available instance").
+
+From Cloud Monitoring's series (``_from_time``), saturation over a window: a queue that grows, KV
+usage over ``SloConfig.kv_full`` for most of the window, preemptions every minute, a latency SLO
+burning (``graph.slo``); Cloud Run admitting far more concurrent requests than ``--max-num-seqs``
+batches; one instance saturated while the others idle. The facts it records (levels, shares, the
+instances) are what the planner-backed remedy decides by (``graph/remedies/saturation.py``).
 """
 
 from __future__ import annotations
 
 import logging
 
+from graph.analyzers import _series as S
 from graph.analyzers.base import Evidence, Finding, Line, ev, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import OVERLOAD_PREEMPT, OVERLOAD_REJECT, OVERLOAD_REJECT_PREFILTER, OVERLOAD_STATS
+from mcp_tools.vocabulary import (
+    OVERLOAD_PREEMPT,
+    OVERLOAD_REJECT,
+    OVERLOAD_REJECT_PREFILTER,
+    OVERLOAD_STATS,
+    SERIES_WORDS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -164,25 +177,165 @@ def analyze(obs: Observation) -> list[Finding]:
             evidence.append(Evidence(line=rejects[0].n, text=rejects[0].text.strip()[:300]))
         first_line = min(first_line, rejects[0].n)
 
+    t_signals, t_evidence, t_facts = _from_time(obs)
+    signals += [x for x in t_signals if x not in signals]
+    evidence += t_evidence
+    facts.update(t_facts)
+    if "hot_instance" in signals:  # the finding is that one instance: say it first
+        signals.remove("hot_instance")
+        signals.insert(0, "hot_instance")
+        evidence.insert(0, evidence.pop(next(i for i, e in enumerate(evidence) if e.text.startswith(HOT))))
+
     strong_queue = facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
-    if len(signals) < 2 and not (strong_queue and "queue" in signals) and "no_instance" not in signals:
+    specific = True
+    if signals == ["slo_burn"]:
+        specific = False  # TTFT over its SLO with no saturation seen: a symptom; a cause found elsewhere wins
+    elif len(signals) < 2 and not (strong_queue and "queue" in signals) and "no_instance" not in signals:
         return []
-    evidence.sort(key=lambda e: e.line == 0)  # log lines first, then metrics
+    evidence.sort(key=lambda e: e.line == 0 and not e.text.startswith(HOT))  # log lines first, then metrics
     return [
         Finding(
             category="overload",
             confidence=round(min(0.95, 0.55 + 0.1 * len(signals)), 2),
-            summary="The server is up but saturated: " + ", ".join(_WORDS[s] for s in signals) + ".",
+            summary=(
+                "One instance is saturated: "
+                if "hot_instance" in signals
+                else "The server is up but saturated: "
+            )
+            + ", ".join(_WORDS[s] for s in signals)
+            + ".",
             evidence=evidence[:6],
             analyzer="overload",
             first_line=first_line,
             last_line=v.total + 1,
+            specific=specific,
             facts=facts,
         )
     ]
 
 
+#: How the hot-instance evidence starts.
+HOT = "series: hot instance "
+
+
+def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, object]]:
+    """Saturation over the series' window: signals, "series: ..." evidence and the facts."""
+    ss = S.series_of(obs)
+    if ss is None:
+        return [], [], {}
+    slo = obs.slo_config
+    signals: list[str] = []
+    evidence: list[Evidence] = []
+    facts: dict[str, object] = {}
+    window = f"the last {S.minutes(S._epoch(ss.end) - S._epoch(ss.start))}"
+
+    kv = [v for _, v in S.combined(S.current(ss, "kv_usage"), "max")]
+    if kv:
+        kv = [x / 100 if x > 1.0 else x for x in kv]
+        share = sum(1 for x in kv if x >= slo.kv_full) / len(kv)
+        facts["kv_cache_usage"] = round(S.quarter_means(kv)[1], 3)
+        facts["kv_full_share"] = round(share, 2)
+        if share >= slo.kv_full_share:
+            signals.append("kv_window")
+            evidence.append(
+                S.series_ev(
+                    f"kv_usage: >= {slo.kv_full:.0%} for {share:.0%} of {window} (peak {max(kv):.0%})"
+                )
+            )
+    waiting = [v for _, v in S.combined(S.current(ss, "requests_waiting"))]
+    running = [v for _, v in S.combined(S.current(ss, "requests_running"))]
+    if waiting:
+        first, level = S.quarter_means(waiting)
+        facts["num_requests_waiting"] = round(level, 1)
+        facts["waiting_growth"] = round(level - first, 1)
+        if level >= 5 and level > first:
+            signals.append("queue_growth")
+            evidence.append(
+                S.series_ev(
+                    f"requests_waiting: {first:.3g} -> {level:.3g} over {window} (peak {max(waiting):.3g})"
+                )
+            )
+    if running:
+        facts["num_requests_running"] = round(S.quarter_means(running)[1], 1)
+    per_inst_running = [
+        S.quarter_means([p.v for p in s.points])[1] for s in S.current(ss, "requests_running")
+    ]
+    if per_inst_running:
+        facts["running_per_instance"] = round(max(per_inst_running), 1)
+    pre = [v for _, v in S.combined(S.current(ss, "preemptions_rate"))]
+    if pre:
+        level = S.quarter_means(pre)[1]
+        facts["preemptions_per_min"] = round(level, 2)
+        if level >= 1.0:
+            signals.append("preempt_rate")
+            evidence.append(S.series_ev(f"preemptions_rate: {level:.3g}/min now (peak {max(pre):.3g}/min)"))
+    from graph.slo import burns
+
+    latency = [b for b in burns(ss, slo) if b.key != "request_rate"]
+    if latency:
+        signals.append("slo_burn")
+        evidence += [Evidence(line=0, text=b.line()[:300]) for b in latency]
+        facts["slo_burn"] = [b.model_dump() for b in latency]
+
+    # Cloud Run admits more concurrent requests than the engine batches: the rest wait inside it.
+    svc = obs.service
+    mns = _max_num_seqs(svc.args if svc else [])
+    if svc is not None and svc.concurrency and mns:
+        facts["container_concurrency"] = svc.concurrency
+        facts["max_num_seqs"] = mns
+        queued = facts.get("num_requests_waiting", 0) >= 1  # type: ignore[operator]
+        if svc.concurrency >= 2 * mns and queued and signals:
+            signals.append("concurrency_over_batch")
+            evidence.append(
+                Evidence(
+                    line=0, text=f"spec: container concurrency {svc.concurrency} vs --max-num-seqs {mns}"
+                )
+            )
+
+    # One hot instance: the load of one far above the others'.
+    load = {}
+    run_i = S.by_instance(ss, "requests_running")
+    wait_i = S.by_instance(ss, "requests_waiting")
+    kv_i = S.by_instance(ss, "kv_usage")
+    for name in set(run_i) | set(wait_i):
+        r = S.quarter_means([p.v for p in run_i[name].points])[1] if name in run_i else 0.0
+        w = S.quarter_means([p.v for p in wait_i[name].points])[1] if name in wait_i else 0.0
+        load[name] = r + w
+    if len(load) >= 2:
+        hot = max(load, key=lambda k: load[k])
+        rest = [k for k in load if k != hot]
+        kv_hot = S.quarter_means([p.v for p in kv_i[hot].points])[1] if hot in kv_i else 0.0
+        saturated = kv_hot >= slo.kv_full or (
+            hot in wait_i
+            and load[hot] - (S.quarter_means([p.v for p in run_i[hot].points])[1] if hot in run_i else 0.0)
+            >= 1
+        )
+        if saturated and all(load[k] <= 0.25 * load[hot] for k in rest):
+            signals.append("hot_instance")
+            facts["hot_instance"] = hot
+            facts["idle_instances"] = rest
+            facts["instance_loads"] = {S.inst(k): round(v, 1) for k, v in load.items()}
+            evidence.append(
+                S.series_ev(
+                    f"{HOT[len('series: ') :]}{S.inst(hot)}: {load[hot]:.3g} requests in flight, KV {kv_hot:.0%}; "
+                    + ", ".join(f"instance {S.inst(k)}: {load[k]:.3g}" for k in rest)
+                )
+            )
+    return signals, evidence, facts
+
+
+def _max_num_seqs(args: list[str]) -> int | None:
+    from mcp_tools.spec_ops import get_flag
+
+    v = get_flag(args, "--max-num-seqs")
+    try:
+        return int(v) if isinstance(v, str) else None
+    except ValueError:
+        return None
+
+
 _WORDS = {
+    **SERIES_WORDS,
     "queue": "requests are queueing",
     "kv_full": "the KV cache is (nearly) full",
     "preemptions": "requests are being preempted",

@@ -101,6 +101,7 @@ def observe_service(
     base_url = (info.uri if info is not None else None) or cfg.vllm_base_url
     health: bool | None = None
     metrics: str | None = None
+    probe = None
     if base_url:
         ep = world.endpoint(base_url)
         t = time.monotonic()
@@ -117,6 +118,7 @@ def observe_service(
                 metrics = world.retrying(ep.metrics_text, "vLLM /metrics")
             except Exception as e:
                 unread.append(_unread("metrics", e, t))
+            probe = _probe(world, ep, cfg, metrics)
     else:
         why = "the service has no URL" if info is not None else "the service's URL is unknown (spec unread)"
         unread += [Unread(source="health", reason="no_url", why=why)]
@@ -130,6 +132,8 @@ def observe_service(
         unread=unread,
         window=(_iso(since), _iso(until)),
         series=series,
+        probe=probe,
+        slo=cfg.slo,
     )
     summary = ObservationSummary(
         service=name,
@@ -152,6 +156,43 @@ def observe_service(
     for u in unread:
         log.warning("observe %s: %s", name, u.line)
     return obs, summary
+
+
+def _probe(world: World, ep: Any, cfg: Configuration, metrics: str | None) -> Any:
+    """A 1-token completion while /health answers, bounded by ``cfg.probe_timeout_s`` and what is
+    left of the cycle (None: probes are off). Not sent behind a standing queue: there a slow answer
+    is the queue's, and saying so is the overload analyzer's job."""
+    from graph.progress import Probe, probe
+
+    if cfg.probe_timeout_s <= 0:
+        return None
+    waiting = _gauge(metrics, "vllm:num_requests_waiting")
+    if waiting is not None and waiting >= 5:
+        return Probe(ok=False, skipped=f"{waiting:g} requests already waiting")
+    try:
+        left = world.policy.attempt_timeout("vLLM probe")
+    except DeadlineExceeded:
+        left = 0.0
+    if left < 1.0:
+        return Probe(ok=False, skipped="no time left in the cycle")
+    return probe(ep, min(cfg.probe_timeout_s, left))
+
+
+def _gauge(metrics: str | None, name: str) -> float | None:
+    """One un-labelled sum from Prometheus text (None: absent or unreadable)."""
+    if not metrics:
+        return None
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total: float | None = None
+    try:
+        for fam in text_string_to_metric_families(metrics):
+            for smp in fam.samples:
+                if smp.name == name:
+                    total = (total or 0.0) + float(smp.value)
+    except (ValueError, TypeError):
+        return None
+    return total
 
 
 def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:

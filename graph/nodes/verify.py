@@ -94,8 +94,19 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     except Exception as e:
         v.smoke = False
         v.reasons.append(f"smoke completion failed: {short_error(e)}")
-    v.ok = bool(v.ready and v.health and v.smoke)
+    if v.smoke and _judged_by_progress(state):
+        from graph.progress import check_progress
+
+        v.progress, why = check_progress(world, ep, cfg)
+        if not v.progress:
+            v.reasons.append(f"no token progress: {why}")
+    v.ok = bool(v.ready and v.health and v.smoke and v.progress is not False)
     return _done(v, started)
+
+
+def _judged_by_progress(state: SREState) -> bool:
+    """A fix of a hung engine is verified by tokens generated, not by /health."""
+    return str((state.get("diagnosis") or {}).get("category")) == "engine_hung"
 
 
 def _reply_text(reply: Any) -> str:
@@ -116,7 +127,8 @@ def _reply_text(reply: Any) -> str:
 def _done(v: Verification, started: float) -> dict[str, Any]:
     v.seconds = round(time.monotonic() - started, 3)
     if v.ok:
-        msg = f"verified: revision {v.revision} Ready, /health ok, smoke completion ok ({v.seconds:.1f} s)"
+        msg = f"verified: revision {v.revision} Ready, /health ok, smoke completion ok"
+        msg += f"{', tokens generated' if v.progress else ''} ({v.seconds:.1f} s)"
     else:
         msg = "verification failed: " + "; ".join(v.reasons)
     return {"verification": v.model_dump(mode="json"), "timeline": event("verify", msg)}

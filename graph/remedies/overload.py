@@ -12,6 +12,11 @@ from mcp_tools.remediation import PlanStep, RemediationPlan
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
+    from graph.remedies.saturation import plans
+
+    over_time = plans(diag, obs, cap)  # saturation seen over a window: the planner decides
+    if over_time:
+        return over_time
     svc = obs.service
     out = []
     cur = svc.max_instances if svc else None
