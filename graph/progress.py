@@ -66,12 +66,13 @@ def tokens_flowing(ss: SeriesSet | None, minutes: float) -> bool | None:
     """Whether any instance reporting now generated tokens in the last ``minutes`` (None: no series)."""
     if ss is None:
         return None
+    from graph.slo import newest
     from mcp_tools.monitoring import _epoch
 
     series = ss.by_key("generation_tokens_rate")
     if not series:
         return None
-    end = _epoch(ss.end)
+    end = newest(ss)
     since = end - max(minutes * 60.0, ss.period_s)
     return any(p.v > FLAT_TOKENS_PER_S for s in series for p in s.points if _epoch(p.t) > since)
 

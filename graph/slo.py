@@ -66,6 +66,16 @@ class Burn(BaseModel):
         )
 
 
+def newest(ss: SeriesSet) -> float:
+    """The time of the newest point read (epoch s): the series' "now". Monitoring's latest points lag
+    the wall clock by minutes (and an emulator's clock may run ahead of it), so windows are counted
+    back from the data, not from the read's end time. The read's end when nothing was read."""
+    from mcp_tools.monitoring import _epoch
+
+    last = [_epoch(s.points[-1].t) for s in ss.series if s.points]
+    return max(last) if last else _epoch(ss.end)
+
+
 def windows(window_s: float, period_s: float) -> list[tuple[float, float, float, str]]:
     """The burn pairs scaled to an observation of ``window_s`` aligned to ``period_s``."""
     out = []
@@ -97,7 +107,7 @@ def burns(ss: SeriesSet, slo: SloConfig) -> list[Burn]:
     """Every SLO that burns over the threshold on both windows of a pair (the fastest pair first)."""
     from mcp_tools.monitoring import _epoch
 
-    end = _epoch(ss.end)
+    end = newest(ss)
     out: list[Burn] = []
     sources: list[tuple[str, str, float, list[tuple[float, float, float]]]] = []
     for key, name, target in (
@@ -116,7 +126,7 @@ def burns(ss: SeriesSet, slo: SloConfig) -> list[Burn]:
         sources.append(("request_rate", "5xx rate", slo.availability, samples))
     for key, name, objective, samples in sources:
         budget = 1.0 - objective
-        for lng, sht, thr, pair in windows(end - _epoch(ss.start), ss.period_s):
+        for lng, sht, thr, pair in windows(_epoch(ss.end) - _epoch(ss.start), ss.period_s):
             b_long = _share_bad(samples, end - lng + 1e-6)
             b_short = _share_bad(samples, end - sht + 1e-6)
             if b_long is None or b_short is None:

@@ -420,6 +420,7 @@ SERIES_WORDS: dict[str, str] = {
     "kv_window": "the KV cache stayed (nearly) full for most of the window",
     "preempt_rate": "requests are preempted every minute",
     "slo_burn": "a latency SLO is burning its error budget",
+    "batch_full": "running is pinned at --max-num-seqs with a queue behind it",
     "concurrency_over_batch": "Cloud Run admits far more concurrent requests than the engine batches",
     "hot_instance": "one instance is saturated while the others idle: the load is not spread "
     "(a concurrency / session-affinity problem, not a memory one)",

@@ -21,8 +21,10 @@ def series_ev(text: str) -> Evidence:
 
 
 def current(ss: SeriesSet, key: str) -> list[Series]:
-    """The ``key`` series of instances still reporting at the window's end (within two periods)."""
-    end = _epoch(ss.end)
+    """The ``key`` series of instances still reporting at the newest point read (within two periods)."""
+    from graph.slo import newest
+
+    end = newest(ss)
     return [s for s in ss.by_key(key) if s.points and _epoch(s.points[-1].t) >= end - 2.5 * ss.period_s]
 
 

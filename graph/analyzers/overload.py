@@ -187,6 +187,8 @@ def analyze(obs: Observation) -> list[Finding]:
         evidence.insert(0, evidence.pop(next(i for i, e in enumerate(evidence) if e.text.startswith(HOT))))
 
     strong_queue = facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
+    if strong_queue and "queue_growth" in signals and "queue" not in signals:
+        signals.append("queue")
     specific = True
     if signals == ["slo_burn"]:
         specific = False  # TTFT over its SLO with no saturation seen: a symptom; a cause found elsewhere wins
@@ -290,6 +292,17 @@ def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, o
                 Evidence(
                     line=0, text=f"spec: container concurrency {svc.concurrency} vs --max-num-seqs {mns}"
                 )
+            )
+
+    # The batch is full: running pinned at --max-num-seqs on an instance, with a queue behind it.
+    if mns and per_inst_running and waiting:
+        pinned = [
+            s for s in S.current(ss, "requests_running") if S.quarter_means([p.v for p in s.points])[1] >= 0.95 * mns
+        ]
+        if pinned and facts.get("num_requests_waiting", 0) >= 1:  # type: ignore[operator]
+            signals.append("batch_full")
+            evidence.append(
+                S.series_ev(f"requests_running: pinned at --max-num-seqs {mns} on {len(pinned)} instance(s)")
             )
 
     # One hot instance: the load of one far above the others'.
