@@ -134,7 +134,8 @@ def _obs(*series: Series, minutes: int = 30, args: list[str] | None = None, **kw
         name="svc",
         gpu_type="nvidia-l4",
         gpu_count=1,
-        args=args or ["--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "--max-model-len=16384", "--max-num-seqs=16"],
+        args=args
+        or ["--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "--max-model-len=16384", "--max-num-seqs=16"],
         concurrency=kw.pop("concurrency", 16),
         max_instances=kw.pop("max_instances", 1),
     )
@@ -168,7 +169,10 @@ def test_hung_needs_work_in_flight_and_a_current_instance() -> None:
     busy = _series("requests_running", [4.0] * 30)
     [f] = engine_hung.analyze(_obs(tokens, busy))
     assert f.category == "engine_hung" and f.facts["flat_minutes"] == 5
-    assert f.evidence[0].text.startswith("series: generation_tokens_rate") and "was 100 tok/s" in f.evidence[0].text
+    assert (
+        f.evidence[0].text.startswith("series: generation_tokens_rate")
+        and "was 100 tok/s" in f.evidence[0].text
+    )
     idle = _series("requests_running", [0.0] * 30)
     assert engine_hung.analyze(_obs(tokens, idle)) == []  # nothing asked, nothing made
     short = _series("generation_tokens_rate", [100.0] * 28 + [0.0] * 2)
@@ -184,7 +188,9 @@ def test_hung_needs_work_in_flight_and_a_current_instance() -> None:
 def test_probe_timeout_is_a_hang_unless_tokens_flow() -> None:
     timed_out = Probe(ok=False, timed_out=True, seconds=8.0, timeout_s=8.0, error="did not answer within 8 s")
     [f] = engine_hung.analyze(Observation(id="p", health=True, probe=timed_out))
-    assert f.confidence == 0.7 and "probe: a 1-token completion did not answer within 8 s" in f.evidence[0].text
+    assert (
+        f.confidence == 0.7 and "probe: a 1-token completion did not answer within 8 s" in f.evidence[0].text
+    )
     flowing = _obs(_series("generation_tokens_rate", [50.0] * 30), health=True, probe=timed_out)
     assert engine_hung.analyze(flowing) == []  # slow, not stuck
     assert engine_hung.analyze(Observation(id="p", health=False, probe=timed_out)) == []
@@ -250,7 +256,9 @@ def test_healthy_series_find_nothing() -> None:
 
 
 def test_series_evidence_reaches_the_model_readably() -> None:
-    obs = _obs(_series("generation_tokens_rate", [90.0] * 20 + [0.0] * 10), _series("requests_running", [4.0] * 30))
+    obs = _obs(
+        _series("generation_tokens_rate", [90.0] * 20 + [0.0] * 10), _series("requests_running", [4.0] * 30)
+    )
     ctx = build_context(obs)
     assert "- engine_hung (" in ctx and "  - series: generation_tokens_rate" in ctx
 

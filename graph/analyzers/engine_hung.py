@@ -19,9 +19,8 @@ found in 60 seconds", vllm/distributed/device_communicators/shm_broadcast.py, re
 
 from __future__ import annotations
 
-import re
-
 import math
+import re
 
 from graph.analyzers import _series as S
 from graph.analyzers.base import Evidence, Finding, Line, finding, view
@@ -127,20 +126,21 @@ def _from_time(obs: Observation) -> list[Finding]:
         if stuck:
             signals.append("hung_series")
             facts["stuck_instances"] = stuck
-    p = obs.probe
+    pr = obs.probe
     flowing = _tokens_flowing(obs)
-    if p is not None and p.timed_out and obs.health and flowing is not True:
+    if pr is not None and pr.timed_out and obs.health and flowing is not True:
         signals.append("hung_probe")
-        evidence.append(Evidence(line=0, text=p.line()))
-        facts["probe_timeout_s"] = p.timeout_s
+        evidence.append(Evidence(line=0, text=pr.line()))
+        facts["probe_timeout_s"] = pr.timeout_s
     if not signals:
         return []
     if ss is not None:
         from graph.slo import burns
 
-        for b in burns(ss, slo):
-            evidence.append(Evidence(line=0, text=b.line()[:300]))
-            facts.setdefault("slo_burn", []).append(b.model_dump())  # type: ignore[union-attr]
+        burning = burns(ss, slo)
+        evidence += [Evidence(line=0, text=b.line()[:300]) for b in burning]
+        if burning:
+            facts["slo_burn"] = [b.model_dump() for b in burning]
     total = len(obs.logs)
     conf = 0.9 if len(signals) == 2 else 0.85 if "hung_series" in signals else 0.7
     return [

@@ -297,7 +297,9 @@ def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, o
     # The batch is full: running pinned at --max-num-seqs on an instance, with a queue behind it.
     if mns and per_inst_running and waiting:
         pinned = [
-            s for s in S.current(ss, "requests_running") if S.quarter_means([p.v for p in s.points])[1] >= 0.95 * mns
+            s
+            for s in S.current(ss, "requests_running")
+            if S.quarter_means([p.v for p in s.points])[1] >= 0.95 * mns
         ]
         if pinned and facts.get("num_requests_waiting", 0) >= 1:  # type: ignore[operator]
             signals.append("batch_full")
@@ -305,33 +307,28 @@ def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, o
                 S.series_ev(f"requests_running: pinned at --max-num-seqs {mns} on {len(pinned)} instance(s)")
             )
 
-    # One hot instance: the load of one far above the others'.
-    load = {}
-    run_i = S.by_instance(ss, "requests_running")
-    wait_i = S.by_instance(ss, "requests_waiting")
-    kv_i = S.by_instance(ss, "kv_usage")
-    for name in set(run_i) | set(wait_i):
-        r = S.quarter_means([p.v for p in run_i[name].points])[1] if name in run_i else 0.0
-        w = S.quarter_means([p.v for p in wait_i[name].points])[1] if name in wait_i else 0.0
-        load[name] = r + w
+    # One hot instance: one saturated (KV full, or a queue) while the others carry a quarter of it.
+    def now(key: str, name: str) -> float:
+        s = S.by_instance(ss, key).get(name)
+        return S.quarter_means([p.v for p in s.points])[1] if s is not None else 0.0
+
+    names = set(S.by_instance(ss, "requests_running")) | set(S.by_instance(ss, "requests_waiting"))
+    load = {n: now("requests_running", n) + now("requests_waiting", n) for n in names}
     if len(load) >= 2:
         hot = max(load, key=lambda k: load[k])
         rest = [k for k in load if k != hot]
-        kv_hot = S.quarter_means([p.v for p in kv_i[hot].points])[1] if hot in kv_i else 0.0
-        saturated = kv_hot >= slo.kv_full or (
-            hot in wait_i
-            and load[hot] - (S.quarter_means([p.v for p in run_i[hot].points])[1] if hot in run_i else 0.0)
-            >= 1
-        )
+        kv_hot = now("kv_usage", hot)
+        saturated = kv_hot >= slo.kv_full or now("requests_waiting", hot) >= 1
         if saturated and all(load[k] <= 0.25 * load[hot] for k in rest):
             signals.append("hot_instance")
             facts["hot_instance"] = hot
             facts["idle_instances"] = rest
             facts["instance_loads"] = {S.inst(k): round(v, 1) for k, v in load.items()}
+            others = ", ".join(f"instance {S.inst(k)}: {load[k]:.3g}" for k in rest)
             evidence.append(
                 S.series_ev(
-                    f"{HOT[len('series: ') :]}{S.inst(hot)}: {load[hot]:.3g} requests in flight, KV {kv_hot:.0%}; "
-                    + ", ".join(f"instance {S.inst(k)}: {load[k]:.3g}" for k in rest)
+                    f"{HOT.removeprefix('series: ')}{S.inst(hot)}: {load[hot]:.3g} requests in flight, "
+                    f"KV {kv_hot:.0%}; {others}"
                 )
             )
     return signals, evidence, facts

@@ -106,8 +106,8 @@ def plans(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationP
                 _scaling(
                     _concurrency(cc, mns),
                     cur_max,
-                    f"the engine is at its KV capacity ({fit_now:g} sequences per instance, KV cache full for "
-                    f"{kv_share:.0%} of the window) and {demand:.0f} requests are in flight: "
+                    f"the engine is at its KV capacity ({fit_now:g} sequences per instance, KV cache "
+                    f"full for {kv_share:.0%} of the window) and {demand:.0f} requests are in flight: "
                     f"{need} instance(s) hold them",
                     need=need,
                 )
