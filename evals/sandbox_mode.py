@@ -62,6 +62,8 @@ def reproducible(incident: Incident, state: str | None, physics_category: str | 
     exp = incident.expected.category if incident.expected else None
     if incident.service is None:
         return "the incident has no service block to deploy"
+    if incident.series is not None:
+        return "the incident's series are recorded; the sandbox's come from its own physics"
     if exp not in REPRODUCIBLE:
         return f"the sandbox does not simulate {exp} (the physics sizes memory, time and load only)"
     if exp == "healthy":

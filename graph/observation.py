@@ -90,6 +90,9 @@ class Observation(BaseModel):
             service=_redacted_spec(incident.service),
             logs=list(incident.logs),
             metrics=incident.metrics,
+            series=incident.series.series_set(incident.service.name if incident.service else incident.id)
+            if incident.series is not None
+            else None,
             model_config=dict(incident.model_config_),
             source=incident.source or (str(incident.path) if incident.path else "incident"),
         )

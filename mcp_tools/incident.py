@@ -150,6 +150,59 @@ class Expected(_Lenient):
         return v
 
 
+class IncidentSeries(_Lenient):
+    """One recorded Cloud Monitoring series: a ``mcp_tools.monitoring`` catalog key, the labels that
+    tell it apart (``instance``, ``response_code_class``), one value per period, oldest first."""
+
+    key: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    points: list[float]
+
+    @field_validator("key")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from mcp_tools.monitoring import BY_KEY
+
+        if v not in BY_KEY:
+            raise ValueError(f"unknown series {v!r} (one of {', '.join(BY_KEY)})")
+        return v
+
+
+class IncidentSeriesBlock(_Lenient):
+    """The optional ``series:`` block (SPEC section 3, extended): the series the incident's observe
+    step read, aligned to ``period_s``, the last point of each ending at ``end`` (RFC 3339)."""
+
+    end: str
+    period_s: float = Field(default=60.0, ge=60, le=3600)
+    items: list[IncidentSeries] = Field(default_factory=list)
+
+    def series_set(self, service: str) -> Any:
+        """As ``mcp_tools.monitoring.SeriesSet`` (what a live observe step holds)."""
+        from datetime import datetime, timedelta
+
+        from mcp_tools.monitoring import BY_KEY, MAX_POINTS, Point, Series, SeriesSet
+
+        try:
+            end = datetime.fromisoformat(self.end.replace("Z", "+00:00"))
+        except ValueError:
+            raise UserError(f"series.end must be an RFC 3339 time, not {self.end!r}") from None
+
+        def at(i: int) -> str:
+            return (end - timedelta(seconds=self.period_s * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        n = min(MAX_POINTS, max((len(x.points) for x in self.items), default=0))
+        out = SeriesSet(service=service, start=at(n), end=at(0), period_s=self.period_s)
+        for x in self.items:
+            vals = x.points[-MAX_POINTS:]
+            pts = [Point(t=at(len(vals) - 1 - i), v=v) for i, v in enumerate(vals)]
+            out.series.append(
+                Series(key=x.key, metric_type=BY_KEY[x.key].types[0], labels=dict(x.labels),
+                       unit=BY_KEY[x.key].unit, points=pts)
+            )  # fmt: skip
+            out.points_read += len(pts)
+        return out
+
+
 class Incident(_Lenient):
     id: str
     title: str
@@ -158,6 +211,7 @@ class Incident(_Lenient):
     model_config_: dict[str, Any] = Field(default_factory=dict, alias="model_config")
     logs: list[LogLine]
     metrics: str | None = None
+    series: IncidentSeriesBlock | None = None  # optional: Cloud Monitoring's series (SPEC 3, extended)
     expected: Expected | None = None
     #: ``real`` (log lines copied verbatim from a public source) or ``composed`` (written from real
     #: wording); None when the file does not say.

@@ -267,3 +267,22 @@ def test_configuration_carries_the_slos_into_the_observation() -> None:
     cfg = Configuration(slo=SloConfig(ttft_p95_s=0.5, hung_minutes=5))
     assert cfg.persisted()["slo"]["ttft_p95_s"] == 0.5
     assert Observation(id="x", slo=cfg.slo).slo_config.hung_minutes == 5
+
+
+def test_incident_series_block_reaches_the_analyzers_and_bad_keys_are_named(tmp_path: Any) -> None:
+    from mcp_tools.errors import UserError
+    from mcp_tools.incident import load_incident
+
+    inc = load_incident("evals/incidents/l4-engine-stuck-tokens-flat-series.yaml")
+    obs = Observation.from_incident(inc)
+    assert obs.series is not None and obs.series.end == "2026-07-02T09:40:00Z"
+    tokens = obs.series.by_key("generation_tokens_rate")[0]
+    assert len(tokens.points) == 30 and tokens.points[-1].t == obs.series.end and tokens.points[0].v == 108
+    assert diagnose(obs, model=None).category == "engine_hung"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "id: x\ntitle: x\nlogs: []\nseries:\n  end: '2026-07-02T09:40:00Z'\n"
+        "  items:\n    - {key: nope, points: [1, 2]}\n"
+    )
+    with pytest.raises(UserError, match=r"bad.yaml.*series.*unknown series 'nope'"):
+        load_incident(bad)

@@ -199,13 +199,7 @@ def analyze(obs: Observation) -> list[Finding]:
         Finding(
             category="overload",
             confidence=round(min(0.95, 0.55 + 0.1 * len(signals)), 2),
-            summary=(
-                "One instance is saturated: "
-                if "hot_instance" in signals
-                else "The server is up but saturated: "
-            )
-            + ", ".join(_WORDS[s] for s in signals)
-            + ".",
+            summary=_summary(signals),
             evidence=evidence[:6],
             analyzer="overload",
             first_line=first_line,
@@ -214,6 +208,14 @@ def analyze(obs: Observation) -> list[Finding]:
             facts=facts,
         )
     ]
+
+
+def _summary(signals: list[str]) -> str:
+    words = [_WORDS[s] for s in signals]
+    if signals[0] == "hot_instance":  # the finding is that instance; the rest is what it shows
+        also = f" Also: {', '.join(words[1:])}." if words[1:] else ""
+        return f"{words[0][0].upper()}{words[0][1:]}.{also}"
+    return "The server is up but saturated: " + ", ".join(words) + "."
 
 
 #: How the hot-instance evidence starts.
