@@ -24,6 +24,7 @@ COMMANDS: list[str] = [
     "bench",
     "sandbox",
     "mcp",
+    "serve",
     "version",
 ]
 

@@ -15,19 +15,48 @@ from mcp_tools.errors import UserError
 class BearerAuth:
     """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>`` (else 401)."""
 
-    def __init__(self, app: Any, token: str) -> None:
+    def __init__(
+        self,
+        app: Any,
+        token: str,
+        *,
+        env: str = "GEMMA_SRE_MCP_TOKEN",
+        basic: bool = False,
+        open_paths: tuple[str, ...] = (),
+    ) -> None:
+        """``basic``: also accept HTTP Basic with the token as the password (senders that cannot set a
+        bearer header, such as Cloud Monitoring's webhook_basicauth channel); ``open_paths``: paths that
+        authenticate otherwise (checked by the app itself, e.g. Slack's request signature)."""
         self.app = app
         self._expected = f"Bearer {token}".encode()
+        self._basic = basic
+        self._token = token.encode()
+        self._open = open_paths
+        self._refusal = f'{{"error": "unauthorized: send Authorization: Bearer <{env}>"}}'.encode()
+
+    def _ok(self, got: bytes) -> bool:
+        if hmac.compare_digest(got, self._expected):
+            return True
+        if self._basic and got[:6].lower() == b"basic ":
+            import base64
+            import binascii
+
+            try:
+                _user, _, password = base64.b64decode(got[6:].strip(), validate=True).partition(b":")
+            except (ValueError, binascii.Error):
+                return False
+            return hmac.compare_digest(password, self._token)
+        return False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope.get("path") not in self._open:
             got = b""
             for k, v in scope.get("headers", []):
                 if k.lower() == b"authorization":
                     got = v
                     break
-            if not hmac.compare_digest(got, self._expected):
-                body = b'{"error": "unauthorized: send Authorization: Bearer <GEMMA_SRE_MCP_TOKEN>"}'
+            if not self._ok(got):
+                body = self._refusal
                 await send(
                     {
                         "type": "http.response.start",
@@ -76,11 +105,19 @@ async def serve_http(
     server: FastMCP, host: str, port: int, token: str | None, on_ready: Callable[[], None] | None = None
 ) -> None:
     """Serve until stopped; ``on_ready`` is called once the socket accepts connections."""
+    check_http_binding(host, token)
+    await serve_asgi(http_app(server, token), host, port, on_ready, what="the MCP HTTP server")
+
+
+async def serve_asgi(
+    app: Any, host: str, port: int, on_ready: Callable[[], None] | None = None, *, what: str
+) -> None:
+    """Serve an ASGI app with uvicorn until stopped; ``on_ready`` once the socket accepts; a port that
+    cannot be bound is one ``UserError`` naming ``what``."""
     import anyio
     import uvicorn
 
-    check_http_binding(host, token)
-    config = uvicorn.Config(http_app(server, token), host=host, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     srv = uvicorn.Server(config)
 
     async def announce() -> None:
@@ -98,4 +135,4 @@ async def serve_http(
             failed = True
         tg.cancel_scope.cancel()
     if failed:
-        raise UserError(f"the MCP HTTP server could not listen on {host}:{port} (in use? see above)")
+        raise UserError(f"{what} could not listen on {host}:{port} (in use? see above)")

@@ -1,0 +1,340 @@
+"""The ``gemma-sre serve`` ASGI app: alert webhooks start or join investigations, Slack buttons decide.
+
+Routes (all behind the bearer token, ``GEMMA_SRE_SERVE_TOKEN``, except the Slack callback, which is
+authenticated by Slack's request signature instead):
+
+- ``POST /alerts/cloud-monitoring``: a Cloud Monitoring webhook notification (also accepts HTTP
+  Basic with the token as the password: a ``webhook_basicauth`` channel cannot send a bearer header).
+- ``POST /alerts/alertmanager``: an Alertmanager ``webhook_config`` receiver (``authorization:
+  {type: Bearer, credentials: <token>}``).
+- ``POST /slack/interactions``: the Slack app's interactivity request URL.
+- ``GET /investigations``: every investigation, its thread, its alerts and where it stands.
+
+An alert for a service is mapped to it by its labels (project, region, service). One investigation
+per service and open incident: the first alert starts a thread (``graph.runner.run_cycle``, in a
+worker thread: the webhook answers 202 at once), later alerts join it. A ``closed`` alert for a
+thread whose outcome is ``fixed`` is recorded as verification evidence, in this ledger and in the
+thread's report. An alert naming a service this server does not watch is answered 202 with a note
+(``ignored``): the sender would only retry an error, and a retry cannot make the service known.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.serve.alerts import AlertEvent, parse_alertmanager, parse_cloud_monitoring
+from agent.serve.ledger import AlertRecord, Investigation, Ledger, service_key
+from agent.serve.slack_face import SlackFace, parse_interaction
+from graph.config import Configuration
+from graph.state import now_iso
+from mcp_tools.errors import UserError
+
+log = logging.getLogger(__name__)
+
+SLACK_PATH = "/slack/interactions"
+#: A request body larger than this is refused (413): alert groups and Slack payloads are far smaller.
+MAX_BODY = 1_000_000
+
+
+class AlertOutcome(BaseModel):
+    alert_id: str
+    state: str
+    service: str | None = None
+    thread_id: str | None = None
+    action: str  # started, joined, closed, ignored
+    note: str = ""
+    verification_evidence: bool = False
+
+
+class Serve:
+    """The server's work, apart from HTTP: investigations, cycles in worker threads, Slack decisions."""
+
+    def __init__(
+        self,
+        base: Configuration,
+        *,
+        services: list[str] | None = None,
+        slack: SlackFace | None = None,
+        workers: int = 2,
+    ) -> None:
+        self.base = base
+        self.services = set(services or [])
+        self.slack = slack
+        self.ledger = Ledger(base.state_path)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemma-sre-serve")
+        self._lock = threading.Lock()
+        self._running: list[Future[Any]] = []
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.ledger.close()
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        fut = self._pool.submit(fn, *args)
+        with self._lock:
+            self._running = [f for f in self._running if not f.done()] + [fut]
+
+    def idle(self) -> bool:
+        with self._lock:
+            return all(f.done() for f in self._running)
+
+    # --- alerts -----------------------------------------------------------------------------------
+
+    def _why_not(self, ev: AlertEvent) -> str | None:
+        """Why this server does not watch the alert's service (None: it does)."""
+        from mcp_tools.names import validate_service_name
+
+        if not ev.service:
+            return "the alert names no Cloud Run service (no service_name label on a cloud_run resource)"
+        try:
+            validate_service_name(ev.service)
+        except UserError as e:
+            return str(e)
+        if self.base.project and ev.project and ev.project != self.base.project:
+            return f"project {ev.project} is not the watched project {self.base.project}"
+        if self.base.location and ev.location and ev.location != self.base.location:
+            return f"region {ev.location} is not the watched region {self.base.location}"
+        if self.services and ev.service not in self.services:
+            return f"service {ev.service} is not one of the watched services ({', '.join(sorted(self.services))})"
+        return None
+
+    def alerts(self, events: list[AlertEvent]) -> list[AlertOutcome]:
+        with self._lock:  # one alert at a time decides start-or-join
+            return [self._one(ev) for ev in events]
+
+    def _one(self, ev: AlertEvent) -> AlertOutcome:
+        why = self._why_not(ev)
+        if why is not None:
+            log.warning("alert %s (%s) ignored: %s", ev.alert_id, ev.source, why)
+            return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored",
+                                note=why)
+        assert ev.service is not None
+        project, location = self.base.project, self.base.location
+        key = service_key(project, location, ev.service)
+        rec = AlertRecord(thread_id="", source=ev.source, alert_id=ev.alert_id, state=ev.state,
+                          policy=ev.policy[:500], summary=ev.summary[:2000], received_at=now_iso())
+        if ev.state == "closed":
+            return self._closed(ev, key, rec)
+        current = self.ledger.open_for(key)
+        if current is not None and not self.ledger.open_alert_ids(current.thread_id):
+            finished, _status = _thread_finished(current.thread_id, self.base.state_path)
+            if finished:  # its alerts all closed and its thread ended: this alert is a new incident
+                self.ledger.close_investigation(current.thread_id)
+        from graph.runner import new_thread_id
+
+        inv, started = self.ledger.join_or_start(
+            Investigation(thread_id=new_thread_id(ev.service), service_key=key, project=project,
+                          location=location, service=ev.service, opened_at=now_iso())
+        )
+        self.ledger.add_alert(rec.model_copy(update={"thread_id": inv.thread_id}))
+        if started:
+            self._submit(self._investigate, inv)
+        return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, thread_id=inv.thread_id,
+                            action="started" if started else "joined")
+
+    def _closed(self, ev: AlertEvent, key: str, rec: AlertRecord) -> AlertOutcome:
+        thread = self.ledger.thread_of_alert(key, ev.source, ev.alert_id)
+        if thread is None:
+            return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored",
+                                note="a closed alert that opened no investigation here")
+        finished, status = _thread_finished(thread, self.base.state_path)
+        evidence = status == "fixed"
+        note = (
+            "closed after the fix: recorded as verification evidence"
+            if evidence
+            else f"closed while the thread is {status or 'not finished'}: not evidence of a fix"
+        )
+        self.ledger.add_alert(rec.model_copy(update={"thread_id": thread, "evidence": evidence, "note": note}))
+        if evidence:
+            _record_evidence(thread, ev, self.base.state_path)
+        if finished and not self.ledger.open_alert_ids(thread):
+            self.ledger.close_investigation(thread)
+        return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, thread_id=thread,
+                            action="closed", note=note, verification_evidence=evidence)
+
+    def _investigate(self, inv: Investigation) -> None:
+        from graph.runner import run_cycle
+
+        cfg = self.base.model_copy(update={"service": inv.service})
+        try:
+            self.ledger.set_status(inv.thread_id, "running")
+            res = run_cycle(cfg, thread_id=inv.thread_id)
+        except Exception as e:  # noqa: BLE001 - recorded on the investigation, never lost
+            from mcp_tools.errors import short_error
+
+            log.warning("investigation %s: %s", inv.thread_id, short_error(e))
+            self.ledger.set_status(inv.thread_id, f"error: {short_error(e)}"[:300])
+            return
+        self.ledger.set_status(inv.thread_id, res.status)
+        if res.waiting and res.pending is not None and self.slack is not None:
+            try:
+                channel, ts = self.slack.post(res.pending)
+                self.ledger.set_message(inv.thread_id, channel, ts)
+            except Exception as e:  # noqa: BLE001 - the thread waits either way (CLI, MCP)
+                log.warning("investigation %s: the Slack message was not posted: %s", inv.thread_id,
+                            type(e).__name__)
+
+    # --- Slack ------------------------------------------------------------------------------------
+
+    def decide(self, thread: str, decision: str, option: int | None, user_id: str, user_name: str) -> None:
+        """Decide ``thread`` through ``graph.runner.resume_cycle`` (the single-decision path), as the
+        Slack user, and say what happened in Slack."""
+        from graph.runner import resume_cycle, thread_result
+
+        msg = self.ledger.message(thread)
+        try:
+            shown = thread_result(thread, state_dir=self.base.state_path).pending
+            res = resume_cycle(thread, decision=decision, approver=f"slack:{user_id}", note=user_name,
+                               reason="rejected in Slack" if decision == "reject" else None, option=option)
+            self.ledger.set_status(thread, res.status)
+            outcome = f"{res.status}: {res.summary}"
+            if res.status != "already_decided":
+                verb = "approved" if decision == "approve" else "rejected"
+                which = f" (option {option})" if option else ""
+                outcome = f"{verb}{which} by <@{user_id}>. {outcome}"
+        except UserError as e:
+            shown, outcome = None, f"not decided: {e}"
+        except Exception as e:  # noqa: BLE001
+            from mcp_tools.errors import short_error
+
+            shown, outcome = None, f"not decided: {short_error(e)}"
+        log.info("thread %s: %s", thread, outcome)
+        if self.slack is None or msg is None:
+            return
+        channel, ts = msg
+        try:
+            if shown is not None:
+                self.slack.decided(channel, ts, shown, outcome)
+            else:
+                self.slack.say(channel, ts, outcome)
+        except Exception as e:  # noqa: BLE001
+            log.warning("thread %s: Slack was not told the outcome: %s", thread, type(e).__name__)
+
+
+def _thread_finished(thread_id: str, state_dir: Path) -> tuple[bool, str | None]:
+    """(the thread ended, its outcome status) through the runner; a thread not yet checkpointed is
+    not finished."""
+    from graph.runner import thread_result
+
+    try:
+        res = thread_result(thread_id, state_dir=state_dir)
+    except UserError:
+        return False, None
+    return res.finished, res.status
+
+
+def _record_evidence(thread_id: str, ev: AlertEvent, state_dir: Path) -> None:
+    """A closed alert after the fix, added to the thread's report (JSON ``alert_verification``, and a
+    Markdown section)."""
+    from graph.runner import thread_result
+    from mcp_tools.redact import redact
+
+    report = thread_result(thread_id, state_dir=state_dir).report
+    entry = {"source": ev.source, "alert_id": ev.alert_id, "policy": ev.policy, "ended_at": ev.ended_at,
+             "received_at": now_iso(), "summary": redact(ev.summary)[:500]}
+    jp, mp = report.get("json"), report.get("markdown")
+    try:
+        if jp and Path(jp).exists():
+            doc = json.loads(Path(jp).read_text(encoding="utf-8"))
+            seen = doc.setdefault("alert_verification", [])
+            if not any(e.get("alert_id") == ev.alert_id and e.get("source") == ev.source for e in seen):
+                seen.append(entry)
+                Path(jp).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+                if mp and Path(mp).exists():
+                    with Path(mp).open("a", encoding="utf-8") as f:
+                        f.write(
+                            f"\n## Alert closed after the fix\n\n- {ev.source} alert `{ev.alert_id}` "
+                            f"({ev.policy or 'no policy name'}) closed"
+                            f"{' at ' + ev.ended_at if ev.ended_at else ''}: verification evidence.\n"
+                        )
+    except (OSError, ValueError) as e:
+        log.warning("thread %s: the report could not be updated: %s", thread_id, type(e).__name__)
+
+
+class _Reply(BaseModel):
+    accepted: list[AlertOutcome] = Field(default_factory=list)
+    ignored: list[AlertOutcome] = Field(default_factory=list)
+
+
+def build_app(serve: Serve, token: str) -> Any:
+    """The ASGI app, behind ``mcp_tools.server.http.BearerAuth`` (Slack's path excepted)."""
+    import anyio
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from mcp_tools.server.http import BearerAuth
+
+    async def body_of(request: Request) -> bytes:
+        data = await request.body()
+        if len(data) > MAX_BODY:
+            raise UserError(f"request body over {MAX_BODY} bytes")
+        return data
+
+    def alerts_route(parse: Callable[[Any], list[AlertEvent]]) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            try:
+                raw = await body_of(request)
+                try:
+                    doc = json.loads(raw)
+                except ValueError:
+                    raise UserError("the body is not JSON") from None
+                events = parse(doc)
+            except UserError as e:
+                return JSONResponse({"error": str(e)}, status_code=400)
+            outcomes = await anyio.to_thread.run_sync(serve.alerts, events)
+            reply = _Reply(
+                accepted=[o for o in outcomes if o.action != "ignored"],
+                ignored=[o for o in outcomes if o.action == "ignored"],
+            )
+            return JSONResponse(reply.model_dump(mode="json"), status_code=202)
+
+        return handle
+
+    async def slack(request: Request) -> Response:
+        if serve.slack is None:
+            return JSONResponse({"error": "Slack is not configured on this server"}, status_code=404)
+        try:
+            raw = await body_of(request)
+        except UserError as e:
+            return JSONResponse({"error": str(e)}, status_code=413)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if not serve.slack.verified(raw, headers):
+            log.warning("Slack callback refused: bad signature or a timestamp outside five minutes")
+            return JSONResponse({"error": "invalid Slack signature or stale timestamp"}, status_code=401)
+        if not serve.ledger.first_sight(headers.get("x-slack-signature", "")):
+            log.warning("Slack callback refused: a replay of a request already handled")
+            return JSONResponse({"error": "replayed Slack request"}, status_code=409)
+        try:
+            inter = parse_interaction(raw)
+            button = inter.button()
+        except UserError as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        # Slack wants an answer within three seconds; applying and verifying takes longer.
+        serve._submit(serve.decide, button.thread, button.decision, button.option, inter.user.id,
+                      inter.user.display)
+        return Response(status_code=200)
+
+    async def investigations(request: Request) -> Response:
+        views = await anyio.to_thread.run_sync(serve.ledger.all)
+        return JSONResponse({"investigations": [v.model_dump(mode="json") for v in views],
+                             "idle": serve.idle()})
+
+    app = Starlette(
+        routes=[
+            Route("/alerts/cloud-monitoring", alerts_route(parse_cloud_monitoring), methods=["POST"]),
+            Route("/alerts/alertmanager", alerts_route(parse_alertmanager), methods=["POST"]),
+            Route(SLACK_PATH, slack, methods=["POST"]),
+            Route("/investigations", investigations, methods=["GET"]),
+        ]
+    )
+    return BearerAuth(app, token, env="GEMMA_SRE_SERVE_TOKEN", basic=True, open_paths=(SLACK_PATH,))
