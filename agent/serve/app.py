@@ -70,7 +70,8 @@ class Serve:
         self.slack = slack
         self.ledger = Ledger(base.state_path)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemma-sre-serve")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one alert at a time decides start-or-join
+        self._futures = threading.Lock()
         self._running: list[Future[Any]] = []
 
     def close(self) -> None:
@@ -79,11 +80,11 @@ class Serve:
 
     def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
         fut = self._pool.submit(fn, *args)
-        with self._lock:
+        with self._futures:
             self._running = [f for f in self._running if not f.done()] + [fut]
 
     def idle(self) -> bool:
-        with self._lock:
+        with self._futures:
             return all(f.done() for f in self._running)
 
     # --- alerts -----------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ class Serve:
         return None
 
     def alerts(self, events: list[AlertEvent]) -> list[AlertOutcome]:
-        with self._lock:  # one alert at a time decides start-or-join
+        with self._lock:
             return [self._one(ev) for ev in events]
 
     def _one(self, ev: AlertEvent) -> AlertOutcome:

@@ -1,0 +1,365 @@
+"""``gemma-sre serve``: alert webhooks wake an investigation, Slack buttons decide it.
+
+The server runs as a real ``gemma-sre serve`` process against the sandbox; alerts are the payload
+shapes of Google's and Alertmanager's documentation (``tests/data/alerts``), posted over HTTP; the
+Slack API is a local Slack-compatible server the official ``slack_sdk`` client talks to (mocking at
+the wire), and callbacks are signed the way Slack signs them. What happened is read from the sandbox
+journal, the decisions table, the audit log and the report.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from graph import audit
+from graph.checkpoint import open_decisions
+from sandbox.scenarios import scenario_specs
+from sandbox.server import Sandbox, start_sandbox
+from sandbox.testing import TEST_TIME_SCALE, sandbox_env
+from tests.processes import serving
+from tests.scripted_openai import free_port
+
+DATA = Path(__file__).parent / "data" / "alerts"
+TOKEN = "serve-token-" + "x" * 20
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's documentation example
+BOT = "xoxb-" + "1" * 12 + "-" + "a" * 24
+CHANNEL = "C0GEMMASRE"
+
+
+# --- a Slack-compatible Web API, at the wire -------------------------------------------------------
+
+
+class FakeSlack:
+    """chat.postMessage / chat.update, recorded; answers as Slack's Web API does."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api/"
+
+    def app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        async def method(request: Request) -> JSONResponse:
+            name = request.path_params["name"]
+            raw = await request.body()
+            if request.headers.get("content-type", "").startswith("application/json"):
+                args = json.loads(raw)
+            else:
+                from urllib.parse import parse_qsl
+
+                args = dict(parse_qsl(raw.decode()))
+                if isinstance(args.get("blocks"), str):
+                    args["blocks"] = json.loads(args["blocks"])
+            self.calls.append((name, args, request.headers.get("authorization", "")))
+            ts = f"{time.time():.6f}"
+            return JSONResponse({"ok": True, "channel": args.get("channel", CHANNEL), "ts": args.get("ts", ts),
+                                 "message": {"text": args.get("text", "")}})
+
+        return Starlette(routes=[Route("/api/{name}", method, methods=["POST"])])
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [a for n, a, _ in self.calls if n == name]
+
+
+@pytest.fixture(scope="module")
+def fake_slack() -> Iterator[FakeSlack]:
+    import uvicorn
+
+    fs = FakeSlack()
+    srv = uvicorn.Server(uvicorn.Config(fs.app(), host="127.0.0.1", port=fs.port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    while not srv.started:
+        time.sleep(0.02)
+    yield fs
+    srv.should_exit = True
+    t.join(10)
+
+
+class World:
+    def __init__(self, sb: Sandbox, url: str, state: Path, slack: FakeSlack) -> None:
+        self.sb, self.url, self.state, self.slack = sb, url, state, slack
+
+    def post(self, path: str, doc: Any, *, auth: Any = None, headers: dict[str, str] | None = None) -> Any:
+        h = {"authorization": f"Bearer {TOKEN}"} if auth is None and headers is None else (headers or {})
+        return httpx.post(self.url + path, json=doc, headers=h, auth=auth, timeout=30)
+
+    def investigation(self, thread: str) -> dict[str, Any]:
+        r = httpx.get(self.url + "/investigations", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        assert r.status_code == 200, r.text
+        (inv,) = [i for i in r.json()["investigations"] if i["thread_id"] == thread]
+        return dict(inv)
+
+    def investigations_of(self, service: str) -> list[dict[str, Any]]:
+        r = httpx.get(self.url + "/investigations", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        return [i for i in r.json()["investigations"] if i["service"] == service]
+
+    def wait_status(self, thread: str, *statuses: str, timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            inv = self.investigation(thread)
+            if inv["status"] in statuses:
+                return inv
+            assert time.monotonic() < deadline, inv
+            time.sleep(0.1)
+
+    def deploy_broken(self, name: str) -> None:
+        spec = scenario_specs("reference-weights-oom")[0][0]
+        self.sb.deploy(spec.model_copy(update={"name": name}), wait=True)
+
+    def deploy_healthy(self, name: str) -> None:
+        spec = scenario_specs("healthy")[0][0]
+        self.sb.deploy(spec.model_copy(update={"name": name}), wait=True)
+
+    def mutations(self, service: str) -> list[Any]:
+        return [
+            e for e in self.sb.journal.entries()
+            if e.method in ("POST", "PATCH", "PUT", "DELETE") and e.resource.endswith(f"/services/{service}")
+        ]
+
+
+@pytest.fixture(scope="module")
+def world(fake_slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    sb = start_sandbox(time_scale=TEST_TIME_SCALE, zero_latency=True)
+    state = tmp_path_factory.mktemp("serve-state")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+    env.update(sandbox_env(sb))
+    env.update({
+        "GEMMA_SRE_STATE_DIR": str(state),
+        "GEMMA_SRE_SERVE_TOKEN": TOKEN,
+        "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
+        "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
+        "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
+        "GEMMA_SRE_SLACK_API_URL": fake_slack.url,
+    })
+    try:
+        with serving([sys.executable, "-m", "agent.cli", "serve", "--port", str(port)], port, env=env):
+            yield World(sb, f"http://127.0.0.1:{port}", state, fake_slack)
+    finally:
+        sb.stop()
+
+
+# --- payloads ---------------------------------------------------------------------------------------
+
+
+def cloud_monitoring(sb: Sandbox, service: str, incident_id: str, state: str) -> dict[str, Any]:
+    """Google's documented example, about a Cloud Run revision of ``service``."""
+    doc = json.loads((DATA / "cloud_monitoring_doc_example.json").read_text())
+    inc = doc["incident"]
+    inc.update({"incident_id": incident_id, "state": state, "scoping_project_id": sb.project,
+                "policy_name": "vLLM 5xx ratio", "resource_type_display_name": "Cloud Run Revision"})
+    inc["resource"] = {"type": "cloud_run_revision", "labels": {
+        "project_id": sb.project, "service_name": service, "revision_name": f"{service}-00001-abc",
+        "location": sb.location, "configuration_name": service}}
+    if state == "open":
+        inc["ended_at"] = None
+    return dict(doc)
+
+
+def alertmanager(sb: Sandbox, service: str, status: str, project: str | None = None) -> dict[str, Any]:
+    doc = json.loads((DATA / "alertmanager_v4.json").read_text())
+    raw = json.dumps(doc).replace("PROJECT", project or sb.project).replace("REGION", sb.location)
+    doc = json.loads(raw.replace('"SERVICE"', json.dumps(service)))
+    doc["status"] = status
+    for a in doc["alerts"]:
+        a["status"] = status
+        if status == "resolved":
+            a["endsAt"] = "2026-05-29T19:37:48.123Z"
+    return dict(doc)
+
+
+def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
+    """Headers as Slack sends them: v0=HMAC-SHA256(secret, "v0:{ts}:{body}")."""
+    stamp = str(ts if ts is not None else int(time.time()))
+    mac = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"x-slack-request-timestamp": stamp, "x-slack-signature": f"v0={mac}",
+            "content-type": "application/x-www-form-urlencoded"}
+
+
+def press(world: World, button: dict[str, Any], **sign: Any) -> tuple[httpx.Response, str, dict[str, str]]:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U0ALICE42", "username": "alice", "name": "alice", "team_id": "T0TEAM"},
+        "api_app_id": "A0APP", "token": "verification-token-unused", "trigger_id": "1.2.3",
+        "team": {"id": "T0TEAM", "domain": "example"},
+        "container": {"type": "message", "channel_id": CHANNEL, "message_ts": "1.0"},
+        "channel": {"id": CHANNEL, "name": "sre"},
+        "actions": [{"type": "button", "action_id": button["action_id"], "block_id": "gemma_sre_decision",
+                     "value": button["value"], "action_ts": "1.1"}],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    headers = signed(body, **sign)
+    r = httpx.post(world.url + "/slack/interactions", content=body, headers=headers, timeout=30)
+    return r, body, headers
+
+
+def buttons_for(world: World, thread: str) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while True:
+        for args in world.slack.of("chat.postMessage"):
+            for b in args.get("blocks") or []:
+                if b.get("type") == "actions" and any(thread in e["value"] for e in b["elements"]):
+                    return {e["text"]["text"]: e for e in b["elements"]}
+        assert time.monotonic() < deadline, world.slack.calls
+        time.sleep(0.1)
+
+
+def decisions(world: World, thread: str) -> list[Any]:
+    with open_decisions(None, world.state) as store:
+        return store.for_thread(thread)
+
+
+# --- tests ------------------------------------------------------------------------------------------
+
+
+def test_every_request_but_slack_needs_the_token_and_googles_example_is_read(world: World) -> None:
+    doc = json.loads((DATA / "cloud_monitoring_doc_example.json").read_text())
+    assert world.post("/alerts/cloud-monitoring", doc, headers={}).status_code == 401
+    assert world.post("/alerts/cloud-monitoring", doc, headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(world.url + "/investigations", timeout=10).status_code == 401
+    # Cloud Monitoring's webhook_basicauth channel: the token as the password.
+    r = world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", TOKEN))
+    assert r.status_code == 202, r.text
+    (ignored,) = r.json()["ignored"]  # a gce_instance: no Cloud Run service to investigate
+    assert ignored["alert_id"] == "0.opqiw61fsv7p" and "no Cloud Run service" in ignored["note"]
+    assert r.json()["accepted"] == []
+    bad = world.post("/alerts/cloud-monitoring", {"incident": {"state": "open"}})
+    assert bad.status_code == 400 and "incident_id" in bad.json()["error"]
+    assert TOKEN not in bad.text
+
+
+def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) -> None:
+    service = "cm-weights-oom"
+    world.deploy_broken(service)
+    r = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.first", "open"))
+    assert r.status_code == 202, r.text
+    (first,) = r.json()["accepted"]
+    assert first["action"] == "started"
+    thread = first["thread_id"]
+    # A second alert for the same service joins the investigation: no second cycle.
+    r2 = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.second", "open"))
+    (second,) = r2.json()["accepted"]
+    assert second["action"] == "joined" and second["thread_id"] == thread
+    world.wait_status(thread, "awaiting_approval")
+    assert len(world.investigations_of(service)) == 1
+
+    buttons = buttons_for(world, thread)
+    assert "Approve" in buttons and "Reject" in buttons
+    (posted,) = [a for a in world.slack.of("chat.postMessage") if thread in json.dumps(a.get("blocks"))]
+    text = json.dumps(posted["blocks"])
+    assert "Proposed plan" in text and "Revision diff" in text  # the request's one rendering
+    assert posted["channel"] == CHANNEL
+
+    # Forged (another secret) and stale (signed, but 6 minutes old) callbacks: refused, nothing recorded.
+    forged, _, _ = press(world, buttons["Approve"], secret="not-the-signing-secret")
+    stale, _, _ = press(world, buttons["Approve"], ts=int(time.time()) - 360)
+    assert forged.status_code == 401 and stale.status_code == 401
+    assert decisions(world, thread) == []
+
+    ok, body, headers = press(world, buttons["Approve"])
+    assert ok.status_code == 200, ok.text
+    replay = httpx.post(world.url + "/slack/interactions", content=body, headers=headers, timeout=30)
+    assert replay.status_code == 409
+    inv = world.wait_status(thread, "fixed", "rolled_back", "failed", "already_decided")
+    assert inv["status"] == "fixed", inv
+
+    (rec,) = decisions(world, thread)
+    assert rec.decision == "approve" and rec.principal == "slack:U0ALICE42" and rec.note == "alice"
+    approvals = [e for e in audit.read(world.state) if e.thread_id == thread and e.event == "approval"]
+    assert len(approvals) == 1 and approvals[0].actor == "slack:U0ALICE42"
+    assert len(world.mutations(service)) == 1  # one change sent
+    deadline = time.monotonic() + 30
+    while not any(a.get("ts") for a in world.slack.of("chat.update") if thread in json.dumps(a)):
+        assert time.monotonic() < deadline, world.slack.calls
+        time.sleep(0.1)
+    assert all(auth == f"Bearer {BOT}" for _, _, auth in world.slack.calls)
+
+    # The alerts close after the fix: verification evidence, on the investigation and in the report.
+    c1 = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.first", "closed"))
+    (closed,) = c1.json()["accepted"]
+    assert closed["action"] == "closed" and closed["verification_evidence"] is True
+    world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.second", "closed"))
+    inv = world.investigation(thread)
+    assert inv["closed_at"] and inv["open_alerts"] == 0
+    assert [a["evidence"] for a in inv["alerts"] if a["state"] == "closed"] == [True, True]
+    from graph.runner import thread_result
+
+    report = thread_result(thread, state_dir=world.state).report
+    doc = json.loads(Path(report["json"]).read_text())
+    assert {e["alert_id"] for e in doc["alert_verification"]} == {"0.first", "0.second"}
+    assert "Alert closed after the fix" in Path(report["markdown"]).read_text()
+    # A new incident later: a new investigation, not the closed one.
+    again = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.third", "open"))
+    (third,) = again.json()["accepted"]
+    assert third["action"] == "started" and third["thread_id"] != thread
+
+
+def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(world: World) -> None:
+    service = "am-healthy"
+    world.deploy_healthy(service)
+    r = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing"))
+    assert r.status_code == 202, r.text
+    (first,) = r.json()["accepted"]
+    assert first["action"] == "started"
+    # Alertmanager re-sends the group while it fires: the same thread.
+    (again,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing")).json()["accepted"]
+    assert again["action"] == "joined" and again["thread_id"] == first["thread_id"]
+    inv = world.wait_status(first["thread_id"], "healthy", "diagnosed", "no_action", "awaiting_approval")
+    assert len(world.investigations_of(service)) == 1
+    (resolved,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "resolved")).json()[
+        "accepted"
+    ]
+    assert resolved["action"] == "closed" and resolved["verification_evidence"] is False  # nothing was fixed
+    assert "not evidence" in resolved["note"]
+    assert world.mutations(service) == []
+    assert inv["status"] != "fixed"
+
+    other = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing", project="someone-else"))
+    assert other.status_code == 202
+    (note,) = other.json()["ignored"]
+    assert "someone-else" in note["note"]
+    wrong = world.post("/alerts/alertmanager", {**alertmanager(world.sb, service, "firing"), "version": "3"})
+    assert wrong.status_code == 400 and "version 4" in wrong.json()["error"]
+
+
+def test_slack_callback_for_a_thread_that_is_not_ours_records_nothing(world: World) -> None:
+    button = {"action_id": "gemma_sre_decide:approve:0",
+              "value": json.dumps({"thread": "no-such-thread-1", "decision": "approve"})}
+    r, _, _ = press(world, button)
+    assert r.status_code == 200  # Slack is answered; the outcome is told in Slack
+    assert decisions(world, "no-such-thread-1") == []
+    odd = {"action_id": "someone_elses_button", "value": "{}"}
+    r2, _, _ = press(world, odd)
+    assert r2.status_code == 400
+
+
+def test_serve_without_a_token_is_one_clear_error(cli: Any) -> None:
+    res = cli("serve")
+    assert res.returncode == 2 and "GEMMA_SRE_SERVE_TOKEN" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_listening_text_never_shows_a_secret() -> None:
+    from agent.commands.serve import listening_text
+
+    text = listening_text("127.0.0.1", 8780, True)
+    assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_SERVE_TOKEN" in text
+    assert "/slack/interactions" in text and TOKEN not in text and SECRET not in text
