@@ -9,7 +9,6 @@ journal, the decisions table, the audit log and the report.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import hmac
 import json
@@ -70,8 +69,14 @@ class FakeSlack:
                     args["blocks"] = json.loads(args["blocks"])
             self.calls.append((name, args, request.headers.get("authorization", "")))
             ts = f"{time.time():.6f}"
-            return JSONResponse({"ok": True, "channel": args.get("channel", CHANNEL), "ts": args.get("ts", ts),
-                                 "message": {"text": args.get("text", "")}})
+            return JSONResponse(
+                {
+                    "ok": True,
+                    "channel": args.get("channel", CHANNEL),
+                    "ts": args.get("ts", ts),
+                    "message": {"text": args.get("text", "")},
+                }
+            )
 
         return Starlette(routes=[Route("/api/{name}", method, methods=["POST"])])
 
@@ -131,7 +136,8 @@ class World:
 
     def mutations(self, service: str) -> list[Any]:
         return [
-            e for e in self.sb.journal.entries()
+            e
+            for e in self.sb.journal.entries()
             if e.method in ("POST", "PATCH", "PUT", "DELETE") and e.resource.endswith(f"/services/{service}")
         ]
 
@@ -143,14 +149,16 @@ def world(fake_slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> It
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
     env.update(sandbox_env(sb))
-    env.update({
-        "GEMMA_SRE_STATE_DIR": str(state),
-        "GEMMA_SRE_SERVE_TOKEN": TOKEN,
-        "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
-        "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
-        "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
-        "GEMMA_SRE_SLACK_API_URL": fake_slack.url,
-    })
+    env.update(
+        {
+            "GEMMA_SRE_STATE_DIR": str(state),
+            "GEMMA_SRE_SERVE_TOKEN": TOKEN,
+            "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
+            "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
+            "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
+            "GEMMA_SRE_SLACK_API_URL": fake_slack.url,
+        }
+    )
     try:
         with serving([sys.executable, "-m", "agent.cli", "serve", "--port", str(port)], port, env=env):
             yield World(sb, f"http://127.0.0.1:{port}", state, fake_slack)
@@ -165,11 +173,25 @@ def cloud_monitoring(sb: Sandbox, service: str, incident_id: str, state: str) ->
     """Google's documented example, about a Cloud Run revision of ``service``."""
     doc = json.loads((DATA / "cloud_monitoring_doc_example.json").read_text())
     inc = doc["incident"]
-    inc.update({"incident_id": incident_id, "state": state, "scoping_project_id": sb.project,
-                "policy_name": "vLLM 5xx ratio", "resource_type_display_name": "Cloud Run Revision"})
-    inc["resource"] = {"type": "cloud_run_revision", "labels": {
-        "project_id": sb.project, "service_name": service, "revision_name": f"{service}-00001-abc",
-        "location": sb.location, "configuration_name": service}}
+    inc.update(
+        {
+            "incident_id": incident_id,
+            "state": state,
+            "scoping_project_id": sb.project,
+            "policy_name": "vLLM 5xx ratio",
+            "resource_type_display_name": "Cloud Run Revision",
+        }
+    )
+    inc["resource"] = {
+        "type": "cloud_run_revision",
+        "labels": {
+            "project_id": sb.project,
+            "service_name": service,
+            "revision_name": f"{service}-00001-abc",
+            "location": sb.location,
+            "configuration_name": service,
+        },
+    }
     if state == "open":
         inc["ended_at"] = None
     return dict(doc)
@@ -191,20 +213,32 @@ def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[st
     """Headers as Slack sends them: v0=HMAC-SHA256(secret, "v0:{ts}:{body}")."""
     stamp = str(ts if ts is not None else int(time.time()))
     mac = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
-    return {"x-slack-request-timestamp": stamp, "x-slack-signature": f"v0={mac}",
-            "content-type": "application/x-www-form-urlencoded"}
+    return {
+        "x-slack-request-timestamp": stamp,
+        "x-slack-signature": f"v0={mac}",
+        "content-type": "application/x-www-form-urlencoded",
+    }
 
 
 def press(world: World, button: dict[str, Any], **sign: Any) -> tuple[httpx.Response, str, dict[str, str]]:
     payload = {
         "type": "block_actions",
         "user": {"id": "U0ALICE42", "username": "alice", "name": "alice", "team_id": "T0TEAM"},
-        "api_app_id": "A0APP", "token": "verification-token-unused", "trigger_id": "1.2.3",
+        "api_app_id": "A0APP",
+        "token": "verification-token-unused",
+        "trigger_id": "1.2.3",
         "team": {"id": "T0TEAM", "domain": "example"},
         "container": {"type": "message", "channel_id": CHANNEL, "message_ts": "1.0"},
         "channel": {"id": CHANNEL, "name": "sre"},
-        "actions": [{"type": "button", "action_id": button["action_id"], "block_id": "gemma_sre_decision",
-                     "value": button["value"], "action_ts": "1.1"}],
+        "actions": [
+            {
+                "type": "button",
+                "action_id": button["action_id"],
+                "block_id": "gemma_sre_decision",
+                "value": button["value"],
+                "action_ts": "1.1",
+            }
+        ],
     }
     body = urlencode({"payload": json.dumps(payload)})
     headers = signed(body, **sign)
@@ -234,7 +268,10 @@ def decisions(world: World, thread: str) -> list[Any]:
 def test_every_request_but_slack_needs_the_token_and_googles_example_is_read(world: World) -> None:
     doc = json.loads((DATA / "cloud_monitoring_doc_example.json").read_text())
     assert world.post("/alerts/cloud-monitoring", doc, headers={}).status_code == 401
-    assert world.post("/alerts/cloud-monitoring", doc, headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert (
+        world.post("/alerts/cloud-monitoring", doc, headers={"authorization": "Bearer wrong"}).status_code
+        == 401
+    )
     assert httpx.get(world.url + "/investigations", timeout=10).status_code == 401
     # Cloud Monitoring's webhook_basicauth channel: the token as the password.
     r = world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", TOKEN))
@@ -321,7 +358,9 @@ def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(worl
     (first,) = r.json()["accepted"]
     assert first["action"] == "started"
     # Alertmanager re-sends the group while it fires: the same thread.
-    (again,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing")).json()["accepted"]
+    (again,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing")).json()[
+        "accepted"
+    ]
     assert again["action"] == "joined" and again["thread_id"] == first["thread_id"]
     inv = world.wait_status(first["thread_id"], "healthy", "diagnosed", "no_action", "awaiting_approval")
     assert len(world.investigations_of(service)) == 1
@@ -333,7 +372,9 @@ def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(worl
     assert world.mutations(service) == []
     assert inv["status"] != "fixed"
 
-    other = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing", project="someone-else"))
+    other = world.post(
+        "/alerts/alertmanager", alertmanager(world.sb, service, "firing", project="someone-else")
+    )
     assert other.status_code == 202
     (note,) = other.json()["ignored"]
     assert "someone-else" in note["note"]
@@ -342,8 +383,10 @@ def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(worl
 
 
 def test_slack_callback_for_a_thread_that_is_not_ours_records_nothing(world: World) -> None:
-    button = {"action_id": "gemma_sre_decide:approve:0",
-              "value": json.dumps({"thread": "no-such-thread-1", "decision": "approve"})}
+    button = {
+        "action_id": "gemma_sre_decide:approve:0",
+        "value": json.dumps({"thread": "no-such-thread-1", "decision": "approve"}),
+    }
     r, _, _ = press(world, button)
     assert r.status_code == 200  # Slack is answered; the outcome is told in Slack
     assert decisions(world, "no-such-thread-1") == []

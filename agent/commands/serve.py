@@ -47,7 +47,9 @@ def make_serve(services: list[str] | None = None) -> tuple[Any, str]:
             channel=st.slack_channel,
             base_url=st.slack_api_url,
         )
-    return Serve(Configuration.from_settings(), services=services, slack=slack), st.serve_token.get_secret_value()
+    return Serve(
+        Configuration.from_settings(), services=services, slack=slack
+    ), st.serve_token.get_secret_value()
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +62,9 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
         port: int = typer.Option(8780, "--port", parser=bounded(int, 1, 65_535), help="Port."),
         service: list[str] = typer.Option(
-            None, "--service", help="A service to accept alerts for (repeatable; default: any in the project)."
+            None,
+            "--service",
+            help="A service to accept alerts for (repeatable; default: any in the project).",
         ),
     ) -> None:
         """Receive Cloud Monitoring and Alertmanager alert webhooks (each starts or joins an

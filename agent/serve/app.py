@@ -104,7 +104,8 @@ class Serve:
         if self.base.location and ev.location and ev.location != self.base.location:
             return f"region {ev.location} is not the watched region {self.base.location}"
         if self.services and ev.service not in self.services:
-            return f"service {ev.service} is not one of the watched services ({', '.join(sorted(self.services))})"
+            watched = ", ".join(sorted(self.services))
+            return f"service {ev.service} is not one of the watched services ({watched})"
         return None
 
     def alerts(self, events: list[AlertEvent]) -> list[AlertOutcome]:
@@ -115,13 +116,21 @@ class Serve:
         why = self._why_not(ev)
         if why is not None:
             log.warning("alert %s (%s) ignored: %s", ev.alert_id, ev.source, why)
-            return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored",
-                                note=why)
+            return AlertOutcome(
+                alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored", note=why
+            )
         assert ev.service is not None
         project, location = self.base.project, self.base.location
         key = service_key(project, location, ev.service)
-        rec = AlertRecord(thread_id="", source=ev.source, alert_id=ev.alert_id, state=ev.state,
-                          policy=ev.policy[:500], summary=ev.summary[:2000], received_at=now_iso())
+        rec = AlertRecord(
+            thread_id="",
+            source=ev.source,
+            alert_id=ev.alert_id,
+            state=ev.state,
+            policy=ev.policy[:500],
+            summary=ev.summary[:2000],
+            received_at=now_iso(),
+        )
         if ev.state == "closed":
             return self._closed(ev, key, rec)
         current = self.ledger.open_for(key)
@@ -132,20 +141,36 @@ class Serve:
         from graph.runner import new_thread_id
 
         inv, started = self.ledger.join_or_start(
-            Investigation(thread_id=new_thread_id(ev.service), service_key=key, project=project,
-                          location=location, service=ev.service, opened_at=now_iso())
+            Investigation(
+                thread_id=new_thread_id(ev.service),
+                service_key=key,
+                project=project,
+                location=location,
+                service=ev.service,
+                opened_at=now_iso(),
+            )
         )
         self.ledger.add_alert(rec.model_copy(update={"thread_id": inv.thread_id}))
         if started:
             self._submit(self._investigate, inv)
-        return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, thread_id=inv.thread_id,
-                            action="started" if started else "joined")
+        return AlertOutcome(
+            alert_id=ev.alert_id,
+            state=ev.state,
+            service=ev.service,
+            thread_id=inv.thread_id,
+            action="started" if started else "joined",
+        )
 
     def _closed(self, ev: AlertEvent, key: str, rec: AlertRecord) -> AlertOutcome:
         thread = self.ledger.thread_of_alert(key, ev.source, ev.alert_id)
         if thread is None:
-            return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored",
-                                note="a closed alert that opened no investigation here")
+            return AlertOutcome(
+                alert_id=ev.alert_id,
+                state=ev.state,
+                service=ev.service,
+                action="ignored",
+                note="a closed alert that opened no investigation here",
+            )
         finished, status = _thread_finished(thread, self.base.state_path)
         evidence = status == "fixed"
         note = (
@@ -153,13 +178,22 @@ class Serve:
             if evidence
             else f"closed while the thread is {status or 'not finished'}: not evidence of a fix"
         )
-        self.ledger.add_alert(rec.model_copy(update={"thread_id": thread, "evidence": evidence, "note": note}))
+        self.ledger.add_alert(
+            rec.model_copy(update={"thread_id": thread, "evidence": evidence, "note": note})
+        )
         if evidence:
             _record_evidence(thread, ev, self.base.state_path)
         if finished and not self.ledger.open_alert_ids(thread):
             self.ledger.close_investigation(thread)
-        return AlertOutcome(alert_id=ev.alert_id, state=ev.state, service=ev.service, thread_id=thread,
-                            action="closed", note=note, verification_evidence=evidence)
+        return AlertOutcome(
+            alert_id=ev.alert_id,
+            state=ev.state,
+            service=ev.service,
+            thread_id=thread,
+            action="closed",
+            note=note,
+            verification_evidence=evidence,
+        )
 
     def _investigate(self, inv: Investigation) -> None:
         from graph.runner import run_cycle
@@ -180,8 +214,9 @@ class Serve:
                 channel, ts = self.slack.post(res.pending)
                 self.ledger.set_message(inv.thread_id, channel, ts)
             except Exception as e:  # noqa: BLE001 - the thread waits either way (CLI, MCP)
-                log.warning("investigation %s: the Slack message was not posted: %s", inv.thread_id,
-                            type(e).__name__)
+                log.warning(
+                    "investigation %s: the Slack message was not posted: %s", inv.thread_id, type(e).__name__
+                )
 
     # --- Slack ------------------------------------------------------------------------------------
 
@@ -193,8 +228,14 @@ class Serve:
         msg = self.ledger.message(thread)
         try:
             shown = thread_result(thread, state_dir=self.base.state_path).pending
-            res = resume_cycle(thread, decision=decision, approver=f"slack:{user_id}", note=user_name,
-                               reason="rejected in Slack" if decision == "reject" else None, option=option)
+            res = resume_cycle(
+                thread,
+                decision=decision,
+                approver=f"slack:{user_id}",
+                note=user_name,
+                reason="rejected in Slack" if decision == "reject" else None,
+                option=option,
+            )
             self.ledger.set_status(thread, res.status)
             outcome = f"{res.status}: {res.summary}"
             if res.status != "already_decided":
@@ -239,8 +280,14 @@ def _record_evidence(thread_id: str, ev: AlertEvent, state_dir: Path) -> None:
     from mcp_tools.redact import redact
 
     report = thread_result(thread_id, state_dir=state_dir).report
-    entry = {"source": ev.source, "alert_id": ev.alert_id, "policy": ev.policy, "ended_at": ev.ended_at,
-             "received_at": now_iso(), "summary": redact(ev.summary)[:500]}
+    entry = {
+        "source": ev.source,
+        "alert_id": ev.alert_id,
+        "policy": ev.policy,
+        "ended_at": ev.ended_at,
+        "received_at": now_iso(),
+        "summary": redact(ev.summary)[:500],
+    }
     jp, mp = report.get("json"), report.get("markdown")
     try:
         if jp and Path(jp).exists():
@@ -321,14 +368,16 @@ def build_app(serve: Serve, token: str) -> Any:
         except UserError as e:
             return JSONResponse({"error": str(e)}, status_code=400)
         # Slack wants an answer within three seconds; applying and verifying takes longer.
-        serve._submit(serve.decide, button.thread, button.decision, button.option, inter.user.id,
-                      inter.user.display)
+        serve._submit(
+            serve.decide, button.thread, button.decision, button.option, inter.user.id, inter.user.display
+        )
         return Response(status_code=200)
 
     async def investigations(request: Request) -> Response:
         views = await anyio.to_thread.run_sync(serve.ledger.all)
-        return JSONResponse({"investigations": [v.model_dump(mode="json") for v in views],
-                             "idle": serve.idle()})
+        return JSONResponse(
+            {"investigations": [v.model_dump(mode="json") for v in views], "idle": serve.idle()}
+        )
 
     app = Starlette(
         routes=[

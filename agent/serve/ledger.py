@@ -114,8 +114,15 @@ class Ledger:
                     self._conn.execute(
                         "INSERT INTO investigations (thread_id, service_key, project, location, service, "
                         "opened_at, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (inv.thread_id, inv.service_key, inv.project, inv.location, inv.service,
-                         inv.opened_at, inv.status),
+                        (
+                            inv.thread_id,
+                            inv.service_key,
+                            inv.project,
+                            inv.location,
+                            inv.service,
+                            inv.opened_at,
+                            inv.status,
+                        ),
                     )
                 self._conn.execute("COMMIT")
             except BaseException:
@@ -125,7 +132,9 @@ class Ledger:
 
     def set_status(self, thread_id: str, status: str) -> None:
         with self._lock:
-            self._conn.execute("UPDATE investigations SET status = ? WHERE thread_id = ?", (status, thread_id))
+            self._conn.execute(
+                "UPDATE investigations SET status = ? WHERE thread_id = ?", (status, thread_id)
+            )
 
     def close_investigation(self, thread_id: str) -> None:
         with self._lock:
@@ -138,9 +147,10 @@ class Ledger:
         rows = self._rows("SELECT * FROM investigations WHERE thread_id = ?", (thread_id,))
         if not rows:
             return None
-        alerts = [AlertRecord.model_validate(r) for r in self._rows(
-            "SELECT * FROM alerts WHERE thread_id = ? ORDER BY rowid", (thread_id,)
-        )]
+        alerts = [
+            AlertRecord.model_validate(r)
+            for r in self._rows("SELECT * FROM alerts WHERE thread_id = ? ORDER BY rowid", (thread_id,))
+        ]
         return InvestigationView(**rows[0], alerts=alerts, open_alerts=len(self.open_alert_ids(thread_id)))
 
     def all(self) -> list[InvestigationView]:
@@ -154,8 +164,17 @@ class Ledger:
             self._conn.execute(
                 "INSERT INTO alerts (thread_id, source, alert_id, state, policy, summary, received_at, "
                 "evidence, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (rec.thread_id, rec.source, rec.alert_id, rec.state, rec.policy, rec.summary,
-                 rec.received_at, int(rec.evidence), rec.note),
+                (
+                    rec.thread_id,
+                    rec.source,
+                    rec.alert_id,
+                    rec.state,
+                    rec.policy,
+                    rec.summary,
+                    rec.received_at,
+                    int(rec.evidence),
+                    rec.note,
+                ),
             )
 
     def thread_of_alert(self, key: str, source: str, alert_id: str) -> str | None:
@@ -170,8 +189,9 @@ class Ledger:
     def open_alert_ids(self, thread_id: str) -> set[tuple[str, str]]:
         """The alerts of a thread whose last word was ``open``."""
         last: dict[tuple[str, str], str] = {}
-        for r in self._rows("SELECT source, alert_id, state FROM alerts WHERE thread_id = ? ORDER BY rowid",
-                            (thread_id,)):
+        for r in self._rows(
+            "SELECT source, alert_id, state FROM alerts WHERE thread_id = ? ORDER BY rowid", (thread_id,)
+        ):
             last[(r["source"], r["alert_id"])] = r["state"]
         return {k for k, v in last.items() if v == "open"}
 

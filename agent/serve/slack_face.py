@@ -95,14 +95,18 @@ def approval_blocks(req: ApprovalRequest, *, outcome: str | None = None) -> tupl
         for o in req.options:
             if o.ok and not o.offered:
                 buttons.append(
-                    _button(f"Approve option {o.rank}", ButtonValue(thread=req.thread_id, decision="approve",
-                                                                     option=o.rank))
+                    _button(
+                        f"Approve option {o.rank}",
+                        ButtonValue(thread=req.thread_id, decision="approve", option=o.rank),
+                    )
                 )
         buttons = buttons[:24]
         buttons.append(_button("Reject", ButtonValue(thread=req.thread_id, decision="reject"), "danger"))
         tail.insert(0, {"type": "actions", "block_id": "gemma_sre_decision", "elements": buttons})
     else:
-        tail.insert(0, {"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(outcome)[:SECTION_MAX]}})
+        tail.insert(
+            0, {"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(outcome)[:SECTION_MAX]}}
+        )
     body = _code_blocks(request_text(req, width=100), BLOCKS_MAX - len(head) - len(tail))
     return title, [*head, *body, *tail]
 
