@@ -273,6 +273,7 @@ def test_every_request_but_slack_needs_the_token_and_googles_example_is_read(wor
         == 401
     )
     assert httpx.get(world.url + "/investigations", timeout=10).status_code == 401
+    assert world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", "wrong")).status_code == 401
     # Cloud Monitoring's webhook_basicauth channel: the token as the password.
     r = world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", TOKEN))
     assert r.status_code == 202, r.text
@@ -350,6 +351,32 @@ def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) 
     assert third["action"] == "started" and third["thread_id"] != thread
 
 
+def test_slack_chooses_another_option_or_rejects_through_the_same_path(world: World) -> None:
+    from graph.runner import thread_result
+
+    threads = {}
+    for service in ("cm-option", "cm-reject"):
+        world.deploy_broken(service)
+        r = world.post(
+            "/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, f"0.{service}", "open")
+        )
+        threads[service] = r.json()["accepted"][0]["thread_id"]
+    for t in threads.values():
+        world.wait_status(t, "awaiting_approval")
+    opt = buttons_for(world, threads["cm-option"])
+    (label,) = [k for k in opt if k.startswith("Approve option ")]
+    rank = int(label.rsplit(" ", 1)[1])
+    assert press(world, opt[label])[0].status_code == 200
+    assert press(world, buttons_for(world, threads["cm-reject"])["Reject"])[0].status_code == 200
+    world.wait_status(threads["cm-option"], "fixed", "rolled_back", "failed")
+    world.wait_status(threads["cm-reject"], "rejected")
+    approval = thread_result(threads["cm-option"], state_dir=world.state).values["approval"]
+    assert approval["option"] == rank and approval["approver"] == "slack:U0ALICE42"
+    (rej,) = decisions(world, threads["cm-reject"])
+    assert rej.decision == "reject" and rej.principal == "slack:U0ALICE42"
+    assert world.mutations("cm-reject") == [] and len(world.mutations("cm-option")) == 1
+
+
 def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(world: World) -> None:
     service = "am-healthy"
     world.deploy_healthy(service)
@@ -357,11 +384,17 @@ def test_alertmanager_group_joins_one_thread_and_unknown_services_are_noted(worl
     assert r.status_code == 202, r.text
     (first,) = r.json()["accepted"]
     assert first["action"] == "started"
-    # Alertmanager re-sends the group while it fires: the same thread.
-    (again,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "firing")).json()[
-        "accepted"
-    ]
+    # Alertmanager re-sends the group while it fires: the same thread (an annotation with a secret in
+    # it is kept redacted).
+    leaky = alertmanager(world.sb, service, "firing")
+    leaky["alerts"][0]["annotations"]["summary"] = (
+        "queue backed up; HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456"
+    )
+    (again,) = world.post("/alerts/alertmanager", leaky).json()["accepted"]
     assert again["action"] == "joined" and again["thread_id"] == first["thread_id"]
+    stored = json.dumps(world.investigation(first["thread_id"]))
+    assert "queue backed up" in stored and "hf_abcdefghij" not in stored
+    assert all(b"hf_abcdefghij" not in f.read_bytes() for f in (world.state / "serve").iterdir())
     inv = world.wait_status(first["thread_id"], "healthy", "diagnosed", "no_action", "awaiting_approval")
     assert len(world.investigations_of(service)) == 1
     (resolved,) = world.post("/alerts/alertmanager", alertmanager(world.sb, service, "resolved")).json()[

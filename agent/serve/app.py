@@ -78,7 +78,7 @@ class Serve:
         self._pool.shutdown(wait=True)
         self.ledger.close()
 
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         fut = self._pool.submit(fn, *args)
         with self._futures:
             self._running = [f for f in self._running if not f.done()] + [fut]
@@ -122,13 +122,15 @@ class Serve:
         assert ev.service is not None
         project, location = self.base.project, self.base.location
         key = service_key(project, location, ev.service)
+        from mcp_tools.redact import redact
+
         rec = AlertRecord(
             thread_id="",
             source=ev.source,
             alert_id=ev.alert_id,
             state=ev.state,
-            policy=ev.policy[:500],
-            summary=ev.summary[:2000],
+            policy=redact(ev.policy)[:500],
+            summary=redact(ev.summary)[:2000],
             received_at=now_iso(),
         )
         if ev.state == "closed":
@@ -152,7 +154,7 @@ class Serve:
         )
         self.ledger.add_alert(rec.model_copy(update={"thread_id": inv.thread_id}))
         if started:
-            self._submit(self._investigate, inv)
+            self.submit(self._investigate, inv)
         return AlertOutcome(
             alert_id=ev.alert_id,
             state=ev.state,
@@ -368,7 +370,7 @@ def build_app(serve: Serve, token: str) -> Any:
         except UserError as e:
             return JSONResponse({"error": str(e)}, status_code=400)
         # Slack wants an answer within three seconds; applying and verifying takes longer.
-        serve._submit(
+        serve.submit(
             serve.decide, button.thread, button.decision, button.option, inter.user.id, inter.user.display
         )
         return Response(status_code=200)
