@@ -304,7 +304,8 @@ def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) 
     assert "Approve" in buttons and "Reject" in buttons
     (posted,) = [a for a in world.slack.of("chat.postMessage") if thread in json.dumps(a.get("blocks"))]
     text = json.dumps(posted["blocks"])
-    assert "Proposed plan" in text and "Revision diff" in text  # the request's one rendering
+    # The request's one rendering: the plan, its predicted effect, the diff.
+    assert "Proposed plan" in text and "prediction (capacity planner)" in text and "Revision diff" in text
     assert posted["channel"] == CHANNEL
 
     # Forged (another secret) and stale (signed, but 6 minutes old) callbacks: refused, nothing recorded.
@@ -433,9 +434,39 @@ def test_serve_without_a_token_is_one_clear_error(cli: Any) -> None:
     assert res.returncode == 2 and "GEMMA_SRE_SERVE_TOKEN" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_listening_text_never_shows_a_secret() -> None:
-    from agent.commands.serve import listening_text
+def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_path: Path) -> None:
+    import queue
+    import re
+    import subprocess
 
-    text = listening_text("127.0.0.1", 8780, True)
-    assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_SERVE_TOKEN" in text
-    assert "/slack/interactions" in text and TOKEN not in text and SECRET not in text
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
+    env.update(
+        {
+            "GEMMA_SRE_STATE_DIR": str(tmp_path),
+            "GEMMA_SRE_SERVE_TOKEN": TOKEN,
+            "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
+            "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
+            "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
+        }
+    )
+    cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", str(port)]
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in p.stderr or []], daemon=True).start()
+    try:
+        said: list[str] = []
+        while not any("Slack interactivity" in x for x in said):
+            said.append(lines.get(timeout=60))
+        text = "".join(said)
+        url = re.search(r"listening on (http://\S+)", text)
+        assert url and url.group(1) == f"http://127.0.0.1:{port}", text
+        assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_SERVE_TOKEN" in text
+        assert "GEMMA_SRE_SLACK_SIGNING_SECRET" in text
+        assert TOKEN not in text and SECRET not in text and BOT not in text
+        r = httpx.get(url.group(1) + "/investigations", headers={"authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 200 and r.json()["investigations"] == []  # the printed URL works
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    assert p.stdout is not None and p.stdout.read() == ""  # nothing on stdout

@@ -136,7 +136,10 @@ class Serve:
         if ev.state == "closed":
             return self._closed(ev, key, rec)
         current = self.ledger.open_for(key)
-        if current is not None and not self.ledger.open_alert_ids(current.thread_id):
+        if current is not None and current.status.startswith("error"):
+            # Its cycle could not run (the API was down, say): this alert tries again, on a new thread.
+            self.ledger.close_investigation(current.thread_id)
+        elif current is not None and not self.ledger.open_alert_ids(current.thread_id):
             finished, _status = _thread_finished(current.thread_id, self.base.state_path)
             if finished:  # its alerts all closed and its thread ended: this alert is a new incident
                 self.ledger.close_investigation(current.thread_id)
