@@ -169,7 +169,9 @@ def world(fake_slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> It
 # --- payloads ---------------------------------------------------------------------------------------
 
 
-def cloud_monitoring(sb: Sandbox, service: str, incident_id: str, state: str) -> dict[str, Any]:
+def cloud_monitoring(
+    sb: Sandbox, service: str, incident_id: str, state: str, ended_at: int | None = None
+) -> dict[str, Any]:
     """Google's documented example, about a Cloud Run revision of ``service``."""
     doc = json.loads((DATA / "cloud_monitoring_doc_example.json").read_text())
     inc = doc["incident"]
@@ -192,8 +194,8 @@ def cloud_monitoring(sb: Sandbox, service: str, incident_id: str, state: str) ->
             "configuration_name": service,
         },
     }
-    if state == "open":
-        inc["ended_at"] = None
+    inc["started_at"] = int(time.time()) - 600
+    inc["ended_at"] = None if state == "open" else (ended_at or int(time.time()))
     return dict(doc)
 
 
@@ -336,15 +338,18 @@ def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) 
     c1 = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.first", "closed"))
     (closed,) = c1.json()["accepted"]
     assert closed["action"] == "closed" and closed["verification_evidence"] is True
-    world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.second", "closed"))
+    # One that says it ended before the change was applied is recorded, but is no evidence of it.
+    early = cloud_monitoring(world.sb, service, "0.second", "closed", ended_at=int(time.time()) - 3600)
+    (c2,) = world.post("/alerts/cloud-monitoring", early).json()["accepted"]
+    assert c2["verification_evidence"] is False and "before the fix" in c2["note"]
     inv = world.investigation(thread)
     assert inv["closed_at"] and inv["open_alerts"] == 0
-    assert [a["evidence"] for a in inv["alerts"] if a["state"] == "closed"] == [True, True]
+    assert [a["evidence"] for a in inv["alerts"] if a["state"] == "closed"] == [True, False]
     from graph.runner import thread_result
 
     report = thread_result(thread, state_dir=world.state).report
     doc = json.loads(Path(report["json"]).read_text())
-    assert {e["alert_id"] for e in doc["alert_verification"]} == {"0.first", "0.second"}
+    assert [e["alert_id"] for e in doc["alert_verification"]] == ["0.first"]
     assert "Alert closed after the fix" in Path(report["markdown"]).read_text()
     # A new incident later: a new investigation, not the closed one.
     again = world.post("/alerts/cloud-monitoring", cloud_monitoring(world.sb, service, "0.third", "open"))

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +36,9 @@ from agent.serve.slack_face import SlackFace, parse_interaction
 from graph.config import Configuration
 from graph.state import now_iso
 from mcp_tools.errors import UserError
+
+if TYPE_CHECKING:
+    from graph.runner import CycleResult
 
 log = logging.getLogger(__name__)
 
@@ -176,13 +179,18 @@ class Serve:
                 action="ignored",
                 note="a closed alert that opened no investigation here",
             )
-        finished, status = _thread_finished(thread, self.base.state_path)
+        res = _thread(thread, self.base.state_path)
+        finished, status = (res.finished, res.status) if res is not None else (False, None)
+        applied_at = str(((res.values if res is not None else {}).get("applied") or {}).get("at") or "")
         evidence = status == "fixed"
         note = (
             "closed after the fix: recorded as verification evidence"
             if evidence
             else f"closed while the thread is {status or 'not finished'}: not evidence of a fix"
         )
+        if evidence and ev.ended_at and applied_at and _before(ev.ended_at, applied_at):
+            evidence = False
+            note = f"closed at {ev.ended_at}, before the fix was applied ({applied_at}): not evidence of it"
         self.ledger.add_alert(
             rec.model_copy(update={"thread_id": thread, "evidence": evidence, "note": note})
         )
@@ -266,16 +274,32 @@ class Serve:
             log.warning("thread %s: Slack was not told the outcome: %s", thread, type(e).__name__)
 
 
-def _thread_finished(thread_id: str, state_dir: Path) -> tuple[bool, str | None]:
-    """(the thread ended, its outcome status) through the runner; a thread not yet checkpointed is
-    not finished."""
+def _thread(thread_id: str, state_dir: Path) -> CycleResult | None:
+    """Where the thread stands, through the runner (None: not checkpointed yet)."""
     from graph.runner import thread_result
 
     try:
-        res = thread_result(thread_id, state_dir=state_dir)
+        return thread_result(thread_id, state_dir=state_dir)
     except UserError:
-        return False, None
-    return res.finished, res.status
+        return None
+
+
+def _thread_finished(thread_id: str, state_dir: Path) -> tuple[bool, str | None]:
+    """(the thread ended, its outcome status); a thread not yet checkpointed is not finished."""
+    res = _thread(thread_id, state_dir)
+    return (res.finished, res.status) if res is not None else (False, None)
+
+
+def _before(a: str, b: str) -> bool:
+    """RFC 3339 time ``a`` is earlier than ``b`` (False when either cannot be read)."""
+    from datetime import datetime
+
+    try:
+        ta = datetime.fromisoformat(a.replace("Z", "+00:00"))
+        tb = datetime.fromisoformat(b.replace("Z", "+00:00"))
+        return ta < tb
+    except (ValueError, TypeError):
+        return False
 
 
 def _record_evidence(thread_id: str, ev: AlertEvent, state_dir: Path) -> None:
