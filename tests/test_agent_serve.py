@@ -151,6 +151,7 @@ def world(fake_slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> It
     env.update(sandbox_env(sb))
     env.update(
         {
+            "XDG_CONFIG_HOME": str(state / "xdg-config"),  # no developer's gemma-sre.toml
             "GEMMA_SRE_STATE_DIR": str(state),
             "GEMMA_SRE_SERVE_TOKEN": TOKEN,
             "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
@@ -448,6 +449,7 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
     env.update(
         {
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
             "GEMMA_SRE_STATE_DIR": str(tmp_path),
             "GEMMA_SRE_SERVE_TOKEN": TOKEN,
             "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
