@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from graph.slo import SloConfig
 from mcp_tools.settings import Policy, Settings, get_settings
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 #: Keys of ``configurable`` that hold live objects or this process's clock, never persisted.
 RUNTIME_KEYS = ("model", "tools", "deadline_at")
+
+#: The traffic percents a canary is given, one step after another (the last is 100).
+DEFAULT_CANARY_STEPS = (10, 50, 100)
 
 #: The bounds of ``cycle_deadline_s`` (seconds).
 CYCLE_DEADLINE_MIN_S = 1.0
@@ -74,12 +77,48 @@ class Configuration(BaseModel):
     verify_deadline_s: float = 300.0
     verify_poll_s: float = 1.0
     smoke_prompt: str = "Reply with the word ok."
+    # The canary (apply, verify, rollback): a fix to a service that serves is deployed as a tagged
+    # revision with no traffic, checked on its own URL (Ready, /health, a smoke completion, its "GPU
+    # KV cache size" line against the planner, a short benchmark against the serving revision's),
+    # then given traffic in ``canary_steps`` percent, each watched for ``canary_hold_s`` against the
+    # SLOs; a breach the fix causes sends all traffic back. ``canary=False``: the fix takes all
+    # traffic once Ready (as a service with no serving revision always does).
+    canary: bool = True
+    canary_steps: list[int] = Field(default_factory=lambda: list(DEFAULT_CANARY_STEPS))
+    canary_hold_s: float = Field(default=30.0, ge=0, le=3600, allow_inf_nan=False)
+    # Each measurement: a short benchmark (mcp_tools.bench) of this many chat requests.
+    canary_requests: int = Field(default=8, ge=1, le=200)
+    canary_concurrency: int = Field(default=2, ge=1, le=64)
+    canary_prompt_tokens: int = Field(default=64, ge=1, le=8192)
+    canary_output_tokens: int = Field(default=16, ge=2, le=1024)
+    canary_request_timeout_s: float = Field(default=30.0, gt=0, le=600, allow_inf_nan=False)
+    # A regression: the fix's median TTFT or inter-token latency above this many times the serving
+    # revision's (and by more than ``canary_min_delta_ms``: below that it is noise). None: not compared.
+    canary_max_ratio: float | None = Field(default=1.5, gt=1.0, le=100, allow_inf_nan=False)
+    canary_min_delta_ms: float = Field(default=25.0, ge=0, allow_inf_nan=False)
+    # The SLOs each step is watched against (p95 over the step's requests; the error rate counts 5xx,
+    # 429, timeouts and dropped connections).
+    slo_ttft_p95_ms: float = Field(default=2000.0, gt=0, allow_inf_nan=False)
+    slo_itl_p95_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
+    slo_error_rate: float = Field(default=0.01, ge=0, le=1, allow_inf_nan=False)
+    # A PNG of the canary's figures next to the report (matplotlib, imported only then), or at this path.
+    canary_chart: bool = False
+    canary_chart_path: str | None = None
     # Live objects (never persisted): the model a face resolved (a ``ModelEndpoint``, a URL or a chat
     # model: used as is, instead of resolving model_url / fallback_model_url), extra LangChain tools.
     model: Any = Field(default=None, exclude=True)
     tools: Any = Field(default=None, exclude=True)
     # When this cycle's deadline falls, in this process's ``time.monotonic()`` (set by the runner).
     deadline_at: float | None = Field(default=None, exclude=True)
+
+    @field_validator("canary_steps")
+    @classmethod
+    def _steps(cls, v: list[int]) -> list[int]:
+        if not v or any(not 1 <= p <= 100 for p in v) or any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("canary_steps must be increasing percents from 1 to 100, e.g. [10, 50, 100]")
+        if v[-1] != 100:
+            raise ValueError("canary_steps must end at 100 (the fix takes all traffic at the last step)")
+        return v
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Configuration:

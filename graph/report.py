@@ -14,6 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from graph.canary_report import canary_section
 from graph.state import Outcome, SREState, now_iso
 from mcp_tools.settings import Policy
 
@@ -204,6 +205,7 @@ def render_markdown(state: SREState, outcome: Outcome) -> str:
                 f"- rollback to {rb.get('to_revision') or '(none)'}: {state_txt}"
                 + (f" ({rb.get('error')})" if rb.get("error") else "")
             )
+        out += canary_section(doc.get("verification"))
     add("")
     return "\n".join(out)
 

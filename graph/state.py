@@ -173,6 +173,55 @@ class Approval(BaseModel):
     offered_option: int | None = None  # then: the option that was offered (the first that passed)
 
 
+class Latency(BaseModel):
+    """One short benchmark's figures (milliseconds), as the canary judges a URL by them."""
+
+    url: str  # "service" (what users reach) or "canary" (the fix's tag URL)
+    requests: int = 0
+    ok: int = 0
+    errors: int = 0  # 5xx, 429, timeouts, dropped connections
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    at: str = Field(default_factory=now_iso)
+    error: str | None = None  # the benchmark itself could not run
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+class CanaryStep(BaseModel):
+    """One traffic step: the share the fix had, and what was measured while it had it."""
+
+    percent: int
+    service: Latency | None = None  # users' view at this share
+    canary: Latency | None = None  # the fix's own URL at this share
+    breaches: list[str] = Field(default_factory=list)  # empty: the step passed
+    resumed: bool = False  # the traffic was already at this share (a resumed run): not sent again
+    at: str = Field(default_factory=now_iso)
+
+
+class Canary(BaseModel):
+    """A fix deployed with no traffic, checked on its tag's URL, then given traffic in steps."""
+
+    revision: str
+    tag: str
+    url: str | None = None  # the tag's URL
+    baseline_revision: str | None = None  # the revision that served before: rollback's target
+    kv_cache_tokens: int | None = None  # vLLM's own "GPU KV cache size: N tokens" line of the revision
+    kv_predicted: list[int] | None = None  # the planner's kv_cache_tokens_range for the revision's spec
+    kv_ok: bool | None = None  # None: not checked (see kv_note)
+    kv_note: str | None = None
+    baseline: Latency | None = None  # the serving revision before the change (measured by apply)
+    before: Latency | None = None  # the fix's tag URL with no traffic yet
+    steps: list[CanaryStep] = Field(default_factory=list)
+    promoted: bool = False  # the fix has all traffic
+    breached_at: int | None = None  # the share at which a breach sent traffic back
+    chart: str | None = None  # the PNG of these figures, when one was asked for
+
+
 class ApplyResult(BaseModel):
     key: str
     revision: str | None = None
@@ -180,6 +229,11 @@ class ApplyResult(BaseModel):
     error: str | None = None
     at: str = Field(default_factory=now_iso)
     previous_ready_revision: str | None = None
+    # A canary: the revision was deployed with no traffic under ``tag``; ``previous_ready_revision``
+    # is the revision that served (and still does), ``baseline`` its figures before the change.
+    canary: bool = False
+    tag: str | None = None
+    baseline: Latency | None = None
 
 
 class Verification(BaseModel):
@@ -191,6 +245,7 @@ class Verification(BaseModel):
     progress: bool | None = None  # tokens generated after the fix (checked for a hung engine)
     reasons: list[str] = Field(default_factory=list)
     seconds: float = 0.0
+    canary: Canary | None = None  # how the fix was given traffic (None: it took all of it once Ready)
 
 
 class RollbackResult(BaseModel):

@@ -68,6 +68,35 @@ class World:
     def rollback(self, name: str, revision: str, *, approval_id: str, deadline_s: float) -> Any:
         return self.cloudrun.rollback(name, revision, approval_id=approval_id, deadline_s=deadline_s)
 
+    def deploy_tagged(
+        self,
+        name: str,
+        spec: ServiceSpec,
+        *,
+        revision: str,
+        tag: str,
+        serving: str,
+        approval_id: str,
+        deadline_s: float,
+    ) -> Any:
+        """A canary: ``spec`` as revision ``revision``, tagged ``tag``, with no traffic."""
+        return self.cloudrun.deploy_tagged(
+            name,
+            spec,
+            revision=revision,
+            tag=tag,
+            serving=serving,
+            approval_id=approval_id,
+            deadline_s=deadline_s,
+        )
+
+    def set_traffic(
+        self, name: str, percents: dict[str, int], *, tags: dict[str, str], approval_id: str, deadline_s: float
+    ) -> Any:
+        return self.cloudrun.set_traffic(
+            name, percents, tags=tags, approval_id=approval_id, deadline_s=deadline_s
+        )
+
     # -- Cloud Logging --
 
     def list_entries(self, service: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]:
@@ -114,6 +143,15 @@ class World:
         return read_series(
             service, settings=self.settings, policy=self.policy, window_s=window_s, period_s=period_s, end=end
         )
+
+    def revision_lines(self, service: str, revision: str, *, since: datetime, text: str) -> list[str]:
+        """The messages of one revision's log entries since ``since`` that contain ``text``."""
+        from mcp_tools.cloudlogging import CloudLogging
+
+        lines = CloudLogging(self.settings, policy=self.policy).list_entries(
+            service, since=since, revision=revision, text_filter=text, limit=20
+        )
+        return [ln.message for ln in lines]
 
     # -- the vLLM endpoint --
 

@@ -60,6 +60,7 @@ class TrafficEntry(BaseModel):
     percent: int = 0
     latest: bool = False
     tag: str | None = None
+    uri: str | None = None  # a tagged target's own URL (``https://TAG---SERVICE-HASH.a.run.app``)
 
 
 class RevisionInfo(BaseModel):
@@ -89,6 +90,14 @@ class ServiceInfo(BaseModel):
     def ready(self) -> bool:
         tc = self.terminal_condition
         return tc is not None and tc.state == "CONDITION_SUCCEEDED"
+
+    def percent_of(self, revision: str) -> int:
+        """The share of traffic ``revision`` gets (0 when it has none)."""
+        return sum(t.percent for t in self.traffic if t.revision == revision)
+
+    def tag_uri(self, tag: str) -> str | None:
+        """The URL of a traffic tag (None when the service has no such tag)."""
+        return next((t.uri for t in self.traffic if t.tag == tag), None)
 
     @property
     def serving_revision(self) -> str | None:
@@ -531,44 +540,86 @@ class CloudRun:
         )
         return self._rollout("update", name, result, message, approval_id)
 
-    def rollback(
-        self, name: str, revision: str, *, approval_id: str, deadline_s: float = 300.0
+    def deploy_tagged(
+        self,
+        name: str,
+        new_spec: ServiceSpec,
+        *,
+        revision: str,
+        tag: str,
+        serving: str,
+        approval_id: str,
+        deadline_s: float = 900.0,
     ) -> MutationResult:
-        """Route 100% of traffic to ``revision`` (an existing, Ready revision of this service)."""
-        from google.cloud import run_v2
-
+        """Apply ``new_spec`` as a new revision named ``revision`` that gets NO traffic, only the tag
+        ``tag`` (its own URL): all traffic stays on ``serving``, as ``gcloud run deploy --no-traffic
+        --tag`` does. A canary's first step; :meth:`set_traffic` moves traffic to it afterwards."""
         _check_approval(approval_id)
         revision = validate_revision_name(_short(revision))
         current = self.get_raw(name)
+        svc = apply_spec(current, new_spec)
+        svc.template.revision = revision
+        svc.traffic = _targets({validate_revision_name(_short(serving)): 100, revision: 0}, {revision: tag})
+        what = f"deploy {revision!r} to {_short(current.name)!r} with no traffic (tag {tag!r})"
+        result, message = self._mutate(
+            what, self.services.update_service, approval_id, deadline_s, service=svc
+        )
+        return self._rollout("update", name, result, message, approval_id)
+
+    def set_traffic(
+        self,
+        name: str,
+        percents: dict[str, int],
+        *,
+        tags: dict[str, str] | None = None,
+        approval_id: str,
+        deadline_s: float = 300.0,
+        operation: str = "traffic",
+    ) -> MutationResult:
+        """Route traffic by percent to existing revisions of this service (the percents sum to 100;
+        a revision given traffic must be Ready); ``tags`` keeps a revision's tag (its own URL), and
+        every tag not named there is dropped."""
+        _check_approval(approval_id)
+        percents = {validate_revision_name(_short(r)): int(p) for r, p in percents.items()}
+        if sum(percents.values()) != 100 or any(not 0 <= p <= 100 for p in percents.values()):
+            raise UserError(f"traffic percents must be from 0 to 100 and sum to 100, not {percents}")
+        current = self.get_raw(name)
         revs = {r.name: r for r in self.list_revisions(name, _traffic=[])}
-        if revision not in revs:
-            raise UserError(
-                f"revision {revision!r} is not a revision of service {_short(current.name)!r} "
-                f"(known: {', '.join(sorted(revs)) or 'none'})"
-            )
-        if not revs[revision].ready:
-            raise UserError(f"revision {revision!r} is not Ready; route traffic only to a Ready revision")
+        for revision, pct in percents.items():
+            if revision not in revs:
+                raise UserError(
+                    f"revision {revision!r} is not a revision of service {_short(current.name)!r} "
+                    f"(known: {', '.join(sorted(revs)) or 'none'})"
+                )
+            if pct and not revs[revision].ready:
+                raise UserError(f"revision {revision!r} is not Ready; route traffic only to a Ready revision")
+        from google.cloud import run_v2
+
         svc = run_v2.Service.deserialize(run_v2.Service.serialize(current))
-        svc.traffic = [
-            run_v2.TrafficTarget(
-                type_=run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION,
-                revision=revision,
-                percent=100,
-            )
-        ]
-        what = f"rollback {_short(current.name)!r} to {revision!r}"
+        svc.traffic = _targets(percents, tags or {})
+        split = ", ".join(f"{r} {p}%" for r, p in percents.items())
+        what = f"{operation} {_short(current.name)!r}: {split}"
         result, message = self._mutate(
             what, self.services.update_service, approval_id, deadline_s, service=svc
         )
         after = _service_info(self.get_raw(name))
-        ready = result is not None and after.serving_revision == revision
+        ready = result is not None and all(after.percent_of(r) == p for r, p in percents.items())
+        top = max(percents, key=lambda r: percents[r])
         return MutationResult(
             service=after.name,
-            operation="rollback",
-            revision=revision,
+            operation=operation,
+            revision=top,
             ready=ready,
-            message=message or ("traffic routed" if ready else "traffic not on the revision yet"),
+            message=message or ("traffic routed" if ready else "traffic not routed as asked yet"),
             approval_id=approval_id,
+        )
+
+    def rollback(
+        self, name: str, revision: str, *, approval_id: str, deadline_s: float = 300.0
+    ) -> MutationResult:
+        """Route 100% of traffic to ``revision`` (an existing, Ready revision of this service)."""
+        return self.set_traffic(
+            name, {revision: 100}, approval_id=approval_id, deadline_s=deadline_s, operation="rollback"
         )
 
     def create_service(
@@ -615,6 +666,16 @@ class CloudRun:
         )
 
 
+def _targets(percents: dict[str, int], tags: dict[str, str]) -> list[Any]:
+    """Cloud Run traffic targets naming revisions: one per revision, with its percent and tag."""
+    from google.cloud import run_v2
+
+    kind = run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION
+    return [
+        run_v2.TrafficTarget(type_=kind, revision=r, percent=p, tag=tags.get(r, "")) for r, p in percents.items()
+    ]
+
+
 def _all(method: Any, limit: int | None = None) -> Any:
     """``method``'s pager read to the end (or ``limit`` items) inside one call, so that every page's
     request is retried and mapped like the first."""
@@ -641,6 +702,7 @@ def _service_info(svc: Any) -> ServiceInfo:
                 percent=int(t.percent),
                 latest=latest,
                 tag=t.tag or None,
+                uri=getattr(t, "uri", "") or None,
             )
         )
     tc = _condition(svc.terminal_condition) if "terminal_condition" in svc else None

@@ -7,6 +7,7 @@ to Cloud Run. Preflight, the graph's apply node and the MCP server's two-step mu
 from __future__ import annotations
 
 import difflib
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from mcp_tools.cloudrun_limits import Shape, violations
@@ -220,3 +221,27 @@ def spec_diff(old: ServiceSpec, new: ServiceSpec, *, label: str = "service") -> 
         tofile=f"{label} (proposed)",
     )
     return "".join(lines)
+
+
+# --- a canary's names and traffic ------------------------------------------------------------------
+
+_REVISION_MAX = 63
+
+
+def canary_names(service: str, key: str) -> tuple[str, str]:
+    """(revision name, traffic tag) of the canary a change with apply key ``key`` deploys. Derived
+    from the key, so every attempt at the same change names the same revision (Cloud Run refuses a
+    second revision of that name)."""
+    short = hashlib.sha256(key.encode()).hexdigest()[:8]
+    tag = f"canary-{short}"
+    suffix = tag if len(service) + 1 + len(tag) <= _REVISION_MAX else f"c{short}"
+    return f"{service}-{suffix}", tag
+
+
+def canary_split(serving: str, canary: str, percent: int) -> dict[str, int]:
+    """The traffic of a canary step: ``percent`` on the canary, the rest on the serving revision."""
+    if not 0 <= percent <= 100:
+        raise UserError(f"a canary's share must be from 0 to 100 percent, not {percent}")
+    if percent == 100 or serving == canary:
+        return {canary: 100}
+    return {serving: 100 - percent, canary: percent}

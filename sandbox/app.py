@@ -9,7 +9,8 @@ URL map (one port):
   ready revision's simulated vLLM server (``/health``, ``/v1/...``, ``/metrics``)
 - ``/_rev/{project}/{location}/{revision}/...`` one revision directly, whatever the traffic says
 - ``/_sandbox/healthz``, ``/_sandbox/clock``, ``/_sandbox/journal`` (GET; DELETE clears),
-  ``/_sandbox/faults`` (GET lists, POST arms ``{target, kind, status, count, seconds}``, DELETE clears),
+  ``/_sandbox/faults`` (GET lists, POST arms ``{target, kind, status, count, seconds, factor}``, DELETE
+  clears; kind ``slow`` makes the next revision to start under the target ``factor`` times slower),
   ``/_sandbox/state`` (services, revisions and their simulated fate, for debugging)
 
 Fault targets: ``run`` (every Cloud Run call), ``logging`` (entries:list), ``endpoint`` (every
@@ -230,6 +231,7 @@ class SandboxApp:
                         None if body.get("count", 1) is None else int(body.get("count", 1)),
                         seconds=None if body.get("seconds") is None else float(body["seconds"]),
                         after_tokens=None if body.get("after_tokens") is None else int(body["after_tokens"]),
+                        factor=float(body.get("factor", 1.0)),
                     )
                 except (TypeError, ValueError) as e:
                     raise bad_request(f"bad fault: {e}") from None

@@ -6,7 +6,10 @@ whose target matches is consumed and returned, and the endpoint acts it out:
 
 - ``status``: answer with that HTTP status (and an error body) instead of doing the work;
 - ``hang``: send nothing until the client gives up (or ``seconds`` pass, then answer normally);
-- ``drop``: close the connection: mid-stream for a streaming request, without any response otherwise.
+- ``drop``: close the connection: mid-stream for a streaming request, without any response otherwise;
+- ``slow``: not per request: the next revision that starts serving under the target (a service id
+  or a revision name) is ``factor`` times slower to its first token (a fix that passes ``/health``
+  but regresses TTFT). Taken when the revision's simulated server is built (:meth:`FaultInjector.slowdown`).
 
 A target is one name, ``*``, or names joined by ``+`` (``rev-00001-abc+/v1/completions``): such a
 fault matches only a request that answers to every one of them (one revision's generation, not its
@@ -28,7 +31,10 @@ from pydantic import BaseModel, Field
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-FaultKind = Literal["status", "hang", "drop"]
+FaultKind = Literal["status", "hang", "drop", "slow"]
+
+#: The kinds an endpoint acts out per request (``slow`` is taken when a revision starts serving).
+REQUEST_KINDS = ("status", "hang", "drop")
 
 #: Matches every request.
 ANY = "*"
@@ -43,6 +49,7 @@ class Fault(BaseModel):
     remaining: int | None = 1
     seconds: float | None = None  # hang: give up hanging after this long (None: until the client leaves)
     after_tokens: int | None = None  # drop: tokens streamed before the connection is cut (None: half)
+    factor: float = 1.0  # slow: how many times slower the revision's time to first token is
     fired: int = Field(default=0)
 
 
@@ -62,10 +69,14 @@ class FaultInjector:
         *,
         seconds: float | None = None,
         after_tokens: int | None = None,
+        factor: float = 1.0,
     ) -> Fault:
-        """Arm a fault for the next ``count`` matching requests (``None``: until :meth:`clear`)."""
-        if kind not in ("status", "hang", "drop"):
-            raise ValueError(f"fault kind must be status, hang or drop, not {kind!r}")
+        """Arm a fault for the next ``count`` matching requests (``None``: until :meth:`clear`); a
+        ``slow`` fault for the next ``count`` revisions that start serving under ``target``."""
+        if kind not in (*REQUEST_KINDS, "slow"):
+            raise ValueError(f"fault kind must be status, hang, drop or slow, not {kind!r}")
+        if kind == "slow" and not 1.0 <= factor <= 100.0:
+            raise ValueError(f"a slow fault's factor must be from 1 to 100, not {factor}")
         if count is not None and count < 1:
             raise ValueError(f"fault count must be at least 1 (or None for unlimited), not {count}")
         if kind == "status" and not 100 <= status <= 599:
@@ -77,6 +88,7 @@ class FaultInjector:
             remaining=count,
             seconds=seconds,
             after_tokens=after_tokens,
+            factor=factor,
         )
         with self._lock:
             self._faults.append(fault)
@@ -91,14 +103,16 @@ class FaultInjector:
         with self._lock:
             return [f.model_copy() for f in self._faults]
 
-    def take(self, names: Iterable[str]) -> Fault | None:
-        """The first armed fault whose target is ``*`` or one of ``names``, consumed once; else None."""
+    def take(self, names: Iterable[str], kinds: Iterable[str] = REQUEST_KINDS) -> Fault | None:
+        """The first armed fault of one of ``kinds`` whose target is ``*`` or one of ``names``,
+        consumed once; else None."""
         if not self._faults:  # fast path without the lock: the common case is nothing armed
             return None
         wanted = set(names)
+        allowed = set(kinds)
         with self._lock:
             for i, f in enumerate(self._faults):
-                if f.target == ANY or f.target in wanted or _all_of(f.target, wanted):
+                if f.kind in allowed and (f.target == ANY or f.target in wanted or _all_of(f.target, wanted)):
                     f.fired += 1
                     if f.remaining is not None:
                         f.remaining -= 1
@@ -106,6 +120,12 @@ class FaultInjector:
                             del self._faults[i]
                     return f.model_copy()
         return None
+
+    def slowdown(self, service: str, revision: str) -> float:
+        """The TTFT factor of a revision that starts serving now: 1.0 unless a ``slow`` fault is armed
+        for its service, its name or ``*`` (consumed as a request's fault is)."""
+        f = self.take((service, revision), kinds=("slow",))
+        return f.factor if f is not None else 1.0
 
 
 def _all_of(target: str, names: set[str]) -> bool:

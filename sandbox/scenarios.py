@@ -18,6 +18,12 @@ sandbox starts with the incident already in the logs:
 - ``overload``: Gemma 4 12B QAT on one L4 with ``--max-num-seqs=16`` under a steady internal load of
   48 concurrent requests sized to fill the KV cache: requests wait, KV usage near 100%, preemptions.
 - ``healthy``: Gemma 4 12B QAT on one L4 at 16k context, Ready, light background traffic.
+- ``canary-fix``: the ``healthy`` service, whose serving revision's engine stalled for minutes (its
+  stats lines: requests running, no token generated): the fix (``restart``) is a new revision that
+  serves as fast as the old one did, so the canary gives it all traffic in steps.
+- ``canary-slow-fix``: the same, but the fix's revision is twice as slow to its first token (a
+  ``slow`` fault armed for the service's next revision): it passes ``/health`` and the smoke
+  completion, and the canary must roll it back.
 
 Scenarios with time (their Cloud Monitoring series tell the story; the logs look healthy):
 
@@ -61,7 +67,12 @@ SCENARIOS = (
     "slow-leak",
     "stuck-engine",
     "hot-instance",
+    "canary-fix",
+    "canary-slow-fix",
 )
+
+#: The canary scenarios' fix revision is this many times slower to its first token (``canary-slow-fix``).
+SLOW_FIX_FACTOR = 2.0
 
 _IMAGE = "vllm/vllm-openai:v0.11.0"
 _HISTORY_S = 2 * 3600.0  # scenarios start their history this long before "now"
@@ -137,7 +148,7 @@ def scenario_specs(name: str) -> tuple[list[ServiceSpec], PhysicsConfig]:
         return [
             l4_spec("gemma-4-12b", [qat, "--max-model-len=16384", "--max-num-seqs=16"], concurrency=64)
         ], PhysicsConfig()
-    if name in ("healthy", "slow-leak", "stuck-engine"):
+    if name in ("healthy", "slow-leak", "stuck-engine", "canary-fix", "canary-slow-fix"):
         return [l4_spec("gemma-4-12b", [qat, "--max-model-len=16384"])], PhysicsConfig()
     if name == "load-ramp":
         return [
@@ -221,7 +232,35 @@ def build(
     if scenario is not None:
         for spec in specs:  # the timeline's "now" is the sandbox's when the scenario is ready
             sb.timelines[spec.name] = timeline(scenario).at(sb.clock.now_s())
+    if scenario in ("canary-fix", "canary-slow-fix"):
+        _stalled_engine(sb, specs[0].name)
+    if scenario == "canary-slow-fix":
+        sb.faults.inject(specs[0].name, "slow", count=1, factor=SLOW_FIX_FACTOR)
     return sb
+
+
+def _stalled_engine(sb: Any, service: str, periods: int = 4, period_s: float = 10.0) -> None:
+    """vLLM's periodic stats lines of the serving revision for a stall that just ended: requests
+    running, nothing generated, ``periods`` times in a row (``vllm/v1/metrics/loggers.py``)."""
+    from datetime import UTC, datetime
+
+    with sb.cloudrun.lock:
+        svc = sb.cloudrun.services[(sb.project, sb.location, service)]
+        revision = svc["latestReadyRevision"].rsplit("/", 1)[-1]
+    now = sb.clock.now_s()
+    for i in range(periods):
+        ts = now - (periods - i) * period_s
+        stamp = datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M:%S")
+        sb.logs.append(
+            project=sb.project,
+            log_id=STDOUT,
+            timestamp=ts,
+            severity="INFO",
+            text=f"(APIServer pid=1) INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "
+            "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 12 reqs, Waiting: 20 reqs, GPU KV "
+            "cache usage: 41.5%, Prefix cache hit rate: 0.0%",
+            resource=run_resource(sb.project, sb.location, service, revision),
+        )
 
 
 _UP = ("healthy", "overload")

@@ -134,7 +134,12 @@ class Sandbox:
 
         if rev.outcome.sim_config is None:
             raise ValueError(f"revision {rev.short} is ready but has no serving config")
-        sim = VllmSim(rev.outcome.sim_config, self.faults)
+        config = rev.outcome.sim_config
+        factor = self.faults.slowdown(rev.service, rev.short)  # an armed ``slow`` fault: a slower fix
+        if factor != 1.0:
+            config = config.model_copy(update={"ttft_factor": factor})
+            rev.outcome.notes["ttft_factor"] = factor
+        sim = VllmSim(config, self.faults)
         return sim.app, sim
 
     def record_request(self, rev: Revision, scope: Any, status: int, latency_s: float, size: int) -> None:

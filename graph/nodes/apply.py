@@ -12,6 +12,11 @@ resume that won, ``graph.checkpoint.Decisions``), and a
 plan is never applied over a service that changed after the plan was made (the approved diff would no
 longer be what happens).
 
+A canary: when the service has a Ready revision serving it (and ``Configuration.canary``), the fix is
+deployed as a revision named after the apply key, with a tag (its own URL) and NO traffic; traffic stays
+on the serving revision, whose figures (a short benchmark of the service URL) are measured first, as
+the baseline verify compares the fix with. A service that serves nothing takes the fix directly.
+
 The state holds only redacted specs (no secret at rest). The spec that is sent is the live one, read
 from the Cloud Run API just before the change, with the plan's typed steps applied to it: it is used
 only when its etag is the one observed and its redacted form is the observed spec, and the change it
@@ -29,14 +34,14 @@ from graph import audit
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
 from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
-from graph.state import ApplyResult, Approval, ObservationSummary, SREState, event
+from graph.state import ApplyResult, Approval, Latency, ObservationSummary, SREState, event
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.redact import redact_spec
 from mcp_tools.remediation import RemediationKind, RemediationPlan
 from mcp_tools.settings import Policy
-from mcp_tools.spec_ops import apply_steps, render
+from mcp_tools.spec_ops import apply_steps, canary_names, render
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +124,14 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.already_applied = first
             result.revision = info.latest_created_revision
             result.error = None  # whether it came up is verify's question
+            _, tag = canary_names(name, key)
+            if any(t.tag == tag for t in info.traffic):  # it was deployed as a canary
+                result.canary, result.tag = True, tag
+                others = [t for t in info.traffic if t.revision != result.revision and t.percent > 0]
+                if others:
+                    result.previous_ready_revision = max(others, key=lambda t: t.percent).revision
+                if result.baseline is None and result.revision and info.percent_of(result.revision) == 0:
+                    result.baseline = _baseline(info, cfg)
             break
         if first and _changed_since(info, planned_from, summary.spec_etag):
             # Someone changed the service after the plan was made: the approved diff is no longer what
@@ -137,13 +150,31 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.error = "the change would differ from the approved diff: nothing applied"
             break
         new_spec.env = {**new_spec.env, APPLY_KEY_ENV: key}
-        if first and result.previous_ready_revision is None:
+        serving = _serving(info) if cfg.canary else None
+        if serving:
+            result.canary = True
+            result.previous_ready_revision = serving
+            if result.baseline is None:
+                result.baseline = _baseline(info, cfg)
+        elif first and result.previous_ready_revision is None:
             result.previous_ready_revision = info.latest_ready_revision
         first = False
         try:
-            res = world.update_service(
-                name, new_spec, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
-            )
+            if serving:
+                revision, result.tag = canary_names(name, key)
+                res = world.deploy_tagged(
+                    name,
+                    new_spec,
+                    revision=revision,
+                    tag=result.tag,
+                    serving=serving,
+                    approval_id=approval.approval_id,
+                    deadline_s=cfg.verify_deadline_s,
+                )
+            else:
+                res = world.update_service(
+                    name, new_spec, approval_id=approval.approval_id, deadline_s=cfg.verify_deadline_s
+                )
             result.revision = res.revision
             result.error = None if res.ready else res.message
             break
@@ -154,6 +185,22 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.error = short_error(e)
             log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
     return _done(state, cfg, thread_id, approval, plan, result)
+
+
+def _serving(info: Any) -> str | None:
+    """The Ready revision that serves the service (most of its traffic), if any: a fix to it is a canary."""
+    serving = info.serving_revision
+    if not serving or info.percent_of(serving) == 0:
+        return None
+    return serving if any(r.name == serving and r.ready for r in info.revisions) else None
+
+
+def _baseline(info: Any, cfg: Configuration) -> Latency | None:
+    """The serving revision's figures before the change: a short benchmark of the service URL."""
+    from graph.canary import measure
+
+    url = info.uri or cfg.vllm_base_url
+    return measure(url, cfg, "service") if url else None
 
 
 def _changed_since(info: Any, planned_from: ServiceSpec | None, etag: str | None) -> bool:
@@ -196,6 +243,12 @@ def _done(
         )
     if result.already_applied:
         msg = f"already applied before this run (revision {result.revision}); nothing sent again"
+    elif result.revision and result.canary:
+        msg = (
+            f"applied: revision {result.revision} with no traffic (tag {result.tag}); "
+            f"{result.previous_ready_revision} keeps serving"
+            + (f" ({result.error})" if result.error else "")
+        )
     elif result.revision:
         msg = f"applied: revision {result.revision}" + (f" ({result.error})" if result.error else "")
     else:

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import json
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,8 @@ OP_ERROR_CODE = 13  # what Cloud Run's operation reports for a revision that can
 Physics = Callable[[RevisionContext], StartupOutcome]
 
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
+TAG_SEP = "---"  # between a tag and its service in a tag's URL, as in Cloud Run's tag URLs
+_TAG_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _proto(kind: str) -> Any:
@@ -187,6 +190,11 @@ class CloudRunBackend:
 
     def service_uri(self, project: str, location: str, service: str) -> str:
         return f"{self.base_url()}/_run/{project}/{location}/{service}"
+
+    def tag_uri(self, project: str, location: str, service: str, tag: str) -> str:
+        """A traffic tag's own URL: Cloud Run's ``https://TAG---SERVICE-HASH.a.run.app``, served on the
+        sandbox's port as ``/_run/{project}/{location}/TAG---SERVICE``."""
+        return self.service_uri(project, location, f"{tag}{TAG_SEP}{service}")
 
     def _etag(self, svc: dict[str, Any]) -> str:
         h = hashlib.sha256(f"{svc['name']}|{svc.get('generation')}|{svc.get('updateTime')}".encode())
@@ -336,9 +344,21 @@ class CloudRunBackend:
             return
         total = 0
         revs = self.revisions.get(key, {})
+        tags: set[str] = set()
         for t in traffic:
             typ = t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_UNSPECIFIED")
             pct = int(t.get("percent", 0))
+            tag = t.get("tag")
+            if tag is not None:
+                if not _TAG_RE.fullmatch(tag) or TAG_SEP in tag:
+                    raise bad_request(
+                        f"spec.traffic: tag '{tag}' must be lower-case letters, digits and single hyphens, "
+                        "starting with a letter",
+                        "service.traffic",
+                    )
+                if tag in tags:
+                    raise bad_request(f"spec.traffic: tag '{tag}' is used more than once", "service.traffic")
+                tags.add(tag)
             if not 0 <= pct <= 100:
                 raise bad_request(
                     f"spec.traffic: percent must be between 0 and 100, not {pct}", "service.traffic"
@@ -408,7 +428,7 @@ class CloudRunBackend:
         for t in svc.get("traffic") or []:
             st = {k: v for k, v in t.items() if k in ("type", "revision", "percent", "tag")}
             if t.get("tag"):
-                st["uri"] = f"{self.service_uri(*key)}/_tag/{t['tag']}"
+                st["uri"] = self.tag_uri(*key, t["tag"])
             statuses.append(st)
         svc["trafficStatuses"] = statuses
         routes_ok = latest_ready is not None
@@ -992,9 +1012,13 @@ class CloudRunBackend:
 
     # ------------------------------------------------------------------------------ serving
     def pick_revision(self, project: str, location: str, service: str) -> Revision | None:
-        """The ready revision a request to the service URL goes to (weighted round robin)."""
+        """The ready revision a request to the service URL goes to (weighted round robin, so each
+        revision gets its percent of every hundred requests); for a tag's URL (``TAG---SERVICE``), the
+        tagged revision, whatever its percent."""
         self.advance()
         with self.lock:
+            if TAG_SEP in service:
+                return self._tagged(project, location, *service.split(TAG_SEP, 1))
             key = (project, location, service)
             targets = self.serving_revisions(key)
             if not targets:
@@ -1008,6 +1032,19 @@ class CloudRunBackend:
                 if slot < acc:
                     return self.revisions[key][short]
             return self.revisions[key][targets[-1][0]]
+
+    def _tagged(self, project: str, location: str, tag: str, service: str) -> Revision | None:
+        key = (project, location, service)
+        svc = self.services.get(key)
+        if svc is None:
+            return None
+        for t in svc.get("traffic") or []:
+            if t.get("tag") != tag:
+                continue
+            short = t.get("revision") or svc.get("latestReadyRevision", "").rsplit("/", 1)[-1]
+            rev = self.revisions.get(key, {}).get(short)
+            return rev if rev is not None and rev.state == "ready" else None
+        return None
 
     def find_revision(self, project: str, location: str, revision: str) -> Revision | None:
         self.advance()

@@ -368,7 +368,9 @@ class VllmSim:
                     epoch = seq.epoch
                     need_prefill = True
                 if need_prefill:
-                    prefill = cfg.ttft_base_s + cfg.prefill_s_per_token * (seq.prompt_tokens + seq.generated)
+                    prefill = cfg.ttft_factor * (
+                        cfg.ttft_base_s + cfg.prefill_s_per_token * (seq.prompt_tokens + seq.generated)
+                    )
                     start = loop.time() if first_start is None else first_start
                     first_start = None
                     next_t = start + prefill / scale

@@ -19,6 +19,7 @@ class SimConfig(BaseModel):
     ttft_base_s: float = Field(default=0.05, ge=0)  # fixed part of time-to-first-token
     prefill_s_per_token: float = Field(default=0.0, ge=0)  # prefill cost per prompt token
     itl_s: float = Field(default=0.02, ge=0)  # decode time per token for one sequence
+    ttft_factor: float = Field(default=1.0, ge=1.0)  # the prefill takes this many times longer (a slow fix)
     zero_latency: bool = False  # no sleeps at all (for measuring clients)
     time_scale: float = Field(default=1.0, gt=0)  # >1 makes the clock faster (sleeps shorter)
     container_concurrency: int | None = Field(default=None, gt=0)  # above this in flight: HTTP 429
