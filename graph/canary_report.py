@@ -40,8 +40,10 @@ def canary_section(verification: dict[str, Any] | None) -> list[str]:
     out = ["", "## Canary", ""]
     if c.promoted:
         verdict = "promoted: the fix has all traffic"
+    elif c.breached_at == 0:
+        verdict = "failed its checks before it was given any traffic"
     elif c.breached_at is not None:
-        verdict = f"rolled back at {c.breached_at}% of traffic"
+        verdict = f"breached at {c.breached_at}% of traffic: traffic sent back"
     else:
         verdict = "not given traffic"
     out.append(
@@ -108,9 +110,10 @@ def write_chart(c: Canary, cfg: Configuration) -> str | None:
             ax.set_xticks(xs, [label for label, _ in points])
             ax.set_xlabel("the fix's share of traffic")
             ax.set_ylabel("ms")
+            ax.set_ylim(bottom=0)
             ax.set_title(what)
             ax.legend(fontsize=8)
-        verdict = "promoted" if c.promoted else f"rolled back at {c.breached_at}%"
+        verdict = "promoted" if c.promoted else f"failed at {c.breached_at}% of traffic"
         fig.suptitle(f"canary {c.revision} against {c.baseline_revision}: {verdict}")
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -171,8 +171,12 @@ def _canary(
             continue  # a resumed run: this step was passed before the restart
         step = CanaryStep(percent=percent, resumed=percent == current)
         c.steps.append(step)
-        if not step.resumed:
-            split = canary_split(c.baseline_revision, revision, percent)
+        split = canary_split(c.baseline_revision, revision, percent)
+        if step.resumed:
+            # Made by a process killed before it recorded the step: recorded now (once: the audit log
+            # keeps one record per event).
+            ctx.audit(revision, split, percent, None)
+        else:
             try:
                 res = world.set_traffic(
                     cfg.service,

@@ -1,0 +1,209 @@
+"""The canary through the whole loop on the sandbox, with the official clients, judged by end state.
+
+A fix to a service that serves is deployed as a tagged revision with no traffic, checked on its tag's
+URL, then given traffic in steps with the SLOs watched. The sandbox's journal (every mutating call,
+with its body) shows how much traffic the fix ever had; its router shows who serves now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph import audit
+from graph.config import Configuration
+from graph.runner import resume_cycle, run_cycle
+from mcp_tools.settings import get_settings
+from sandbox.scenarios import SLOW_FIX_FACTOR
+from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.slow  # the loop end to end, with real benchmarks of the simulated servers
+
+SERVICE = "gemma-4-12b"
+#: Short measurements (a few requests of a few tokens) and no hold: the steps, not the wait, are tested.
+FAST = dict(canary_requests=6, canary_concurrency=3, canary_output_tokens=4, canary_hold_s=0.0)
+
+
+def config_for(sb: Any, **overrides: Any) -> Configuration:
+    base: dict[str, Any] = dict(
+        service=SERVICE,
+        **sb.settings_fields(),
+        use_model=False,
+        verify_deadline_s=60.0,
+        verify_poll_s=0.05,
+        retry_base_s=0.05,
+        **FAST,
+    )
+    base.update(overrides)
+    return Configuration.from_settings(**base)
+
+
+def serving(sb: Any) -> dict[str, int]:
+    """Who gets traffic now, as the sandbox's router sends it."""
+    [svc] = sb.state()["services"].values()
+    return dict(svc["serving"])
+
+
+def fix_shares(sb: Any, revision: str) -> list[int]:
+    """The fix's share in every traffic change the sandbox accepted, in order (0 when only tagged)."""
+    out = []
+    for e in sb.journal.entries():
+        if e.method != "PATCH" or e.status >= 400 or not e.body:
+            continue
+        for t in e.body.get("traffic") or []:
+            if t.get("revision") == revision:
+                out.append(int(t.get("percent", 0)))
+    return out
+
+
+def official_traffic(sb: Any) -> list[tuple[str, int]]:
+    services, _ = run_clients(sb)
+    svc = services.get_service(name=sb.service_name(SERVICE))
+    return [(t.revision, t.percent) for t in svc.traffic_statuses if t.percent]
+
+
+def test_a_good_fix_goes_through_every_step_and_stays(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix", zero_latency=False)
+    first = run_cycle(config_for(sb, canary_chart=True))
+    assert first.values["diagnosis"]["category"] == "engine_hung"
+    baseline = first.values["observation_summary"]["latest_ready_revision"]
+    done = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert done.status == "fixed", done.summary
+    fix = done.values["applied"]["revision"]
+    assert done.values["applied"]["canary"] and fix != baseline
+
+    assert fix_shares(sb, fix) == [0, 10, 50, 100]  # deployed with none, then each step once
+    assert serving(sb) == {fix: 100}
+    assert official_traffic(sb) == [(fix, 100)]  # as the Cloud Run client reads it
+    canary = done.values["verification"]["canary"]
+    assert canary["promoted"] and [s["percent"] for s in canary["steps"]] == [10, 50, 100]
+    assert canary["kv_ok"] is True and canary["kv_cache_tokens"]  # vLLM's own line, within the planner's range
+    assert canary["baseline"]["ttft_p50_ms"] and canary["before"]["ttft_p50_ms"]
+    events = [e.event for e in audit.read(get_settings().state_dir)]
+    assert events == ["approval", "mutation", "mutation", "mutation", "mutation"]
+
+    md = Path(done.report["markdown"]).read_text()
+    assert "## Canary" in md and "promoted" in md and f"`{baseline}`" in md
+    chart = Path(canary["chart"])
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({chart.name})" in md
+
+
+def test_a_fix_that_doubles_ttft_never_gets_traffic(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-slow-fix", zero_latency=False)
+    first = run_cycle(config_for(sb))
+    baseline = first.values["observation_summary"]["latest_ready_revision"]
+    done = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    assert done.status == "rolled_back", done.summary
+    fix = done.values["applied"]["revision"]
+    v = done.values["verification"]
+    assert v["health"] and v["smoke"]  # it passes /health and answers: only the canary sees it is slow
+    assert "median TTFT" in " ".join(v["reasons"])
+    canary = v["canary"]
+    assert canary["breached_at"] == 0 and canary["steps"] == []
+    ratio = canary["before"]["ttft_p50_ms"] / canary["baseline"]["ttft_p50_ms"]
+    assert ratio > 1.5, ratio  # the fault makes it x2
+    assert sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"][fix]["notes"][
+        "ttft_factor"
+    ] == SLOW_FIX_FACTOR
+    assert max(fix_shares(sb, fix)) == 0
+    assert serving(sb) == {baseline: 100}
+    md = Path(done.report["markdown"]).read_text()
+    assert "failed its checks before it was given any traffic" in md
+    assert f"{canary['before']['ttft_p50_ms']:.0f}" in md and f"{canary['baseline']['ttft_p50_ms']:.0f}" in md
+
+
+def test_a_fix_that_fails_under_traffic_is_rolled_back_at_the_first_step(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first = run_cycle(config_for(sb, canary_hold_s=3.0))
+    baseline = first.values["observation_summary"]["latest_ready_revision"]
+
+    def fail_once_it_has_traffic() -> None:  # the fix starts answering 503 once it serves users
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for rev in _tagged(sb):
+                if max(fix_shares(sb, rev)) > 0:
+                    sb.faults.inject(rev, "status", status=503, count=None)
+                    return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=fail_once_it_has_traffic, daemon=True)
+    watcher.start()
+    done = resume_cycle(first.thread_id, decision="approve", approver="alice")
+    watcher.join(timeout=5)
+    sb.faults.clear()
+    assert done.status == "rolled_back", done.summary
+    fix = done.values["applied"]["revision"]
+    canary = done.values["verification"]["canary"]
+    assert canary["breached_at"] == 10
+    assert "error rate" in " ".join(canary["steps"][-1]["breaches"])
+    assert fix_shares(sb, fix) == [0, 10]  # never more than the first step; the rollback names only the baseline
+    assert serving(sb) == {baseline: 100}
+    assert done.values["rollback"]["to_revision"] == baseline
+    events = [e.event for e in audit.read(get_settings().state_dir)]
+    assert events == ["approval", "mutation", "mutation", "rollback"]
+
+
+CLI = [sys.executable, "-m", "agent.cli"]
+
+
+def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first = run_cycle(config_for(sb, canary_hold_s=4.0))  # persisted with the thread: the CLI resumes it
+    assert first.status == "awaiting_approval"
+    env = {**os.environ, **sandbox_env(sb)}
+    p = subprocess.Popen(
+        [*CLI, "approve", first.thread_id, "--approver", "carol"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:  # killed while it watches the 50% step (the step was made; the checkpoint does not know it)
+        deadline = time.monotonic() + 90
+        while not any(s == 50 for rev in _tagged(sb) for s in fix_shares(sb, rev)):
+            assert p.poll() is None, "the process finished before it could be killed"
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.02)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+    [fix] = _tagged(sb)
+    assert serving(sb)[fix] == 50
+
+    r = subprocess.run(
+        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "fixed", doc
+    assert fix_shares(sb, fix) == [0, 10, 50, 100]  # the revision made once, no step sent twice
+    revisions = sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"]
+    assert len(revisions) == 2  # the one that served, and the fix
+    assert serving(sb) == {fix: 100}
+    events = [e for e in audit.read(get_settings().state_dir)]
+    assert [e.event for e in events] == ["approval", "mutation", "mutation", "mutation", "mutation"]
+
+
+def _tagged(sb: Any) -> list[str]:
+    """The revisions the sandbox's journal shows deployed under a tag."""
+    out: list[str] = []
+    for e in sb.journal.entries():
+        for t in (e.body or {}).get("traffic") or []:
+            if t.get("tag") and t["revision"] not in out:
+                out.append(t["revision"])
+    return out
