@@ -266,6 +266,55 @@ def test_rollback_routes_traffic_and_refuses_bad_targets(two_revisions: tuple[Sa
     ]
 
 
+def test_a_tagged_revision_gets_no_traffic_until_told_and_its_tag_url_serves_it() -> None:
+    import httpx
+
+    from mcp_tools.spec_ops import canary_names, canary_split
+
+    with start_sandbox(scenario="healthy", time_scale=TEST_TIME_SCALE, zero_latency=True) as sb:
+        cr = CloudRun(_settings(sb), policy=READ.with_(attempts=2, max_delay_s=0.1))
+        info = cr.get_service("gemma-4-12b")
+        old = info.serving_revision or ""
+        revision, tag = canary_names("gemma-4-12b", "thread-1:plan")
+        new_spec = info.spec.model_copy(update={"env": {**info.spec.env, "X": "1"}})
+        with pytest.raises(UserError, match="tag 'Canary_1'"):  # Cloud Run's tag rules, as a 400
+            cr.deploy_tagged(
+                "gemma-4-12b", new_spec, revision=revision, tag="Canary_1", serving=old, approval_id="c0"
+            )
+        res = cr.deploy_tagged(
+            "gemma-4-12b", new_spec, revision=revision, tag=tag, serving=old, approval_id="c1"
+        )
+        assert res.ready and res.revision == revision
+        after = cr.get_service("gemma-4-12b")
+        assert after.latest_ready_revision == revision and after.percent_of(revision) == 0
+        assert after.percent_of(old) == 100
+        url = after.tag_uri(tag)
+        assert url and url.endswith(f"/{tag}---gemma-4-12b")  # Cloud Run's TAG---SERVICE form
+
+        def served_by(base: str, n: int) -> dict[str, int]:
+            before = {r: sb.revision_sim("gemma-4-12b", r).metrics.success["length"] for r in (old, revision)}
+            model = sb.revision_sim("gemma-4-12b", old).config.served_model_name
+            body = {"model": model, "prompt": "hi", "max_tokens": 2}
+            with httpx.Client(timeout=10) as client:
+                for _ in range(n):
+                    assert client.post(f"{base}/v1/completions", json=body).status_code == 200
+            now = {r: sb.revision_sim("gemma-4-12b", r).metrics.success["length"] for r in (old, revision)}
+            return {r: now[r] - before[r] for r in now}
+
+        assert served_by(url, 5) == {old: 0, revision: 5}
+        assert served_by(after.uri or "", 20) == {old: 20, revision: 0}
+        split = canary_split(old, revision, 30)
+        res = cr.set_traffic("gemma-4-12b", split, tags={revision: tag}, approval_id="c2")
+        assert res.ready and res.operation == "traffic"
+        assert served_by(after.uri or "", 100) == {old: 70, revision: 30}  # the router honours percents
+        with pytest.raises(UserError, match="sum to 100"):
+            cr.set_traffic("gemma-4-12b", {old: 50, revision: 30}, approval_id="c3")
+        assert [(e.approval, e.status) for e in sb.journal.entries()] == [("c0", 400), ("c1", 200), ("c2", 200)]
+        res = cr.rollback("gemma-4-12b", old, approval_id="c4")  # back, and the tag is dropped
+        assert res.ready and cr.get_service("gemma-4-12b").tag_uri(tag) is None
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 404
+
+
 def test_create_and_delete(two_revisions: tuple[Sandbox, CloudRun]) -> None:
     sb, cr = two_revisions
     good = cr.get_service("gemma-4-12b").revisions[-1].spec
