@@ -52,7 +52,9 @@ def measure(url: str, cfg: Configuration, label: str) -> Latency:
     try:
         result = asyncio.run(run_benchmark(bc))
     except Exception as e:  # the URL does not serve (or the bench could not start): all failed
-        return Latency(url=label, requests=cfg.canary_requests, errors=cfg.canary_requests, error=short_error(e))
+        return Latency(
+            url=label, requests=cfg.canary_requests, errors=cfg.canary_requests, error=short_error(e)
+        )
     samples = result.samples
 
     def pct(values: list[float], q: float) -> float | None:
@@ -92,7 +94,9 @@ def regressions(fix: Latency, base: Latency | None, cfg: Configuration) -> list[
         if a is None or b is None:
             continue
         if a > b * ratio and a - b > cfg.canary_min_delta_ms:
-            out.append(f"{what} {a:.0f} ms against the serving revision's {b:.0f} ms (x{a / max(b, 1e-9):.1f})")
+            out.append(
+                f"{what} {a:.0f} ms against the serving revision's {b:.0f} ms (x{a / max(b, 1e-9):.1f})"
+            )
     return out
 
 
@@ -124,7 +128,9 @@ def breaches(
     return out
 
 
-def kv_check(world: Any, service: str, revision: Any) -> tuple[int | None, list[int] | None, bool | None, str]:
+def kv_check(
+    world: Any, service: str, revision: Any
+) -> tuple[int | None, list[int] | None, bool | None, str]:
     """(reported tokens, predicted range, within it, a note) for a revision (a ``RevisionInfo``):
     vLLM's own "GPU KV cache size" line from the revision's logs, against the planner's range for the
     revision's spec. Not checked (None) when either is not known: a blind spot, never a failure."""

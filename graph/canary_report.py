@@ -106,7 +106,9 @@ def write_chart(c: Canary, cfg: Configuration) -> str | None:
                 ax.plot(xs, [y if y is not None else float("nan") for y in ys], style, label=f"fix {q}")
                 base = getattr(c.baseline, f"{key}_{q}_ms") if c.baseline else None
                 if base is not None:
-                    ax.axhline(base, linestyle=":", color="grey" if q == "p50" else "black", label=f"before {q}")
+                    ax.axhline(
+                        base, linestyle=":", color="grey" if q == "p50" else "black", label=f"before {q}"
+                    )
             ax.set_xticks(xs, [label for label, _ in points])
             ax.set_xlabel("the fix's share of traffic")
             ax.set_ylabel("ms")

@@ -91,7 +91,13 @@ class World:
         )
 
     def set_traffic(
-        self, name: str, percents: dict[str, int], *, tags: dict[str, str], approval_id: str, deadline_s: float
+        self,
+        name: str,
+        percents: dict[str, int],
+        *,
+        tags: dict[str, str],
+        approval_id: str,
+        deadline_s: float,
     ) -> Any:
         return self.cloudrun.set_traffic(
             name, percents, tags=tags, approval_id=approval_id, deadline_s=deadline_s

@@ -672,7 +672,8 @@ def _targets(percents: dict[str, int], tags: dict[str, str]) -> list[Any]:
 
     kind = run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION
     return [
-        run_v2.TrafficTarget(type_=kind, revision=r, percent=p, tag=tags.get(r, "")) for r, p in percents.items()
+        run_v2.TrafficTarget(type_=kind, revision=r, percent=p, tag=tags.get(r, ""))
+        for r, p in percents.items()
     ]
 
 

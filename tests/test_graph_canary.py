@@ -86,7 +86,9 @@ def test_a_good_fix_goes_through_every_step_and_stays(sandbox_factory: Any) -> N
     assert official_traffic(sb) == [(fix, 100)]  # as the Cloud Run client reads it
     canary = done.values["verification"]["canary"]
     assert canary["promoted"] and [s["percent"] for s in canary["steps"]] == [10, 50, 100]
-    assert canary["kv_ok"] is True and canary["kv_cache_tokens"]  # vLLM's own line, within the planner's range
+    assert (
+        canary["kv_ok"] is True and canary["kv_cache_tokens"]
+    )  # vLLM's own line, within the planner's range
     assert canary["baseline"]["ttft_p50_ms"] and canary["before"]["ttft_p50_ms"]
     events = [e.event for e in audit.read(get_settings().state_dir)]
     assert events == ["approval", "mutation", "mutation", "mutation", "mutation"]
@@ -111,9 +113,12 @@ def test_a_fix_that_doubles_ttft_never_gets_traffic(sandbox_factory: Any) -> Non
     assert canary["breached_at"] == 0 and canary["steps"] == []
     ratio = canary["before"]["ttft_p50_ms"] / canary["baseline"]["ttft_p50_ms"]
     assert ratio > 1.5, ratio  # the fault makes it x2
-    assert sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"][fix]["notes"][
-        "ttft_factor"
-    ] == SLOW_FIX_FACTOR
+    assert (
+        sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"][fix]["notes"][
+            "ttft_factor"
+        ]
+        == SLOW_FIX_FACTOR
+    )
     assert max(fix_shares(sb, fix)) == 0
     assert serving(sb) == {baseline: 100}
     md = Path(done.report["markdown"]).read_text()
@@ -145,7 +150,10 @@ def test_a_fix_that_fails_under_traffic_is_rolled_back_at_the_first_step(sandbox
     canary = done.values["verification"]["canary"]
     assert canary["breached_at"] == 10
     assert "error rate" in " ".join(canary["steps"][-1]["breaches"])
-    assert fix_shares(sb, fix) == [0, 10]  # never more than the first step; the rollback names only the baseline
+    assert fix_shares(sb, fix) == [
+        0,
+        10,
+    ]  # never more than the first step; the rollback names only the baseline
     assert serving(sb) == {baseline: 100}
     assert done.values["rollback"]["to_revision"] == baseline
     events = [e.event for e in audit.read(get_settings().state_dir)]

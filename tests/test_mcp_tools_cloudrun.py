@@ -309,7 +309,11 @@ def test_a_tagged_revision_gets_no_traffic_until_told_and_its_tag_url_serves_it(
         assert served_by(after.uri or "", 100) == {old: 70, revision: 30}  # the router honours percents
         with pytest.raises(UserError, match="sum to 100"):
             cr.set_traffic("gemma-4-12b", {old: 50, revision: 30}, approval_id="c3")
-        assert [(e.approval, e.status) for e in sb.journal.entries()] == [("c0", 400), ("c1", 200), ("c2", 200)]
+        assert [(e.approval, e.status) for e in sb.journal.entries()] == [
+            ("c0", 400),
+            ("c1", 200),
+            ("c2", 200),
+        ]
         res = cr.rollback("gemma-4-12b", old, approval_id="c4")  # back, and the tag is dropped
         assert res.ready and cr.get_service("gemma-4-12b").tag_uri(tag) is None
         assert httpx.get(f"{url}/health", timeout=10).status_code == 404

@@ -246,8 +246,7 @@ def _done(
     elif result.revision and result.canary:
         msg = (
             f"applied: revision {result.revision} with no traffic (tag {result.tag}); "
-            f"{result.previous_ready_revision} keeps serving"
-            + (f" ({result.error})" if result.error else "")
+            f"{result.previous_ready_revision} keeps serving" + (f" ({result.error})" if result.error else "")
         )
     elif result.revision:
         msg = f"applied: revision {result.revision}" + (f" ({result.error})" if result.error else "")
