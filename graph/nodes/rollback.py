@@ -1,5 +1,8 @@
 """rollback: traffic back to the last good revision after a failed verification.
 
+For a canary that is the revision that served before the change (100%, the canary's tag dropped),
+whatever share the canary had reached when a step breached.
+
 It carries the same approval id as the change it undoes (the person approved a change that is
 verified or undone), is audited, and is naturally idempotent (it routes traffic to a named revision).
 """
