@@ -61,7 +61,9 @@ def measure(url: str, cfg: Configuration, label: str) -> Latency:
         return round(percentile(sorted(values), q) * 1000, 2) if values else None
 
     ttft = [s.ttft_s for s in samples if s.ok and s.ttft_s is not None]
-    itl = [x for s in samples if s.ok for x in s.itl_s]
+    # Inter-token latency per request, as its mean time per token after the first (TPOT): the gaps
+    # between chunks are not, since a busy client reads several chunks at once (gaps of 0 ms).
+    itl = [s.tpot_s for s in samples if s.ok and s.tpot_s is not None]
     return Latency(
         url=label,
         requests=len(samples),

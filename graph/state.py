@@ -182,7 +182,7 @@ class Latency(BaseModel):
     errors: int = 0  # 5xx, 429, timeouts, dropped connections
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
-    itl_p50_ms: float | None = None
+    itl_p50_ms: float | None = None  # inter-token latency: each request's time per token after the first
     itl_p95_ms: float | None = None
     at: str = Field(default_factory=now_iso)
     error: str | None = None  # the benchmark itself could not run
