@@ -80,6 +80,14 @@ class Diagnosis(BaseModel):
     model_used: str | None = None
     notes: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    # What the model cost (0 / None without one): requests, final answers and the schema-valid ones,
+    # completion tokens, the whole prompt's size as counted here, tool calls.
+    model_calls: int = 0
+    model_answers: int = 0
+    model_valid_answers: int = 0
+    completion_tokens: int | None = None
+    prompt_size: int | None = None
+    tool_calls: int = 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -588,6 +596,30 @@ def _refused_schema(e: Exception) -> bool:
     )
 
 
+#: Tokens a chat template adds around the turns (role markers, BOS, the generation prompt), with room.
+_TEMPLATE_TOKENS = 64
+#: The served context is counted with an estimate (``count_tokens``), not the model's tokenizer: keep this
+#: much of it free.
+_CONTEXT_MARGIN = 0.9
+#: Fewer tokens of logs than this and the model would have nothing worth reading: not asked.
+MIN_LOG_BUDGET = 300
+
+
+class ModelRun(BaseModel):
+    """What asking the model produced, and what it cost (the figures the evals report)."""
+
+    answer: ModelAnswer | None = None
+    model: str = "model"
+    prompt_tokens: int = 0  # the largest prompt the server reported (a retry's holds the first one)
+    prompt_size: int = 0  # the whole first request as counted here: rules, context, tool schemas
+    completion_tokens: int = 0
+    calls: int = 0  # chat requests sent
+    answers: int = 0  # final answers received (not tool rounds)
+    valid_answers: int = 0  # of those, the schema-valid ones
+    tool_calls: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+
 class ModelUnreachable(Exception):
     """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
 
@@ -595,13 +627,18 @@ class ModelUnreachable(Exception):
 class ModelTimedOut(ModelUnreachable):
     """The endpoint is there (it answered /v1/models) but the answer did not come in time."""
 
-    def __init__(self, message: str, model: str) -> None:
+    def __init__(self, message: str, model: str, run: ModelRun | None = None) -> None:
         super().__init__(message)
         self.model = model
+        self.run = run
 
 
 class MalformedAnswer(Exception):
     pass
+
+
+class ContextTooSmall(Exception):
+    """The served context cannot hold the prompt and its answer, even with the logs cut down."""
 
 
 def _extract_json(text: str) -> dict[str, Any]:
@@ -650,15 +687,17 @@ def chat_model(ep: ModelEndpoint) -> Any:
         # read max_tokens, so without it a reply runs to the end of the context. Send both.
         extra_body={"max_tokens": ep.max_tokens} if ep.max_tokens else None,
         default_headers=ep.headers or None,
+        stream_usage=True,  # a streamed answer still reports its tokens (stream_options.include_usage)
     )
 
 
-def _usage(msg: Any) -> int:
+def _usage(msg: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens a reply reports (0 when the server said nothing)."""
     meta = getattr(msg, "usage_metadata", None) or {}
-    if meta.get("input_tokens"):
-        return int(meta["input_tokens"])
+    if meta.get("input_tokens") or meta.get("output_tokens"):
+        return int(meta.get("input_tokens") or 0), int(meta.get("output_tokens") or 0)
     tu = (getattr(msg, "response_metadata", None) or {}).get("token_usage") or {}
-    return int(tu.get("prompt_tokens") or 0)
+    return int(tu.get("prompt_tokens") or 0), int(tu.get("completion_tokens") or 0)
 
 
 def _is_unreachable(e: Exception) -> bool:
@@ -670,11 +709,108 @@ def _is_unreachable(e: Exception) -> bool:
 
 
 def _is_timeout(e: Exception) -> bool:
+    import httpx
+
     try:
         import openai
     except ImportError:  # pragma: no cover
-        return False
-    return isinstance(e, openai.APITimeoutError)
+        return isinstance(e, httpx.TimeoutException)
+    # a stream that stalls mid-answer raises httpx's own timeout, not openai's
+    return isinstance(e, (openai.APITimeoutError, httpx.TimeoutException))
+
+
+def _streamed(bound: Any, messages: list[Any], deadline: float | None) -> Any:
+    """One request, streamed, its chunks summed into one message; cut when ``deadline`` passes
+    (raises ``TimeoutError``; closing the stream closes the connection, so the server stops too)."""
+    from langchain_core.messages import AIMessage
+
+    acc: Any = None
+    stream = bound.stream(messages)
+    try:
+        for chunk in stream:
+            acc = chunk if acc is None else acc + chunk
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+    if acc is None:
+        return AIMessage(content="")
+    return AIMessage(
+        content=acc.content,
+        tool_calls=list(getattr(acc, "tool_calls", None) or []),
+        usage_metadata=getattr(acc, "usage_metadata", None),
+        response_metadata=getattr(acc, "response_metadata", None) or {},
+    )
+
+
+def prompt_messages(context: str, *, system_role: bool) -> list[Any]:
+    """The first request's messages: the rules and the context in one user turn (what every Gemma
+    template reads as intended), or the rules as a system message where the template has that role."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from prompts import load_prompt
+
+    rules = load_prompt("diagnose_system").strip()
+    user = load_prompt("diagnose_user").replace("{context}", context)
+    if system_role:
+        return [SystemMessage(rules), HumanMessage(user)]
+    return [HumanMessage(f"{rules}\n\n{user}")]
+
+
+def prompt_size(messages: list[Any], tools: list[Any] | None = None) -> int:
+    """The whole request's size in (estimated) tokens: every message, the tool schemas, the template."""
+    size = sum(count_tokens(str(m.content)) for m in messages) + _TEMPLATE_TOKENS
+    if tools:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        size += count_tokens(json.dumps([convert_to_openai_tool(t) for t in tools]))
+    return size
+
+
+def _fit(
+    obs: Observation,
+    context: str,
+    ep: ModelEndpoint | None,
+    tools: list[Any] | None,
+    findings: list[Finding] | None,
+    notes: list[str],
+) -> tuple[str, list[Any] | None]:
+    """The context (and tools) cut to the served context: the logs' budget shrinks by what is over;
+    tools go first when they alone do not fit. Raises ``ContextTooSmall`` when nothing useful fits."""
+    system_role = bool(ep and ep.system_role)
+    if ep is None or not ep.max_model_len:
+        return context, tools
+    room = int(ep.max_model_len * _CONTEXT_MARGIN) - (ep.max_tokens or 0)
+    size = prompt_size(prompt_messages(context, system_role=system_role), tools)
+    if size <= room:
+        return context, tools
+    if tools and prompt_size(prompt_messages(context, system_role=system_role)) <= room:
+        notes.append(f"tools not offered: their schemas do not fit the served context of {ep.max_model_len}")
+        return context, None
+    if tools:
+        notes.append(f"tools not offered: their schemas do not fit the served context of {ep.max_model_len}")
+        tools = None
+    budget = CONTEXT_LOG_BUDGET
+    for _ in range(3):  # the compressor's budget is an estimate too: shrink until the whole prompt fits
+        over = prompt_size(prompt_messages(context, system_role=system_role)) - room
+        if over <= 0:
+            break
+        budget -= over
+        if budget < MIN_LOG_BUDGET:
+            raise ContextTooSmall(
+                f"the served context of {ep.max_model_len} tokens cannot hold the rules, the findings, "
+                f"{MIN_LOG_BUDGET} tokens of logs and a {ep.max_tokens}-token answer"
+            )
+        context = build_context(obs, budget_tokens=budget, findings=findings)
+    else:
+        raise ContextTooSmall(f"the prompt does not fit the served context of {ep.max_model_len} tokens")
+    notes.append(
+        f"the logs got {budget} tokens (not {CONTEXT_LOG_BUDGET}) to fit the served context of "
+        f"{ep.max_model_len} tokens"
+    )
+    return context, tools
 
 
 def ask_model(
@@ -684,56 +820,77 @@ def ask_model(
     *,
     tools: list[Any] | None = None,
     max_steps: int = 4,
-) -> tuple[ModelAnswer | None, int, str, list[str]]:
-    """Ask the model; returns (validated answer or None, prompt tokens, model name, notes).
+    findings: list[Finding] | None = None,
+) -> ModelRun:
+    """Ask the model; returns the validated answer (or None) with what it cost (``ModelRun``).
 
     ``endpoint``: a ``ModelEndpoint``, or an already built LangChain chat model (e.g. ChatOpenAI).
-    The prompt tokens returned are the largest prompt sent (a retry's prompt holds the first one).
-    ``tools``: optional LangChain tools (read-only ones: the caller decides which) the model may call,
-    at most ``max_steps`` rounds. A malformed answer gets one retry; raises ``ModelUnreachable``.
+    Every request streams; the endpoint's ``deadline_s`` bounds the whole exchange (raises
+    ``ModelTimedOut``, carrying what was spent). The prompt is cut to the served context
+    (``max_model_len``). ``tools``: optional LangChain tools (read-only ones: the caller decides which)
+    the model may call, at most ``max_steps`` rounds. A malformed answer gets one retry; raises
+    ``ModelUnreachable`` or ``ContextTooSmall``.
     """
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     from prompts import load_prompt
 
+    ep: ModelEndpoint | None = None
     if isinstance(endpoint, ModelEndpoint):
-        endpoint = _resolved(endpoint)
-        llm, name, where = chat_model(endpoint), str(endpoint.model), endpoint.base_url
+        ep = _resolved(endpoint)
+        name, where = str(ep.model), ep.base_url
     else:  # a chat model built by the caller
-        llm = endpoint
         name = str(getattr(endpoint, "model_name", None) or getattr(endpoint, "model", None) or "model")
         where = name
+    run = ModelRun(model=name)
+    deadline_s = ep.deadline_s if ep is not None else None
+    deadline = time.monotonic() + deadline_s if deadline_s else None
+    context, tools = _fit(obs, context, ep, tools, findings, run.notes)
+    messages: list[Any] = prompt_messages(context, system_role=bool(ep and ep.system_role))
+    run.prompt_size = prompt_size(messages, tools)
+    by_name = {t.name: t for t in tools or []}
     # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
     # without it, and a server that refuses the schema gets free text, validated as before.
-    schema_llm = llm.bind(response_format=_response_format(len(obs.logs)))
-    # tool_choice="auto": some servers only call tools when the request says they may.
-    bound = llm.bind_tools(tools, tool_choice="auto") if tools else schema_llm
-    by_name = {t.name: t for t in tools or []}
-    messages: list[Any] = [
-        SystemMessage(load_prompt("diagnose_system")),
-        HumanMessage(load_prompt("diagnose_user").replace("{context}", context)),
-    ]
-    prompt_tokens = 0
-    notes: list[str] = []
+    with_schema = True
+    final_only = not tools
     attempts = 0
     steps = 0
     while True:
+        llm = endpoint
+        if ep is not None:
+            left = (deadline - time.monotonic()) if deadline is not None else ep.timeout_s
+            if left <= 0:
+                raise ModelTimedOut(f"{where}: no answer within the {deadline_s:g} s deadline", name, run)
+            llm = chat_model(ep.model_copy(update={"timeout_s": max(0.1, min(ep.timeout_s, left))}))
+        bound = llm.bind(response_format=_response_format(len(obs.logs))) if with_schema else llm
+        if not final_only:
+            # tool_choice="auto": some servers only call tools when the request says they may.
+            bound = llm.bind_tools(tools, tool_choice="auto")
+        run.calls += 1
         try:
-            reply = bound.invoke(messages)
+            # Our own client streams (and reports usage in the last chunk); a caller's is invoked as built.
+            reply = _streamed(bound, messages, deadline) if ep is not None else bound.invoke(messages)
+        except TimeoutError:
+            raise ModelTimedOut(
+                f"{where}: the answer was cut at the {deadline_s:g} s deadline", name, run
+            ) from None
         except Exception as e:
             if _is_timeout(e):
-                raise ModelTimedOut(f"{where}: no answer within the model timeout", name) from None
+                raise ModelTimedOut(f"{where}: no answer within the model timeout", name, run) from None
             if _is_unreachable(e):
                 raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
-            if bound is schema_llm and _refused_schema(e):
-                notes.append("the server refused the answer's JSON schema; asked for free text instead")
-                schema_llm = bound = llm
+            if with_schema and final_only and _refused_schema(e):
+                run.notes.append("the server refused the answer's JSON schema; asked for free text instead")
+                with_schema = False
                 continue
             raise
-        prompt_tokens = max(prompt_tokens, _usage(reply))  # the prompt's size, not the sum of attempts
+        p, c = _usage(reply)
+        run.prompt_tokens = max(run.prompt_tokens, p)  # the prompt's size, not the sum of attempts
+        run.completion_tokens += c
         calls = getattr(reply, "tool_calls", None) or []
-        if calls and steps < max_steps:
+        if calls and steps < max_steps and not final_only:
             steps += 1
+            run.tool_calls += len(calls)
             messages.append(reply)
             for call in calls:
                 tool = by_name.get(call["name"])
@@ -751,17 +908,22 @@ def ask_model(
                 )
             continue
         if calls:
-            notes.append(f"the model asked for more than {max_steps} tool rounds; stopped")
+            run.notes.append(f"the model asked for more than {max_steps} tool rounds; stopped")
+        run.answers += 1
         text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
         try:
-            return _validate(text, obs), prompt_tokens, name, notes
+            run.answer = _validate(text, obs)
+            run.valid_answers += 1
+            return run
         except MalformedAnswer as e:
             attempts += 1
             if attempts > 1:
-                notes.append(f"the model's answer was malformed twice ({e}); the analyzers' diagnosis stands")
-                return None, prompt_tokens, name, notes
-            notes.append(f"the model's first answer was malformed ({e}); asked once more")
-            bound = schema_llm  # the retry is the final answer: with the schema, without tools
+                run.notes.append(
+                    f"the model's answer was malformed twice ({e}); the analyzers' diagnosis stands"
+                )
+                return run
+            run.notes.append(f"the model's first answer was malformed ({e}); asked once more")
+            final_only = True  # the retry is the final answer: with the schema, without tools
             messages.append(AIMessage(content=text[:2000]))
             messages.append(HumanMessage(load_prompt("diagnose_retry").replace("{error}", str(e))))
 
@@ -787,7 +949,10 @@ def _resolved(ep: ModelEndpoint) -> ModelEndpoint:
     )
     if found is None:
         raise ModelUnreachable(f"{ep.base_url}/models did not answer")
-    return found.model_copy(update={"temperature": ep.temperature, "max_tokens": ep.max_tokens})
+    keep = {"temperature", "max_tokens", "deadline_s", "system_role"} | (
+        {"max_model_len"} if ep.max_model_len else set()
+    )
+    return found.model_copy(update={k: getattr(ep, k) for k in keep})
 
 
 def diagnose(
@@ -826,33 +991,45 @@ def diagnose(
     candidates = [
         _endpoint(m) for m in (model if isinstance(model, list | tuple) else [model]) if m is not None
     ]
+    spent = ModelRun()
     if candidates:
         context = build_context(obs, findings=findings)
-        answer = None
+        run: ModelRun | None = None
         for i, ep in enumerate(candidates):
+            more = i + 1 < len(candidates)
             try:
-                answer, prompt_tokens, model_used, mnotes = ask_model(
-                    obs, context, ep, tools=tools, max_steps=max_steps
-                )
-                notes += mnotes
+                run = ask_model(obs, context, ep, tools=tools, max_steps=max_steps, findings=findings)
+                notes += run.notes
                 break
             except ModelTimedOut as e:
                 model_used = e.model  # it was there: not "no model"
-                more = i + 1 < len(candidates)
+                if e.run is not None:
+                    spent = _add(spent, e.run)
+                    notes += e.run.notes
                 notes.append(
                     f"the model answered /v1/models but not the diagnosis in time ({e}); "
                     + ("trying the fallback" if more else "the analyzers' diagnosis stands")
                 )
+            except ContextTooSmall as e:
+                notes.append(
+                    f"model not asked: {e}; "
+                    + ("trying the fallback" if more else "the analyzers' diagnosis stands")
+                )
             except ModelUnreachable as e:
-                more = i + 1 < len(candidates)
                 notes.append(
                     f"model endpoint unreachable ({e}); "
                     + ("trying the fallback" if more else "the analyzers' diagnosis stands")
                 )
-        if answer is not None:
-            category, confidence, summary, evidence = _weigh(
-                answer, root, findings, obs, notes, (category, confidence, summary, evidence)
-            )
+        if run is not None:
+            spent = _add(spent, run)
+            model_used = run.model
+            prompt_tokens = run.prompt_tokens or run.prompt_size or None
+            if run.answer is not None:
+                category, confidence, summary, evidence = _weigh(
+                    run.answer, root, findings, obs, notes, (category, confidence, summary, evidence)
+                )
+        elif spent.calls:
+            prompt_tokens = spent.prompt_tokens or spent.prompt_size or None
 
     log.info("diagnosed %s as %s in %.3fs", obs.id, category, time.perf_counter() - t0)
     return Diagnosis(
@@ -865,6 +1042,27 @@ def diagnose(
         model_used=model_used,
         notes=notes,
         findings=findings,
+        model_calls=spent.calls,
+        model_answers=spent.answers,
+        model_valid_answers=spent.valid_answers,
+        completion_tokens=spent.completion_tokens if spent.calls else None,
+        prompt_size=spent.prompt_size or None,
+        tool_calls=spent.tool_calls,
+    )
+
+
+def _add(a: ModelRun, b: ModelRun) -> ModelRun:
+    """Two runs' costs together (the primary that timed out, then the fallback)."""
+    return a.model_copy(
+        update={
+            "calls": a.calls + b.calls,
+            "answers": a.answers + b.answers,
+            "valid_answers": a.valid_answers + b.valid_answers,
+            "completion_tokens": a.completion_tokens + b.completion_tokens,
+            "tool_calls": a.tool_calls + b.tool_calls,
+            "prompt_tokens": max(a.prompt_tokens, b.prompt_tokens),
+            "prompt_size": max(a.prompt_size, b.prompt_size),
+        }
     )
 
 

@@ -52,6 +52,15 @@ class ModelEndpoint(BaseModel):
     max_retries: int = 1
     temperature: float = 0.0
     max_tokens: int | None = 700  # None: no limit
+    #: The whole diagnosis's deadline (every attempt and tool round; the answer streams, so a slow
+    #: model is cut there cleanly). None: only ``timeout_s`` per request.
+    deadline_s: float | None = None
+    #: Send the rules as a separate system message. Off by default: Gemma 2's template raises on a
+    #: system role, llama.cpp's ``gemma`` chat format drops it, Gemma 3's folds it into the first user
+    #: turn; one user turn reads the same under all of them.
+    system_role: bool = False
+    #: The context the server serves (vLLM's ``max_model_len`` from /v1/models), None when not said.
+    max_model_len: int | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -83,6 +92,15 @@ def served_model_name(
     url: str, *, bearer: str | None, headers: dict[str, str], timeout_s: float
 ) -> str | None:
     """The first id ``/v1/models`` lists, or None when the endpoint does not answer."""
+    found = served_model(url, bearer=bearer, headers=headers, timeout_s=timeout_s)
+    return found[0] if found else None
+
+
+def served_model(
+    url: str, *, bearer: str | None, headers: dict[str, str], timeout_s: float
+) -> tuple[str, int | None] | None:
+    """(the first id ``/v1/models`` lists, its ``max_model_len`` when the server says it, as vLLM does),
+    or None when the endpoint does not answer."""
     import httpx
 
     h = dict(headers)
@@ -92,7 +110,11 @@ def served_model_name(
         r = httpx.get(v1_url(url) + "/models", headers=h, timeout=timeout_s)
         r.raise_for_status()
         data = r.json().get("data") or []
-        return str(data[0]["id"]) if data else None
+        if not data:
+            return None
+        ctx = data[0].get("max_model_len")
+        ok = isinstance(ctx, int) and not isinstance(ctx, bool) and ctx > 0
+        return str(data[0]["id"]), ctx if ok else None
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as e:
         log.info("model endpoint %s not reachable: %s", root_url(url), e.__class__.__name__)
         return None
@@ -115,11 +137,10 @@ def resolve_model_endpoint(
         except Exception as e:  # bad URL, no credentials: try the next one
             log.warning("model endpoint %s unusable: %s", root_url(url), e.__class__.__name__)
             continue
-        name = served_model_name(
-            url, bearer=bearer, headers=headers, timeout_s=min(timeout_s, PROBE_TIMEOUT_S)
-        )
-        if name is None:
+        found = served_model(url, bearer=bearer, headers=headers, timeout_s=min(timeout_s, PROBE_TIMEOUT_S))
+        if found is None:
             continue
+        name, max_model_len = found
         if model_name and model_name != name:
             log.info("the endpoint serves %r, not the configured %r: using %r", name, model_name, name)
         return ModelEndpoint(
@@ -129,6 +150,7 @@ def resolve_model_endpoint(
             headers=headers,
             timeout_s=timeout_s,
             max_retries=max_retries,
+            max_model_len=max_model_len,
         )
     return None
 
@@ -139,9 +161,20 @@ def configured_endpoints(
     """The configured endpoints, not yet resolved (``graph.diagnosis`` resolves each in turn, noting
     which did not answer): for a diagnosis that tries the primary, then the fallback."""
     return [
-        ModelEndpoint(base_url=u, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)
+        endpoint_from_settings(settings, u)
         for u in model_urls(settings, primary=primary, monitored=monitored)
     ]
+
+
+def endpoint_from_settings(settings: Settings, url: str) -> ModelEndpoint:
+    """An endpoint for ``url`` (not yet resolved) with the settings' key, timeout, deadline and roles."""
+    return ModelEndpoint(
+        base_url=url,
+        api_key=settings.model_api_key,
+        timeout_s=settings.model_timeout_s,
+        deadline_s=settings.model_deadline_s,
+        system_role=settings.model_system_role,
+    )
 
 
 def resolve_from_settings(settings: Settings, *, primary: str | None = None) -> ModelEndpoint | None:

@@ -201,6 +201,10 @@ class Settings(BaseSettings):
     fallback_model_url: str | None = None
     model_api_key: SecretStr | None = None
     model_timeout_s: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
+    # A diagnosis's whole time with the model (attempts, tool rounds); the answer streams and is cut there.
+    model_deadline_s: float = Field(default=120.0, gt=0, le=3600, allow_inf_nan=False)
+    # Send the rules as a system message (only for a served template that has a system role).
+    model_system_role: bool = False
     http_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
     # One cycle's overall deadline (observe and diagnose: every read and the model inside it).
     cycle_deadline_s: float = Field(default=180.0, ge=1, le=3600, allow_inf_nan=False)

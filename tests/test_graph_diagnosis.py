@@ -188,12 +188,19 @@ def test_model_valid_answer(model_server: Any) -> None:
     assert d.prompt_tokens == 1001
     assert d.summary.startswith("The 12B bf16 weights")
     assert d.evidence[0].line == OOM_LINE
-    # what the model was sent: the system prompt, and the hostile text only inside the data fence
-    sent = script.requests[0]["messages"]
-    assert sent[0]["role"] == "system" and "untrusted" in sent[0]["content"].lower()
-    user = sent[1]["content"]
+    # what the model was sent: one user turn (every Gemma template reads it as intended), the rules
+    # first, and the hostile text only inside the data fence
+    (sent,) = script.requests[0]["messages"]
+    user = sent["content"]
+    assert sent["role"] == "user" and user.index("Rules:") < user.index(FENCE_OPEN)
     assert HOSTILE[:30] in user
     assert user.index(FENCE_OPEN) < user.index(HOSTILE[:30]) < user.index(FENCE_CLOSE)
+    assert d.model_calls == 1 and d.model_valid_answers == 1 and d.prompt_size and d.prompt_size > 500
+    # a server whose template has a system role may get the rules as a system message
+    url2, script2 = model_server([answer(GOOD)])
+    assess(oom_obs(), model=ep(url2).model_copy(update={"system_role": True}), policy="approve")
+    roles = [m["role"] for m in script2.requests[0]["messages"]]
+    assert roles == ["system", "user"] and "untrusted" in script2.requests[0]["messages"][0]["content"].lower()
     # the plan comes from the category, not from the model
     assert d.plan.steps and d.plan.steps[0].kind in (RemediationKind.SET_MODEL, RemediationKind.SET_VLLM_ARGS)
 
