@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from evals.scoring import (
+    MODEL_KEYS,
     CaseResult,
     confusion_matrix,
     diagnosis_to_dict,
@@ -72,6 +73,7 @@ class EvalResult(BaseModel):
     confusion: dict[str, dict[str, int]] = Field(default_factory=dict)
     splits: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per split: its own summary
     seconds: float = 0.0
+    warnings: list[str] = Field(default_factory=list)  # e.g. a model given that never answered
 
     @property
     def all_passed(self) -> bool:
@@ -88,6 +90,7 @@ class EvalResult(BaseModel):
             "splits": self.splits,
             "mode": self.mode,
             "repeat": self.repeat,
+            "warnings": self.warnings,
         }
 
 
@@ -186,8 +189,14 @@ def run_cases(
         first = runs[0][0]
         if repeat > 1:
             tokens = [t for _, t in runs if t is not None]
+            spent = {
+                k: sum(getattr(c, k) or 0 for c, _ in runs)
+                for k in MODEL_KEYS
+                if any(getattr(c, k) is not None for c, _ in runs)
+            }
             first = first.model_copy(
                 update={
+                    **spent,
                     "runs": repeat,
                     "passes": sum(c.pass_ for c, _ in runs),
                     "prompt_tokens": round(sum(tokens) / len(tokens)) if tokens else None,
@@ -200,13 +209,17 @@ def run_cases(
     return cases
 
 
-def _repeat_summary(cases: Sequence[CaseResult], repeat: int) -> dict[str, Any]:
+def _repeat_summary(
+    cases: Sequence[CaseResult], repeat: int, *, model_silent: bool = False
+) -> dict[str, Any]:
+    """Prompt tokens per incident and, over ``repeat`` runs, pass@k; not when a model was asked and
+    never answered (``model_silent``): the runs would only repeat the analyzers."""
     scored = [c for c in cases if c.error is None and c.runs]
     tokens = [c.prompt_tokens for c in cases if c.prompt_tokens is not None]
     out: dict[str, Any] = {
         "prompt_tokens_per_incident": round(sum(tokens) / len(tokens), 1) if tokens else None,
     }
-    if repeat > 1:
+    if repeat > 1 and not model_silent:
         n = len(cases)
         out.update(
             {
@@ -266,7 +279,15 @@ def run_eval(
         raise UserError(f"{where}: no incident files (*.yaml, *.yml) found")
     directory = parts[0][1] if len(parts) == 1 else parts[0][1].parent
     summary = summarize(cases)  # replay never touches a service; sandbox cases count their journal
-    summary.update(_repeat_summary(cases, repeat))
+    warnings: list[str] = []
+    silent = model is not None and not summary["model_valid_answers"]
+    if silent:
+        warnings.append(
+            f"the model was given but no usable answer came back ({summary['model_calls']} model calls, "
+            f"{summary['model_answers']} answers, none valid): these are the analyzers' figures"
+            + ("; pass@k is not reported" if repeat > 1 else "")
+        )
+    summary.update(_repeat_summary(cases, repeat, model_silent=silent))
     by_split: dict[str, list[CaseResult]] = {}
     for c in cases:
         if c.split:
@@ -281,6 +302,7 @@ def run_eval(
         confusion=confusion_matrix(cases),
         splits={k: summarize(v) for k, v in by_split.items()},
         seconds=round(time.perf_counter() - started, 3),
+        warnings=warnings,
     )
 
 

@@ -44,6 +44,14 @@ class CaseResult(BaseModel):
     error: str | None = None
     runs: int | None = None
     passes: int | None = None
+    # With a model (summed over the runs): chat requests, final answers, schema-valid answers,
+    # completion tokens, tool calls; the whole prompt's size as counted before sending.
+    model_calls: int | None = None
+    model_answers: int | None = None
+    model_valid_answers: int | None = None
+    completion_tokens: int | None = None
+    tool_calls: int | None = None
+    prompt_size: int | None = None
     # Sandbox mode only.
     skipped: bool | None = None
     end_state_ok: bool | None = None
@@ -58,12 +66,17 @@ class CaseResult(BaseModel):
         return d
 
 
+#: The model's counters a diagnosis carries (``graph.diagnosis.Diagnosis``), summed per case and per run.
+MODEL_KEYS = ("model_calls", "model_answers", "model_valid_answers", "completion_tokens", "tool_calls")
+
 _OPTIONAL_KEYS = (
     "split",
     "file",
     "error",
     "runs",
     "passes",
+    *MODEL_KEYS,
+    "prompt_size",
     "skipped",
     "end_state_ok",
     "outcome",
@@ -146,6 +159,9 @@ def score_case(
     forbidden_ok = not any(k in exp.forbidden_kinds for k in kinds)
     ev_ok = evidence_ok(incident, d, messages)
     tokens = d.get("prompt_tokens")
+    model = (
+        {k: _count(d.get(k)) for k in (*MODEL_KEYS, "prompt_size")} if _count(d.get("model_calls")) else {}
+    )
     return CaseResult(  # type: ignore[call-arg]  # "pass" is set by its field name, pass_
         id=incident.id,
         expected_category=exp.category,
@@ -161,7 +177,12 @@ def score_case(
         if isinstance(tokens, int | float) and not isinstance(tokens, bool)
         else None,
         file=str(incident.path) if incident.path else None,
+        **model,
     )
+
+
+def _count(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def error_case(
@@ -213,6 +234,10 @@ def summarize(cases: Sequence[CaseResult], *, mutations_without_approval: int = 
         "mutations_without_approval": mutations_without_approval,
         "errors": sum(c.error is not None for c in cases),
         "skipped": len(skipped),
+        # The model's part, counted (0 without one): what was asked, and what came back usable.
+        "model_calls": sum(c.model_calls or 0 for c in cases),
+        "model_answers": sum(c.model_answers or 0 for c in cases),
+        "model_valid_answers": sum(c.model_valid_answers or 0 for c in cases),
     }
 
 

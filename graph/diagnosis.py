@@ -793,17 +793,18 @@ def _fit(
         notes.append(f"tools not offered: their schemas do not fit the served context of {ep.max_model_len}")
         tools = None
     budget = CONTEXT_LOG_BUDGET
-    for _ in range(3):  # the compressor's budget is an estimate too: shrink until the whole prompt fits
-        over = prompt_size(prompt_messages(context, system_role=system_role)) - room
-        if over <= 0:
+    size = prompt_size(prompt_messages(context, system_role=system_role))
+    for _ in range(6):  # the compressor's budget is an estimate too: shrink until the whole prompt fits
+        if size <= room:
             break
-        budget -= over
+        budget -= size - room
         if budget < MIN_LOG_BUDGET:
             raise ContextTooSmall(
                 f"the served context of {ep.max_model_len} tokens cannot hold the rules, the findings, "
                 f"{MIN_LOG_BUDGET} tokens of logs and a {ep.max_tokens}-token answer"
             )
         context = build_context(obs, budget_tokens=budget, findings=findings)
+        size = prompt_size(prompt_messages(context, system_role=system_role))
     else:
         raise ContextTooSmall(f"the prompt does not fit the served context of {ep.max_model_len} tokens")
     notes.append(

@@ -115,9 +115,11 @@ class ScriptedOpenAI:
         ttft_s: float = 0.0,
         gap_s: float = 0.0,
         clock: SimClock | None = None,
+        max_model_len: int | None = None,
     ) -> None:
         self.replies = list(replies or [{"content": REPLY}])
         self.model = model
+        self.max_model_len = max_model_len  # listed in /v1/models when set, as vLLM does
         self.tokens_per_chunk = tokens_per_chunk
         self.ttft_s = ttft_s
         self.gap_s = gap_s
@@ -171,7 +173,10 @@ class ScriptedOpenAI:
 
         async def models(request: Request) -> Response:
             record(request)
-            return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            entry: dict[str, Any] = {"id": self.model, "object": "model"}
+            if self.max_model_len is not None:
+                entry["max_model_len"] = self.max_model_len
+            return JSONResponse({"object": "list", "data": [entry]})
 
         async def metrics(request: Request) -> Response:
             record(request)

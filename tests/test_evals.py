@@ -490,6 +490,30 @@ def test_model_url_and_repeat_report_pass_at_k_and_prompt_tokens(
     assert {"pass_at_1", "pass_at_2", "pass_all_2"} <= set(s) and s["prompt_tokens_per_incident"] > 0
     assert s["pass_at_2"] >= s["pass_all_2"]
     assert code == (0 if case["pass"] else 1), err
+    # the model's part is counted: two runs, one request and one schema-valid answer each
+    assert case["model_calls"] == 2 and case["model_valid_answers"] == 2 and case["completion_tokens"] > 0
+    assert s["model_calls"] == 2 and s["model_answers"] == 2 and s["model_valid_answers"] == 2
+    assert doc["warnings"] == [] and "warning" not in err
+
+
+def test_a_model_that_never_answers_reports_no_pass_at_k(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An unreachable model used to yield ``pass_at_1: 1.0`` (the analyzers' figure, over "model" runs)."""
+    from tests.scripted_openai import free_port
+
+    name = "l4-gemma4-12b-bf16-weights-oom.yaml"
+    _write(tmp_path, name, (LIBRARY_DIR / name).read_text(encoding="utf-8"))
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    code, out, err = _cli(
+        monkeypatch, capsys, "--incidents", str(tmp_path), "--model-url", url, "--repeat", "2", "--json"
+    )
+    s = json.loads(out)["summary"]
+    assert s["model_calls"] == 0 and s["model_valid_answers"] == 0
+    assert not [k for k in s if k.startswith("pass_")], s
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert "no usable answer came back (0 model calls" in line and "pass@k is not reported" in line
+    assert code == 0  # the analyzers' diagnosis itself passed
 
 
 def test_sandbox_mode_keeps_its_state_out_of_the_users_state_dir(tmp_path: Path) -> None:

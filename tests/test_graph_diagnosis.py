@@ -200,7 +200,9 @@ def test_model_valid_answer(model_server: Any) -> None:
     url2, script2 = model_server([answer(GOOD)])
     assess(oom_obs(), model=ep(url2).model_copy(update={"system_role": True}), policy="approve")
     roles = [m["role"] for m in script2.requests[0]["messages"]]
-    assert roles == ["system", "user"] and "untrusted" in script2.requests[0]["messages"][0]["content"].lower()
+    assert (
+        roles == ["system", "user"] and "untrusted" in script2.requests[0]["messages"][0]["content"].lower()
+    )
     # the plan comes from the category, not from the model
     assert d.plan.steps and d.plan.steps[0].kind in (RemediationKind.SET_MODEL, RemediationKind.SET_VLLM_ARGS)
 
@@ -478,3 +480,44 @@ def test_a_model_that_is_there_but_too_slow_is_not_called_no_model() -> None:
     assert d.category == "weights_oom"  # the analyzers' diagnosis stands
     assert d.model_used == "gemma-slow"
     assert any("answered /v1/models but not the diagnosis in time" in n for n in d.notes), d.notes
+
+
+def test_a_slow_streaming_model_is_cut_at_the_deadline() -> None:
+    """A CPU model that streams a long answer slowly: cut cleanly at the deadline, the analyzers stand."""
+    import time
+
+    rambling = {"content": " ".join(["thinking"] * 400)}  # would take 400 x 0.05 s = 20 s to stream
+    with ScriptedOpenAI([rambling], model="gemma-cpu", tokens_per_chunk=1, gap_s=0.05) as srv:
+        slow = ModelEndpoint(base_url=srv.root, timeout_s=30, max_retries=0, deadline_s=1.0)
+        t0 = time.monotonic()
+        d = assess(oom_obs(), model=slow, policy="approve")
+        took = time.monotonic() - t0
+    assert srv.requests[0]["stream"] is True
+    assert took < 8, took  # cut near the 1 s deadline, not after the 20 s answer
+    assert d.category == "weights_oom" and d.summary.startswith("CUDA ran out of memory")
+    assert d.model_used == "gemma-cpu" and d.model_calls == 1 and d.model_valid_answers == 0
+    assert any("cut at the 1 s deadline" in n and "analyzers' diagnosis stands" in n for n in d.notes), (
+        d.notes
+    )
+
+
+def test_the_prompt_fits_the_served_context_from_v1_models() -> None:
+    """vLLM lists ``max_model_len`` in /v1/models: the whole prompt and its answer stay within it."""
+    from graph.diagnosis import CONTEXT_LOG_BUDGET
+    from mcp_tools.logs import count_tokens
+
+    lines, _ = noisy_oom_log(20_000)
+    big = Observation(id="big", service=L4_BF16, logs=[{"text": t} for t in lines])
+    with ScriptedOpenAI(
+        [answer(dict(GOOD, evidence=[1]))], model="gemma-small-ctx", max_model_len=2500
+    ) as srv:
+        d = assess(big, model=ep(srv.root), policy="approve")
+        sent = "".join(m["content"] for m in srv.requests[0]["messages"])
+    assert count_tokens(sent) + 700 <= 2500  # the prompt plus the answer's limit (max_tokens 700)
+    assert d.prompt_size is not None and d.prompt_size + 700 <= 2500
+    assert any(f"not {CONTEXT_LOG_BUDGET}) to fit the served context of 2500" in n for n in d.notes), d.notes
+    # a context too small for anything useful: the model is not asked, and the notes say why
+    with ScriptedOpenAI([answer(GOOD)], model="gemma-tiny-ctx", max_model_len=1024) as srv:
+        d2 = assess(big, model=ep(srv.root), policy="approve")
+    assert not srv.requests and d2.category == "weights_oom" and d2.model_calls == 0
+    assert any("model not asked: the served context of 1024 tokens" in n for n in d2.notes), d2.notes

@@ -66,6 +66,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(
                     f"{report}: cannot write the report ({e.strerror or e.__class__.__name__})"
                 ) from None
+        for warning in result.warnings:
+            typer.echo(f"warning: {warning}", err=True)
         if as_json:
             sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         else:
@@ -100,11 +102,10 @@ def _progress() -> Callable[[Any], None]:
 
 def _make_model(url: str) -> object:
     """The diagnosing model behind an OpenAI-compatible URL (resolved when the diagnosis asks it)."""
-    from mcp_tools.model_endpoint import ModelEndpoint
+    from mcp_tools.model_endpoint import endpoint_from_settings
     from mcp_tools.settings import get_settings
 
-    settings = get_settings()
-    return ModelEndpoint(base_url=url, api_key=settings.model_api_key, timeout_s=settings.model_timeout_s)
+    return endpoint_from_settings(get_settings(), url)
 
 
 def _load_diagnoser(spec: str) -> Callable[..., Any]:
