@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install clean eval-model
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gemma-sre needs Python 3.11 or newer (set PYTHON=...)")'
@@ -24,6 +24,12 @@ TEST_WORKERS ?= 4
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# Opt-in, never part of `test`: builds llama-cpp-python's server in .venv-model/ (about 30 minutes the
+# first time), serves small real models on 127.0.0.1 and runs the evals with them beside the analyzers
+# alone. EVAL_MODEL_ARGS="--model-url http://HOST:8000/v1" runs the same against any OpenAI-compatible URL.
+eval-model: $(STAMP)
+	$(BIN)/python benchmarks/eval_model.py $(EVAL_MODEL_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
