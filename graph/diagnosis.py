@@ -1177,46 +1177,56 @@ def _weigh(
 ) -> tuple[str, float, str, list[Evidence]]:
     """The model's answer against the analyzers': which category, confidence, summary and evidence stand."""
     category, confidence, summary, evidence = current
-    allowed = {f.category for f in findings} | {root.category, "unknown"}
-    if not findings:
-        allowed = set(Category.values())
     history = obs.history_lines()
     why_not = _unusable(answer, root, obs, category)
+    if why_not is None and answer.category != category:
+        if (
+            answer.category not in ("healthy", "unknown")
+            and answer.evidence
+            and all(n in history for n in answer.evidence)
+        ):
+            why_not = "it cites only lines of superseded revisions (history, not the current state)"
+        else:
+            why_not = _overturn_refused(answer, root, findings, obs)
     if why_not is not None:
         notes.append(f"the model said {answer.category}, but {why_not}; kept {category}")
         return category, confidence, summary, evidence
-    if (
-        answer.category not in ("healthy", "unknown")
-        and answer.category != category
-        and answer.evidence
-        and all(n in history for n in answer.evidence)
-    ):
-        notes.append(
-            f"the model said {answer.category} citing only lines of superseded revisions "
-            f"(history, not the current state); kept {category}"
-        )
-    elif answer.category != category and root.finding is not None and root.confidence >= CONFIDENT:
-        notes.append(
-            f"the model said {answer.category}; the analyzers' {category} (confidence "
-            f"{root.confidence:.2f}) is kept"
-        )
-    elif answer.category in allowed:
-        if answer.category != category:
-            notes.append(f"the model chose {answer.category} over the analyzers' {category}")
-        cited = [
-            Evidence(line=n, text=cut_words((obs.line_text(n) or "").strip(), 300)) for n in answer.evidence
-        ]
-        if answer.category == category:
-            evidence = _merge_evidence(cited, evidence)
-        else:
-            match = next((f for f in findings if f.category == answer.category), None)
-            evidence = _merge_evidence(cited, match.evidence if match else [])
-        category = answer.category
-        confidence = answer.confidence
-        summary = redact(answer.summary.strip())
+    if answer.category != category:
+        notes.append(f"the model chose {answer.category} over the analyzers' {category}")
+    cited = [
+        Evidence(line=n, text=cut_words((obs.line_text(n) or "").strip(), 300)) for n in answer.evidence
+    ]
+    if answer.category == category:
+        evidence = _merge_evidence(cited, evidence)
     else:
-        notes.append(f"the model said {answer.category}, which no analyzer supports; kept {category}")
-    return category, confidence, summary, evidence
+        match = next((f for f in findings if f.category == answer.category), None)
+        evidence = _merge_evidence(cited, match.evidence if match else [])
+    return answer.category, answer.confidence, redact(answer.summary.strip()), evidence
+
+
+def _overturn_refused(
+    answer: ModelAnswer, root: RootCause, findings: list[Finding], obs: Observation
+) -> str | None:
+    """Why a model's other category may not replace the analyzers' (None: it may). The rule: a model
+    fills an ``unknown``, doubts a cause that stands on a symptom alone, breaks a tie among the causes
+    the analyzers found still active, or brings evidence they lack (a line no analyzer cited that says
+    its family); it never overturns a confident finding, and ``unknown`` brings no evidence of its own."""
+    if root.category == Category.UNKNOWN:
+        return None
+    if answer.category == Category.UNKNOWN:
+        if root.finding is not None and not root.finding.specific:
+            return None  # the analyzers saw only a symptom (a probe gave up, a bare kill)
+        return f"unknown brings no evidence against the analyzers' {root.category}"
+    if root.confidence >= CONFIDENT:
+        return f"the analyzers' {root.category} (confidence {root.confidence:.2f}) is not overturned"
+    active = {f.category for f in findings if _recovered(obs, f) is None}
+    if answer.category in active - {root.category}:
+        return None  # a tie among the causes the analyzers found
+    cited = {e.line for f in findings for e in f.evidence} | {e.line for e in root.evidence}
+    new = [n for n in answer.evidence if n not in cited and _says(obs, answer.category, [n])]
+    if new and answer.confidence > root.confidence:
+        return None
+    return f"no analyzer supports {answer.category} and it cites no line the analyzers lack that says it"
 
 
 def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidence]:

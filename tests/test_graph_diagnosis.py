@@ -251,7 +251,8 @@ def test_model_cannot_overrule_a_confident_finding(model_server: Any) -> None:
     says_unknown = reply("unknown", 0.4, "Not sure.", 1)
     url, _ = model_server([answer(says_unknown)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
-    assert d.category == "weights_oom" and any("is kept" in n for n in d.notes)
+    assert d.category == "weights_oom"
+    assert any("unknown brings no evidence against the analyzers' weights_oom" in n for n in d.notes), d.notes
 
 
 def test_model_may_decide_when_the_analyzers_are_unsure(model_server: Any) -> None:
@@ -521,3 +522,54 @@ def test_the_prompt_fits_the_served_context_from_v1_models() -> None:
         d2 = assess(big, model=ep(srv.root), policy="approve")
     assert not srv.requests and d2.category == "weights_oom" and d2.model_calls == 0
     assert any("model not asked: the served context of 1024 tokens" in n for n in d2.notes), d2.notes
+
+
+def test_the_merge_rule_a_model_fills_breaks_ties_or_brings_evidence() -> None:
+    """The rule, not a list of cases: a model may fill an unknown, doubt a cause that stands on a symptom,
+    break a tie among active findings, or bring a line the analyzers lack; never overturn a confident
+    finding, and its ``unknown`` never replaces a cause the analyzers found."""
+    from graph.analyzers import Evidence, Finding
+    from graph.diagnosis import ModelAnswer, RootCause, _weigh
+
+    lines = [*STARTUP_OK, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    o = Observation(id="rule", logs=[{"text": t} for t in lines])
+    oom_line = len(lines)
+
+    def weigh(root: RootCause, findings: list[Finding], said: str, conf: float, ev: list[int]) -> str:
+        a = ModelAnswer(category=said, confidence=conf, summary="Because of the cited line.", evidence=ev)
+        notes: list[str] = []
+        return _weigh(a, root, findings, o, notes, (root.category, root.confidence, root.summary, []))[0]
+
+    def f(cat: str, conf: float, line: int, specific: bool = True) -> Finding:
+        ev = [Evidence(line=line, text="x")]
+        return Finding(category=cat, confidence=conf, summary="s", evidence=ev, specific=specific)
+
+    def root_of(fd: Finding | None, cat: str | None = None, conf: float | None = None) -> RootCause:
+        return RootCause(
+            category=cat or (fd.category if fd else "unknown"),
+            confidence=conf if conf is not None else (fd.confidence if fd else 0.3),
+            summary="s",
+            evidence=fd.evidence if fd else [],
+            finding=fd,
+        )
+
+    # fill an unknown (with a line that says the family)
+    assert weigh(root_of(None), [], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
+    # unknown never replaces a cause the analyzers found, even a weak one...
+    cause = f("unsupported_config", 0.6, 2)
+    assert weigh(root_of(cause), [cause], "unknown", 0.9, []) == "unsupported_config"
+    # ... but may doubt one that stands on a symptom alone
+    symptom = f("host_memory_exceeded", 0.55, 3, specific=False)
+    assert weigh(root_of(symptom), [symptom], "unknown", 0.6, []) == "unknown"
+    # a confident finding is never overturned, whatever the model cites
+    confident = f("startup_timeout", 0.85, 2)
+    assert weigh(root_of(confident), [confident], "runtime_oom", 0.99, [oom_line]) == "startup_timeout"
+    # a tie among active findings: the model may pick the other one (its line says it)
+    weak, other = f("unsupported_config", 0.6, 2), f("runtime_oom", 0.6, oom_line)
+    assert weigh(root_of(weak), [weak, other], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
+    # evidence the analyzers lack: an uncited line that says the family, more confident than they are
+    assert weigh(root_of(weak), [weak], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
+    assert weigh(root_of(weak), [weak], "runtime_oom", 0.5, [oom_line]) == "unsupported_config"
+    # a healthy verdict (confident, no finding) is not overturned
+    healthy = root_of(None, "healthy", 0.85)
+    assert weigh(healthy, [], "runtime_oom", 0.99, [oom_line]) == "healthy"
