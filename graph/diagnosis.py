@@ -1208,17 +1208,15 @@ def _overturn_refused(
     answer: ModelAnswer, root: RootCause, findings: list[Finding], obs: Observation
 ) -> str | None:
     """Why a model's other category may not replace the analyzers' (None: it may). The rule: a model
-    fills an ``unknown``, doubts a cause that stands on a symptom alone, breaks a tie among the causes
-    the analyzers found still active, or brings evidence they lack (a line no analyzer cited that says
-    its family); it never overturns a confident finding, and ``unknown`` brings no evidence of its own."""
+    fills an ``unknown``, breaks a tie among the causes the analyzers found still active, or brings
+    evidence they lack (a line no analyzer cited that says its family, with more confidence than
+    theirs); it never overturns a confident verdict, and its ``unknown`` brings no evidence at all."""
     if root.category == Category.UNKNOWN:
         return None
-    if answer.category == Category.UNKNOWN:
-        if root.finding is not None and not root.finding.specific:
-            return None  # the analyzers saw only a symptom (a probe gave up, a bare kill)
-        return f"unknown brings no evidence against the analyzers' {root.category}"
     if root.confidence >= CONFIDENT:
         return f"the analyzers' {root.category} (confidence {root.confidence:.2f}) is not overturned"
+    if answer.category == Category.UNKNOWN:  # doubt is not evidence: measured, it only turned right to wrong
+        return f"unknown brings no evidence against the analyzers' {root.category}"
     active = {f.category for f in findings if _recovered(obs, f) is None}
     if answer.category in active - {root.category}:
         return None  # a tie among the causes the analyzers found
