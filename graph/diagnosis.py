@@ -1207,24 +1207,32 @@ def _weigh(
 def _overturn_refused(
     answer: ModelAnswer, root: RootCause, findings: list[Finding], obs: Observation
 ) -> str | None:
-    """Why a model's other category may not replace the analyzers' (None: it may). The rule: a model
-    fills an ``unknown``, breaks a tie among the causes the analyzers found still active, or brings
-    evidence they lack (a line no analyzer cited that says its family, with more confidence than
-    theirs); it never overturns a confident verdict, and its ``unknown`` brings no evidence at all."""
-    if root.category == Category.UNKNOWN:
-        return None
-    if root.confidence >= CONFIDENT:
+    """Why a model's other category may not replace the analyzers' (None: it may).
+
+    The rule: a model chooses only among the causes the analyzers found still active. It fills an
+    ``unknown`` with one of them, or breaks a tie (a finding as confident and as specific as the
+    analyzers' choice, which they preferred only for coming first). It never overturns a confident
+    verdict, and its ``unknown`` is doubt, not evidence. It read the logs the analyzers read, so a
+    line that merely sounds like another family is no evidence they lack. Measured with adversarial
+    scripted models: one citing such lines at 0.95 turned 5 right answers wrong (composed + dev)
+    under a looser rule; one picking the weakest other finding turned 1 wrong until ties had to be
+    ties; one always answering unknown turned 5 wrong while unknown could replace a symptom.
+    """
+    if root.category != Category.UNKNOWN and root.confidence >= CONFIDENT:
         return f"the analyzers' {root.category} (confidence {root.confidence:.2f}) is not overturned"
-    if answer.category == Category.UNKNOWN:  # doubt is not evidence: measured, it only turned right to wrong
+    if answer.category == Category.UNKNOWN:
         return f"unknown brings no evidence against the analyzers' {root.category}"
-    active = {f.category for f in findings if _recovered(obs, f) is None}
-    if answer.category in active - {root.category}:
-        return None  # a tie among the causes the analyzers found
-    cited = {e.line for f in findings for e in f.evidence} | {e.line for e in root.evidence}
-    new = [n for n in answer.evidence if n not in cited and _says(obs, answer.category, [n])]
-    if new and answer.confidence > root.confidence:
+    active = [f for f in findings if f.category == answer.category and _recovered(obs, f) is None]
+    if not active:
+        return f"no active analyzer finding supports {answer.category}"
+    if root.category == Category.UNKNOWN:
+        return None  # filling an unknown with a cause they found
+    # A tie: the other finding stands as high as the analyzers' choice (as confident, as specific), which
+    # they preferred only for coming first.
+    specific = root.finding.specific if root.finding is not None else True
+    if any(f.confidence >= root.confidence and f.specific >= specific for f in active):
         return None
-    return f"no analyzer supports {answer.category} and it cites no line the analyzers lack that says it"
+    return f"the analyzers' {root.category} outweighs their {answer.category} finding (no tie to break)"
 
 
 def _merge_evidence(first: list[Evidence], rest: list[Evidence]) -> list[Evidence]:

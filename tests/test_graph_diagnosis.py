@@ -528,9 +528,9 @@ def test_the_prompt_fits_the_served_context_from_v1_models() -> None:
 
 
 def test_the_merge_rule_a_model_fills_breaks_ties_or_brings_evidence() -> None:
-    """The rule, not a list of cases: a model may fill an unknown, break a tie among active findings, or
-    bring a line the analyzers lack; never overturn a confident finding, and its ``unknown`` never
-    replaces a cause the analyzers found."""
+    """The rule, not a list of cases: a model chooses only among the causes the analyzers found active
+    (a tie, or an unknown to fill); never overturns a confident verdict; its ``unknown`` never replaces
+    a cause the analyzers found."""
     from graph.analyzers import Evidence, Finding
     from graph.diagnosis import ModelAnswer, RootCause, _weigh
 
@@ -556,8 +556,10 @@ def test_the_merge_rule_a_model_fills_breaks_ties_or_brings_evidence() -> None:
             finding=fd,
         )
 
-    # fill an unknown (with a line that says the family)
-    assert weigh(root_of(None), [], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
+    # fill an unknown with a cause the analyzers found active (not with one they did not find)
+    seen = f("runtime_oom", 0.5, oom_line, specific=False)
+    assert weigh(root_of(None), [seen], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
+    assert weigh(root_of(None), [], "runtime_oom", 0.95, [oom_line]) == "unknown"
     # unknown never replaces a cause the analyzers found, even a weak one standing on a symptom
     cause = f("unsupported_config", 0.6, 2)
     assert weigh(root_of(cause), [cause], "unknown", 0.9, []) == "unsupported_config"
@@ -566,12 +568,15 @@ def test_the_merge_rule_a_model_fills_breaks_ties_or_brings_evidence() -> None:
     # a confident finding is never overturned, whatever the model cites
     confident = f("startup_timeout", 0.85, 2)
     assert weigh(root_of(confident), [confident], "runtime_oom", 0.99, [oom_line]) == "startup_timeout"
-    # a tie among active findings: the model may pick the other one (its line says it)
+    # a tie among active findings: the model may pick the other one (its line says it)...
     weak, other = f("unsupported_config", 0.6, 2), f("runtime_oom", 0.6, oom_line)
     assert weigh(root_of(weak), [weak, other], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
-    # evidence the analyzers lack: an uncited line that says the family, more confident than they are
-    assert weigh(root_of(weak), [weak], "runtime_oom", 0.7, [oom_line]) == "runtime_oom"
-    assert weigh(root_of(weak), [weak], "runtime_oom", 0.5, [oom_line]) == "unsupported_config"
+    # ... but a weaker finding, or a symptom against a cause, is no tie
+    weaker, symptom_oom = f("runtime_oom", 0.5, oom_line), f("runtime_oom", 0.7, oom_line, specific=False)
+    assert weigh(root_of(weak), [weak, weaker], "runtime_oom", 0.9, [oom_line]) == "unsupported_config"
+    assert weigh(root_of(weak), [weak, symptom_oom], "runtime_oom", 0.9, [oom_line]) == "unsupported_config"
+    # a line that merely says another family is not evidence the analyzers lack: they read it too
+    assert weigh(root_of(weak), [weak], "runtime_oom", 0.95, [oom_line]) == "unsupported_config"
     # a healthy verdict (confident, no finding) is not overturned
     healthy = root_of(None, "healthy", 0.85)
     assert weigh(healthy, [], "runtime_oom", 0.99, [oom_line]) == "healthy"
