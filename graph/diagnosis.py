@@ -581,11 +581,15 @@ def answer_schema(n_lines: int) -> dict[str, Any]:
     }
 
 
-def _response_format(n_lines: int) -> dict[str, Any]:
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": "diagnosis", "schema": answer_schema(n_lines), "strict": True},
-    }
+def _response_formats(n_lines: int) -> list[dict[str, Any]]:
+    """The answer's schema in the forms servers enforce, tried in order while refused: OpenAI's
+    ``json_schema`` (vLLM, llama.cpp's own server), then ``json_object`` with a ``schema`` (the form
+    llama-cpp-python's server takes, which refuses the first with a 422)."""
+    schema = answer_schema(n_lines)
+    return [
+        {"type": "json_schema", "json_schema": {"name": "diagnosis", "schema": schema, "strict": True}},
+        {"type": "json_object", "schema": schema},
+    ]
 
 
 def _refused_schema(e: Exception) -> bool:
@@ -851,8 +855,9 @@ def ask_model(
     run.prompt_size = prompt_size(messages, tools)
     by_name = {t.name: t for t in tools or []}
     # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
-    # without it, and a server that refuses the schema gets free text, validated as before.
-    with_schema = True
+    # without it, and a server that refuses every form of the schema gets free text, validated as before.
+    formats = _response_formats(len(obs.logs))
+    fmt = 0
     final_only = not tools
     attempts = 0
     steps = 0
@@ -863,7 +868,7 @@ def ask_model(
             if left <= 0:
                 raise ModelTimedOut(f"{where}: no answer within the {deadline_s:g} s deadline", name, run)
             llm = chat_model(ep.model_copy(update={"timeout_s": max(0.1, min(ep.timeout_s, left))}))
-        bound = llm.bind(response_format=_response_format(len(obs.logs))) if with_schema else llm
+        bound = llm.bind(response_format=formats[fmt]) if fmt < len(formats) else llm
         if not final_only:
             # tool_choice="auto": some servers only call tools when the request says they may.
             bound = llm.bind_tools(tools, tool_choice="auto")
@@ -880,12 +885,22 @@ def ask_model(
                 raise ModelTimedOut(f"{where}: no answer within the model timeout", name, run) from None
             if _is_unreachable(e):
                 raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
-            if with_schema and final_only and _refused_schema(e):
-                run.notes.append("the server refused the answer's JSON schema; asked for free text instead")
-                with_schema = False
+            if fmt < len(formats) and final_only and _refused_schema(e):
+                fmt += 1
+                if fmt < len(formats):
+                    kind = formats[fmt - 1]["type"]
+                    run.notes.append(
+                        f"the server refused response_format {kind}; asked with {formats[fmt]['type']}"
+                    )
+                else:
+                    run.notes.append(
+                        "the server refused the answer's JSON schema; asked for free text instead"
+                    )
                 continue
             raise
         p, c = _usage(reply)
+        if not p and not c:  # the server reported no usage (llama-cpp-python's streams do not)
+            c = count_tokens(reply.content if isinstance(reply.content, str) else json.dumps(reply.content))
         run.prompt_tokens = max(run.prompt_tokens, p)  # the prompt's size, not the sum of attempts
         run.completion_tokens += c
         calls = getattr(reply, "tool_calls", None) or []

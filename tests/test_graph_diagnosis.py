@@ -470,11 +470,32 @@ def test_the_answer_is_asked_for_with_its_json_schema(model_server: Any) -> None
 
 def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any) -> None:
     refuse = {"error": {"status": 400, "message": "response_format json_schema is not supported"}}
+    url, script = model_server([refuse, refuse, answer(GOOD)])
+    d = assess(oom_obs(), model=ep(url), policy="approve")
+    assert d.category == "weights_oom" and len(script.requests) == 3
+    assert [(r.get("response_format") or {}).get("type") for r in script.requests] == [
+        "json_schema",
+        "json_object",
+        None,
+    ]
+    assert sum("refused the answer's JSON schema" in n for n in d.notes) == 1
+
+
+def test_llama_cpp_pythons_form_of_the_schema_is_the_second_asked(model_server: Any) -> None:
+    """llama-cpp-python's server takes ``{"type": "json_object", "schema": ...}`` and answers a
+    ``json_schema`` with a 422 (its request model allows only text and json_object)."""
+    refuse = {
+        "error": {
+            "status": 422,
+            "message": "body.response_format.type: Input should be 'text' or 'json_object'",
+        }
+    }
     url, script = model_server([refuse, answer(GOOD)])
     d = assess(oom_obs(), model=ep(url), policy="approve")
-    assert d.category == "weights_oom" and len(script.requests) == 2
-    assert "response_format" in script.requests[0] and "response_format" not in script.requests[1]
-    assert sum("refused the answer's JSON schema" in n for n in d.notes) == 1
+    assert d.category == "weights_oom" and d.model_valid_answers == 1
+    rf = script.requests[1]["response_format"]
+    assert rf["type"] == "json_object" and "weights_oom" in rf["schema"]["properties"]["category"]["enum"]
+    assert any("refused response_format json_schema; asked with json_object" in n for n in d.notes)
 
 
 def test_a_model_that_is_there_but_too_slow_is_not_called_no_model() -> None:
