@@ -7,7 +7,8 @@ One reply format, consumed in order (the last reply repeats):
 
 * ``{"content": "..."}``: a text answer (``answer(obj)`` builds one from a JSON-able object);
 * ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``: tool calls;
-* ``{"error": {"status": 400, "message": "..."}}``: the server refuses the request.
+* ``{"error": {"status": 400, "message": "..."}}``: the server refuses the request;
+* ``{"respond": fn}``: ``fn(request body)`` returns one of the above (a model that reads the prompt).
 
 Both answer plainly or as a stream (SSE), as the request asks. A stream carries ``tokens_per_chunk``
 words per chunk on purpose (a client that counts chunks as tokens is caught), waits ``ttft_s`` before
@@ -187,6 +188,8 @@ class ScriptedOpenAI:
             body = await request.json()
             self.requests.append(body)
             reply = self._next()
+            if "respond" in reply:
+                reply = reply["respond"](body)
             if "error" in reply:  # {"error": {"status": 400, "message": "..."}}: the server refuses
                 err = reply["error"]
                 return JSONResponse(

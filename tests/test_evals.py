@@ -527,3 +527,80 @@ def test_sandbox_mode_keeps_its_state_out_of_the_users_state_dir(tmp_path: Path)
     assert case.pass_ and case.outcome == "fixed", case
     state_dir = get_settings().state_dir
     assert not state_dir.exists() or not any(state_dir.iterdir())
+
+
+# --- a weak or hostile model never makes the result worse than the analyzers alone ----------------
+
+
+def _listed_findings(prompt: str) -> dict[str, tuple[float, int]]:
+    """The analyzers' findings as the prompt lists them: category -> (confidence, first cited line)."""
+    import re
+
+    out: dict[str, tuple[float, int]] = {}
+    for cat, conf, cites in re.findall(r"^- (\w+) \(confidence ([0-9.]+), cites ([^)]*)\)", prompt, re.M):
+        line = re.search(r"L(\d+)", cites)
+        if line and cat not in out:
+            out[cat] = (float(conf), int(line.group(1)))
+    return out
+
+
+def _says_unknown(prompt: str) -> dict[str, Any]:
+    return {"category": "unknown", "confidence": 0.9, "summary": "Nothing here is clear.", "evidence": []}
+
+
+def _cites_other_wording(prompt: str) -> dict[str, Any]:
+    """Claims, at 0.95, the first family whose wording some log line has and no finding names."""
+    import re
+
+    from mcp_tools.records import clean
+    from mcp_tools.vocabulary import FAMILY_WORDING
+
+    found = _listed_findings(prompt)
+    for n, text in re.findall(r"^L(\d+) (.*)$", prompt, re.M):
+        for cat, patterns in FAMILY_WORDING.items():
+            if (
+                cat not in found
+                and cat not in ("healthy", "unknown")
+                and any(p.search(clean(text).text) for p in patterns)
+            ):
+                return {
+                    "category": cat,
+                    "confidence": 0.95,
+                    "summary": "The cited line.",
+                    "evidence": [int(n)],
+                }
+    return _says_unknown(prompt)
+
+
+def _picks_the_weakest_finding(prompt: str) -> dict[str, Any]:
+    found = _listed_findings(prompt)
+    if len(found) < 2:
+        return _says_unknown(prompt)
+    cat = min(found, key=lambda c: found[c][0])
+    return {"category": cat, "confidence": 0.95, "summary": "The cited line.", "evidence": [found[cat][1]]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [_says_unknown, _cites_other_wording, _picks_the_weakest_finding])
+def test_a_hostile_model_never_makes_the_analyzers_worse(model: Any) -> None:
+    """Three scripted models that read the prompt and answer schema-valid but wrong on purpose, over a
+    fixed fifth of the composed library and of the real dev split: no right answer turns wrong."""
+    from evals.harness import SPLITS, load_diagnose, run_cases
+    from mcp_tools.model_endpoint import ModelEndpoint
+    from tests.scripted_openai import ScriptedOpenAI
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        return {"content": json.dumps(model(prompt))}
+
+    incidents = []
+    for split in ("composed", "dev"):
+        found, _ = load_library(SPLITS[split])
+        incidents += sorted(found, key=lambda i: str(i.path))[::5]
+    base = {c.id: c for c in run_cases(incidents, [], load_diagnose())}
+    with ScriptedOpenAI([{"respond": respond}], model="hostile") as srv:
+        ep = ModelEndpoint(base_url=srv.url, timeout_s=10, max_retries=0)
+        with_model = run_cases(incidents, [], load_diagnose(), model=ep)
+    assert sum(c.model_valid_answers or 0 for c in with_model) == len(incidents)  # it really answered
+    worse = [c.id for c in with_model if base[c.id].category_ok and not c.category_ok]
+    assert not worse, worse
