@@ -159,7 +159,7 @@ def score_case(
     forbidden_ok = not any(k in exp.forbidden_kinds for k in kinds)
     ev_ok = evidence_ok(incident, d, messages)
     tokens = d.get("prompt_tokens")
-    model = (
+    model: dict[str, Any] = (
         {k: _count(d.get(k)) for k in (*MODEL_KEYS, "prompt_size")} if _count(d.get("model_calls")) else {}
     )
     return CaseResult(  # type: ignore[call-arg]  # "pass" is set by its field name, pass_

@@ -862,7 +862,7 @@ def ask_model(
     attempts = 0
     steps = 0
     while True:
-        llm = endpoint
+        llm: Any = endpoint
         if ep is not None:
             left = (deadline - time.monotonic()) if deadline is not None else ep.timeout_s
             if left <= 0:
