@@ -595,7 +595,8 @@ def _response_formats(n_lines: int) -> list[dict[str, Any]]:
 def _refused_schema(e: Exception) -> bool:
     """Did the server refuse the JSON schema (an older server without structured outputs)?"""
     status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
-    return status in (400, 422) and bool(
+    # llama-cpp-python's server answers a response_format it does not take with a 500 naming it
+    return status in (400, 422, 500) and bool(
         re.search(r"response_format|json_schema|schema|grammar", str(e), re.I)
     )
 
@@ -625,16 +626,20 @@ class ModelRun(BaseModel):
 
 
 class ModelUnreachable(Exception):
-    """The endpoint did not answer (connection refused, timeout, 5xx after retries)."""
+    """The endpoint did not answer (connection refused, timeout, 5xx after retries); ``run``: what was
+    spent before (requests sent count, answered or not)."""
+
+    def __init__(self, message: str, run: ModelRun | None = None) -> None:
+        super().__init__(message)
+        self.run = run
 
 
 class ModelTimedOut(ModelUnreachable):
     """The endpoint is there (it answered /v1/models) but the answer did not come in time."""
 
     def __init__(self, message: str, model: str, run: ModelRun | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, run)
         self.model = model
-        self.run = run
 
 
 class MalformedAnswer(Exception):
@@ -883,8 +888,6 @@ def ask_model(
         except Exception as e:
             if _is_timeout(e):
                 raise ModelTimedOut(f"{where}: no answer within the model timeout", name, run) from None
-            if _is_unreachable(e):
-                raise ModelUnreachable(f"{where}: {e.__class__.__name__}") from None
             if fmt < len(formats) and final_only and _refused_schema(e):
                 fmt += 1
                 if fmt < len(formats):
@@ -897,6 +900,8 @@ def ask_model(
                         "the server refused the answer's JSON schema; asked for free text instead"
                     )
                 continue
+            if _is_unreachable(e):
+                raise ModelUnreachable(f"{where}: {e.__class__.__name__}", run) from None
             raise
         p, c = _usage(reply)
         if not p and not c:  # the server reported no usage (llama-cpp-python's streams do not)
@@ -1032,6 +1037,8 @@ def diagnose(
                     + ("trying the fallback" if more else "the analyzers' diagnosis stands")
                 )
             except ModelUnreachable as e:
+                if e.run is not None and e.run.calls:
+                    spent = _add(spent, e.run)
                 notes.append(
                     f"model endpoint unreachable ({e}); "
                     + ("trying the fallback" if more else "the analyzers' diagnosis stands")

@@ -482,12 +482,13 @@ def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any)
 
 
 def test_llama_cpp_pythons_form_of_the_schema_is_the_second_asked(model_server: Any) -> None:
-    """llama-cpp-python's server takes ``{"type": "json_object", "schema": ...}`` and answers a
-    ``json_schema`` with a 422 (its request model allows only text and json_object)."""
+    """llama-cpp-python's server takes ``{"type": "json_object", "schema": ...}`` and refuses a
+    ``json_schema`` (its request model allows only text and json_object; its error handler answers
+    the validation error with a 500 naming the field)."""
     refuse = {
         "error": {
-            "status": 422,
-            "message": "body.response_format.type: Input should be 'text' or 'json_object'",
+            "status": 500,
+            "message": "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'",
         }
     }
     url, script = model_server([refuse, answer(GOOD)])
