@@ -103,7 +103,7 @@ def _gguf(name: str, module: str) -> Path:
 
 
 @contextlib.contextmanager
-def serve(name: str, gguf: Path, n_ctx: int, log_dir: Path) -> Iterator[str]:
+def serve(name: str, gguf: Path, n_ctx: int, log_dir: Path, threads: int = 1) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server for ``gguf`` on a free loopback port; its base URL."""
     import socket
 
@@ -118,7 +118,7 @@ def serve(name: str, gguf: Path, n_ctx: int, log_dir: Path) -> Iterator[str]:
         *("nice", "-n", "5"),
         _py(),
         *("-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port)),
-        *("--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", name),
+        *("--n_ctx", str(n_ctx), "--n_threads", str(threads), "--model_alias", name),
     ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
@@ -232,7 +232,13 @@ def evaluate(label: str, url: str, parts: dict[str, list[Any]], args: argparse.N
     from mcp_tools.settings import get_settings
 
     ep = endpoint_from_settings(get_settings(), url).model_copy(
-        update={"deadline_s": args.deadline, "max_model_len": args.max_model_len, "max_retries": 0}
+        update={
+            "deadline_s": args.deadline,
+            "timeout_s": args.deadline,  # a CPU model reads a long prompt before its first chunk
+            "max_model_len": args.max_model_len,
+            "max_tokens": args.max_tokens,
+            "max_retries": 0,
+        }
     )
     results = {}
     for split, incidents in parts.items():
@@ -256,6 +262,11 @@ def main() -> int:
     ap.add_argument("--per-split", type=int, default=12, help="incidents per split (default 12)")
     ap.add_argument("--blind", action="store_true", help="also the blind split, reported apart")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per diagnosis with the model")
+    ap.add_argument("--max-tokens", type=int, default=300, help="the answer's limit (default 300)")
+    ap.add_argument("--n-ctx", type=int, default=None, help="the local server's context (default 8192)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="local server threads (default 1: on a busy machine 2 spin)"
+    )
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args()
@@ -271,9 +282,9 @@ def main() -> int:
             print("ready:", ", ".join(f"{n} ({p})" for n, p in ggufs.items()))
             return 0
         for name in names:
-            n_ctx = MODELS[name]["n_ctx"]
-            with serve(name, ggufs[name], n_ctx, ROOT / "bench-runs") as url:
-                args.max_model_len = args.max_model_len or n_ctx  # llama.cpp's /v1/models does not say
+            n_ctx = args.n_ctx or MODELS[name]["n_ctx"]
+            with serve(name, ggufs[name], n_ctx, ROOT / "bench-runs", args.threads) as url:
+                args.max_model_len = n_ctx  # llama-cpp-python's /v1/models does not say
                 figures[name] = evaluate(name, url, parts, args)
     for label, per_split in figures.items():
         for split, r in per_split.items():
