@@ -60,6 +60,7 @@ from mcp_tools.vocabulary import (
 log = logging.getLogger(__name__)
 
 CONTEXT_LOG_BUDGET = 3000  # tokens of compressed logs in a model's context
+_LOGS_HEADING = "## Logs (compressed)"
 
 #: An analyzer finding this confident is not overruled by a model (it may only explain it).
 CONFIDENT = 0.8
@@ -521,7 +522,7 @@ def build_context(
     history = _history_block(obs)
     if history:
         parts += ["", "## History (superseded revisions: context, not evidence of a current fault)", *history]
-    parts += ["", "## Logs (compressed)"]
+    parts += ["", _LOGS_HEADING]
     cited = {e.line for f in findings for e in f.evidence if e.line > 0}
     parts.append(compress_logs(obs.logs, budget_tokens=budget_tokens, cited=cited).text)
     return "\n".join(parts)
@@ -801,9 +802,10 @@ def _fit(
     if tools:
         notes.append(f"tools not offered: their schemas do not fit the served context of {ep.max_model_len}")
         tools = None
-    budget = CONTEXT_LOG_BUDGET
+    # what the logs take now (a short log uses less than its budget): shrink from there
+    budget = min(CONTEXT_LOG_BUDGET, count_tokens(context.rpartition(_LOGS_HEADING)[2]))
     size = prompt_size(prompt_messages(context, system_role=system_role))
-    for _ in range(6):  # the compressor's budget is an estimate too: shrink until the whole prompt fits
+    for _ in range(8):  # the compressor's budget is an estimate too: shrink until the whole prompt fits
         if size <= room:
             break
         budget -= size - room
