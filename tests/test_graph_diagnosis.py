@@ -602,3 +602,17 @@ def test_the_merge_rule_a_model_fills_breaks_ties_or_brings_evidence() -> None:
     # a healthy verdict (confident, no finding) is not overturned
     healthy = root_of(None, "healthy", 0.85)
     assert weigh(healthy, [], "runtime_oom", 0.99, [oom_line]) == "healthy"
+
+
+def test_a_short_log_is_cut_to_a_small_served_context_too() -> None:
+    """A short log uses less than its 3,000-token budget: the cut starts from what it takes (before,
+    shrinking from 3,000 never reached a size that fit, and the model was never asked)."""
+    from mcp_tools.incident import load_incident
+    from mcp_tools.logs import count_tokens
+
+    inc = load_incident(Path(__file__).parent.parent / "evals/incidents/l4-gemma4-12b-bf16-weights-oom.yaml")
+    with ScriptedOpenAI([answer(dict(GOOD, evidence=[9]))], model="gemma-2k", max_model_len=2048) as srv:
+        small = ModelEndpoint(base_url=srv.root, timeout_s=10, max_retries=0, max_tokens=300)
+        d = assess_incident(inc, model=small, policy="approve")
+        sent = "".join(m["content"] for m in srv.requests[0]["messages"])
+    assert d.model_calls == 1 and count_tokens(sent) + 300 <= 2048
