@@ -216,9 +216,17 @@ def table(label: str, r: dict[str, Any]) -> str:
         ("category changed by the model", "-", r["changed"]),
         ("  right -> wrong", "-", len(r["right_to_wrong"])),
         ("  wrong -> right", "-", len(r["wrong_to_right"])),
-        ("prompt tokens per incident (server)", "-", r["prompt_tokens_per_incident"] or "not reported"),
-        ("prompt size per incident (estimated)", "-", r["prompt_size_per_incident"] or "-"),
-        ("completion tokens per incident", "-", r["completion_tokens_per_incident"] or "not reported"),
+        (
+            "prompt tokens per incident (the server's, else estimated)",
+            "-",
+            r["prompt_tokens_per_incident"] or "-",
+        ),
+        ("whole prompt per incident (estimated)", "-", r["prompt_size_per_incident"] or "-"),
+        (
+            "completion tokens per incident (the server's, else estimated)",
+            "-",
+            r["completion_tokens_per_incident"] or "-",
+        ),
         ("seconds per incident", f"{r['seconds_without']:.3f}", f"{r['seconds_with']:.1f}"),
         ("tool calls", 0, r["tool_calls"]),
     ]
