@@ -1217,9 +1217,7 @@ def _weigh(
         return category, confidence, summary, evidence
     if answer.category != category:
         notes.append(f"the model chose {answer.category} over the analyzers' {category}")
-    cited = [
-        Evidence(line=n, text=cut_words((obs.line_text(n) or "").strip(), 300)) for n in answer.evidence
-    ]
+    cited = [Evidence(line=n, text=cut_words((obs.line_text(n) or "").strip(), 300)) for n in answer.evidence]
     if answer.category == category:
         evidence = _merge_evidence(cited, evidence)
     else:
