@@ -9,6 +9,12 @@ hands back bytes and resumed threads do not find their checkpoints).
 Beside the checkpoints, in the same database: the decisions table (one atomic first-wins record per
 pending approval, ``open_decisions``) and a per-thread lease (``thread_lease``) so that two live
 processes never run one thread at once.
+
+The ledger (the decisions and the applies tables, ``open_ledger``) is what makes approvals and apply
+exactly-once, so it lives where every process that runs the graph can see it: by default the checkpoint
+store's database, or ``GEMMA_SRE_LEDGER_URL`` (a sqlite path or a postgresql:// URL). Under LangGraph
+Server the checkpointer is the server's, not ours: there the ledger is a database the deployment shares
+(Postgres), or the state directory for one local ``langgraph dev``.
 """
 
 from __future__ import annotations
@@ -117,6 +123,20 @@ _DDL = f"""CREATE TABLE IF NOT EXISTS {DECISIONS_TABLE} (
     PRIMARY KEY (thread_id, plan_key)
 )"""
 
+APPLIES_TABLE = "gemma_sre_applies"
+
+# One row per plan applied: written when the change was made (the new revision is known), read before
+# apply sends anything. A replayed run (a fork of the thread from before apply, a retried run on another
+# replica) finds it and sends nothing, whatever the service's template says by then.
+_DDL_APPLIES = f"""CREATE TABLE IF NOT EXISTS {APPLIES_TABLE} (
+    thread_id TEXT NOT NULL,
+    apply_key TEXT NOT NULL,
+    approval_id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (thread_id, apply_key)
+)"""
+
 _DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
 
 _COLUMNS = ("thread_id", "plan_key", "decision", "principal", "note", "reason", "approval_id", "claim", "at")
@@ -155,8 +175,10 @@ class Decisions:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
                 conn.execute(_DDL)
+                conn.execute(_DDL_APPLIES)
         else:
             self._execute(_DDL)
+            self._execute(_DDL_APPLIES)
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         with self._lock:
@@ -198,6 +220,44 @@ class Decisions:
         return [_record(r) for r in rows]
 
 
+    def applied(self, thread_id: str, apply_key: str) -> AppliedRecord | None:
+        """The change recorded as made for this plan of this thread (None: not applied yet)."""
+        rows, _ = self._execute(
+            f"SELECT {', '.join(_APPLY_COLUMNS)} FROM {APPLIES_TABLE} WHERE thread_id = {self._ph} "
+            f"AND apply_key = {self._ph}",
+            (thread_id, apply_key),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        raw = row if isinstance(row, dict) else dict(zip(_APPLY_COLUMNS, row, strict=True))
+        return AppliedRecord.model_validate(raw)
+
+    def record_applied(self, rec: AppliedRecord) -> AppliedRecord:
+        """Record that ``rec``'s change was made, unless one was already: the record that stands."""
+        values = tuple(getattr(rec, c) for c in _APPLY_COLUMNS)
+        marks = ", ".join([self._ph] * len(_APPLY_COLUMNS))
+        self._execute(
+            f"INSERT INTO {APPLIES_TABLE} ({', '.join(_APPLY_COLUMNS)}) VALUES ({marks}) "
+            "ON CONFLICT (thread_id, apply_key) DO NOTHING",
+            values,
+        )
+        return self.applied(rec.thread_id, rec.apply_key) or rec
+
+
+_APPLY_COLUMNS = ("thread_id", "apply_key", "approval_id", "revision", "at")
+
+
+class AppliedRecord(BaseModel):
+    """A plan's change, made: the revision it created under its approval."""
+
+    thread_id: str
+    apply_key: str
+    approval_id: str
+    revision: str
+    at: str
+
+
 def _record(row: Any) -> DecisionRecord:
     if isinstance(row, dict):
         return DecisionRecord.model_validate(row)
@@ -225,6 +285,31 @@ def open_decisions(url: str | None, state_dir: Path) -> Iterator[Decisions]:
         yield Decisions(conn, postgres=False)
     finally:
         conn.close()
+
+
+def ledger_url(settings: Any = None) -> str | None:
+    """Where the ledger is: ``GEMMA_SRE_LEDGER_URL``, else the checkpoint store's
+    (``GEMMA_SRE_CHECKPOINT_URL``), else None (SQLite under the state directory)."""
+    from mcp_tools.settings import get_settings
+
+    s = settings or get_settings()
+    return s.ledger_url or s.checkpoint_url
+
+
+@contextmanager
+def open_ledger(state_dir: Path) -> Iterator[Decisions]:
+    """The decisions and applies tables where ``ledger_url()`` says, for the ``with`` block."""
+    url = ledger_url()
+    with ExitStack() as stack:
+        try:
+            store = stack.enter_context(open_decisions(url, state_dir))
+        except Exception as e:
+            if not isinstance(e, OSError | sqlite3.Error) and not type(e).__module__.startswith("psycopg"):
+                raise
+            where = "GEMMA_SRE_LEDGER_URL" if url else str(sqlite_path(url, state_dir))
+            why = " ".join(str(e).split())[:200]
+            raise UserError(f"{where}: cannot open the decisions ledger ({why})") from None
+        yield store
 
 
 @contextmanager

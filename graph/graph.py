@@ -4,14 +4,17 @@
                       \\-> report (healthy)   \\-> report (read-only, suggest,      \\-> rollback -> report
                                                  refused, nothing to apply, rejected)
 
-``graph`` is compiled without a checkpointer, for LangGraph Studio / ``langgraph dev`` (which bring
-their own; see ``langgraph.json``). The CLI compiles ``builder`` with ``graph.checkpoint``'s saver.
+``graph`` is compiled without a checkpointer, for LangGraph Server / Studio / ``langgraph dev`` (which
+bring their own; see ``langgraph.json`` and docs/langgraph-server.md). The CLI compiles ``builder`` with
+``graph.checkpoint``'s saver. ``Configuration`` is the graph's context schema: what a run's ``context``
+(or ``config["configurable"]``) may set, shown by the server's ``/assistants/{id}/schemas``.
 """
 
 from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
+from graph.config import Configuration
 from graph.nodes.apply import apply
 from graph.nodes.approve import approve
 from graph.nodes.diagnose import diagnose_node
@@ -24,7 +27,7 @@ from graph.nodes.verify import verify
 from graph.policy import route_after_approve, route_after_diagnose, route_after_preflight, route_after_verify
 from graph.state import SREState
 
-builder = StateGraph(SREState)
+builder = StateGraph(SREState, context_schema=Configuration)
 builder.add_node("observe", observe)
 builder.add_node("diagnose", diagnose_node)
 builder.add_node("propose", propose)

@@ -237,7 +237,7 @@ def resume_cycle(
     """
     from langgraph.types import Command
 
-    from graph.checkpoint import open_decisions, thread_lease
+    from graph.checkpoint import open_ledger, thread_lease
 
     if decision not in ("approve", "reject"):
         raise UserError(f"decision must be approve or reject, not {decision!r}")
@@ -249,7 +249,7 @@ def resume_cycle(
     state_dir = Path(live.state_dir) if live is not None and live.state_dir else s.state_dir
     with (
         compiled_graph(state_dir) as g,
-        open_decisions(s.checkpoint_url, state_dir) as store,
+        open_ledger(state_dir) as store,
         thread_lease(s.checkpoint_url, state_dir, thread_id) as leased,
     ):
         cfg = thread_configuration(thread_id, g)

@@ -210,6 +210,10 @@ class Settings(BaseSettings):
     cycle_deadline_s: float = Field(default=180.0, ge=1, le=3600, allow_inf_nan=False)
     state_dir: Path = Field(default_factory=_default_state_dir)
     checkpoint_url: str | None = None  # sqlite path (default under state_dir) or postgresql:// URL
+    # Where decisions and applies are recorded (graph.checkpoint): a sqlite path or postgresql:// URL;
+    # default: the checkpoint store. Under LangGraph Server (its own checkpointer) set it to a database
+    # every replica shares.
+    ledger_url: str | None = None
     mcp_servers_file: Path | None = None  # an mcpServers JSON file, as Antigravity / Gemini CLI write it
     mcp_token: SecretStr | None = None  # bearer token required when the MCP HTTP server binds off-loopback
     mcp_principal: str | None = None  # who decides through MCP (recorded as the approver); default mcp:<user>

@@ -31,10 +31,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph import audit
+from graph.checkpoint import AppliedRecord, open_ledger
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
 from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
-from graph.state import ApplyResult, Approval, Latency, ObservationSummary, SREState, event
+from graph.state import ApplyResult, Approval, Latency, ObservationSummary, SREState, event, now_iso
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import ServiceSpec
@@ -65,10 +66,7 @@ def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: R
         raise NotApproved(f"approval {approval.approval_id} was given for another plan than this one")
     if approval.approval_id not in audit.approved_ids(cfg.state_path):
         raise NotApproved(f"approval {approval.approval_id} is not in the audit log")
-    from graph.checkpoint import open_decisions
-    from mcp_tools.settings import get_settings
-
-    with open_decisions(get_settings().checkpoint_url, cfg.state_path) as store:
+    with open_ledger(cfg.state_path) as store:
         # The decision is recorded under the plan that was offered; it may approve another option.
         rec = store.get(thread_id, approval.plan_key or apply_key(thread_id, plan))
     if rec is None or rec.decision != "approve" or rec.approval_id != approval.approval_id:
@@ -89,6 +87,11 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     name = cfg.service
     summary = ObservationSummary.model_validate(state.get("observation_summary") or {"service": name})
     result = ApplyResult(key=key, previous_ready_revision=summary.latest_ready_revision)
+    with open_ledger(cfg.state_path) as store:
+        made = store.applied(thread_id, key)
+    if made is not None:  # the ledger says it was made (a replayed or retried run): never sent again
+        result.already_applied, result.revision = True, made.revision
+        return _done(state, cfg, thread_id, approval, plan, result)
 
     rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
     if rollback_steps:  # a plan that only routes traffic back: naturally idempotent
@@ -234,6 +237,16 @@ def _done(
         )
 
     if result.revision:
+        with open_ledger(cfg.state_path) as store:  # the change is made: recorded before anything else
+            store.record_applied(
+                AppliedRecord(
+                    thread_id=thread_id,
+                    apply_key=result.key,
+                    approval_id=str(approval.approval_id),
+                    revision=result.revision,
+                    at=now_iso(),
+                )
+            )
         record(
             "mutation",
             ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),

@@ -80,8 +80,7 @@ def _record(
 
     ``key`` is the offered plan's (one decision per plan put to a person); ``approved_key`` the key
     of the plan the decision is for: the same, or another option the person chose."""
-    from graph.checkpoint import open_decisions
-    from mcp_tools.settings import get_settings
+    from graph.checkpoint import open_ledger
 
     mine = DecisionRecord(
         thread_id=thread_id,
@@ -94,7 +93,7 @@ def _record(
         at=at or now_iso(),
         **({"claim": claim} if claim else {}),
     )
-    with open_decisions(get_settings().checkpoint_url, cfg.state_path) as store:
+    with open_ledger(cfg.state_path) as store:
         won, standing = store.claim(mine)
     if won or standing.claim == claim:
         return standing

@@ -1,0 +1,179 @@
+"""The graph under LangGraph Server: ``langgraph dev`` (langgraph-cli[inmem]) serving this repository's
+``langgraph.json`` on 127.0.0.1, driven through ``langgraph-sdk`` against a sandbox.
+
+The server's checkpointer is its own (in memory here), so what must outlive it is in our ledger
+(``graph.checkpoint.open_ledger``: here the state directory the server shares with the test): one
+decision per plan, one apply per plan. A cycle runs to the approval interrupt, is resumed with
+``Command(resume=...)`` and applies the fix once; a replayed run (a fork of the thread from before
+apply) sends nothing again, and a second, conflicting decision (a fork from the interrupt) is refused.
+Skipped when the ``server`` extra is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from graph import audit
+from graph.checkpoint import open_ledger
+from graph.state import ApprovalRequest
+from mcp_tools.settings import get_settings
+from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.scripted_openai import free_port
+
+pytest.importorskip("langgraph_api")
+pytest.importorskip("langgraph_runtime_inmem")
+sdk = pytest.importorskip("langgraph_sdk")
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+GRAPH_ID = "gemma-sre"
+SERVICE = "llama-3-8b"
+
+
+def served_config(where: Path) -> Path:
+    """The repository's ``langgraph.json``, its local paths made absolute, in a directory of its own
+    (the in-memory server keeps its files in ``.langgraph_api/`` under the directory it runs in)."""
+    cfg = json.loads((ROOT / "langgraph.json").read_text())
+    assert cfg["graphs"] == {GRAPH_ID: "./graph/graph.py:graph"}
+    assert "." in cfg["dependencies"]
+    cfg["dependencies"] = [str(ROOT) if d == "." else d for d in cfg["dependencies"]]
+    cfg["graphs"] = {GRAPH_ID: str(ROOT / "graph" / "graph.py") + ":graph"}
+    cfg["env"] = str(ROOT / ".env.example")  # what a newcomer copies to .env: no secrets, nothing required
+    path = where / "langgraph.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """``langgraph dev`` on a free port of 127.0.0.1 (no browser, no reload), stopped at teardown."""
+    if not LANGGRAPH.exists():
+        pytest.skip("langgraph-cli is not installed (pip install 'gemma-sre[server]')")
+    home = tmp_path / "server"
+    home.mkdir()
+    config = served_config(home)
+    port = free_port()
+    log = (home / "server.log").open("w")
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"}
+    proc = subprocess.Popen(
+        [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--config", str(config)],
+        cwd=home,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: stopped with everything it started
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("langgraph dev did not start:\n" + (home / "server.log").read_text()[-3000:])
+            time.sleep(0.25)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+def mutations(sb: Any) -> list[Any]:
+    return [
+        e
+        for e in sb.journal.entries()
+        if e.method in ("POST", "PATCH", "PUT", "DELETE") and e.resource.endswith(f"/services/{SERVICE}")
+    ]
+
+
+def interrupt_of(state: dict[str, Any]) -> ApprovalRequest:
+    values = [i["value"] for i in state.get("interrupts") or []]
+    values += [i["value"] for t in state.get("tasks") or [] for i in t.get("interrupts") or []]
+    assert values, state
+    return ApprovalRequest.model_validate(values[0])
+
+
+def checkpoint_before(history: list[dict[str, Any]], node: str) -> str:
+    """The id of the (latest) checkpoint whose next step is ``node``."""
+    for st in history:  # newest first
+        if list(st.get("next") or []) == [node]:
+            return str(st["checkpoint"]["checkpoint_id"])
+    raise AssertionError(f"no checkpoint before {node}: {[s.get('next') for s in history]}")
+
+
+def test_a_cycle_under_langgraph_server(server: str, sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="kv-starvation")
+    client = sdk.get_sync_client(url=server)
+    # An assistant per watched service: the graph with its configuration (the graph's context schema).
+    context = {"service": SERVICE, **sb.settings_fields(), "use_model": False, "verify_poll_s": 0.05}
+    assistant = client.assistants.create(GRAPH_ID, context=context, name=SERVICE)
+    aid = assistant["assistant_id"]
+    schemas = client.assistants.get_schemas(aid)
+    assert "service" in (schemas.get("context_schema") or {}).get("properties", {}), schemas
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+
+    client.runs.wait(tid, aid, input={})
+    state = client.threads.get_state(tid)
+    assert list(state["next"]) == ["approve"], state["next"]
+    asked = interrupt_of(state)
+    assert asked.thread_id == tid and asked.service == SERVICE and asked.plan_key
+    assert mutations(sb) == []  # nothing is sent before a person decides
+
+    answer = {"decision": "approve", "approver": "dana", "plan_key": asked.plan_key}
+    client.runs.wait(tid, aid, command={"resume": answer})
+    values = client.threads.get_state(tid)["values"]
+    assert values["outcome"]["status"] == "fixed", values["outcome"]
+    state_dir = get_settings().state_dir
+    with open_ledger(state_dir) as store:
+        recorded = store.for_thread(tid)
+        assert [(r.decision, r.principal) for r in recorded] == [("approve", "dana")]
+        made = store.applied(tid, values["applied"]["key"])
+    assert made is not None and made.approval_id == recorded[0].approval_id
+    sent = mutations(sb)
+    assert len(sent) == 1 and sent[0].approval == recorded[0].approval_id, [m.model_dump() for m in sent]
+    assert made.revision == values["applied"]["revision"]
+    approvals = [e for e in audit.read(state_dir) if e.thread_id == tid and e.event == "approval"]
+    assert [e.actor for e in approvals] == ["dana"]
+
+    history = client.threads.get_history(tid, limit=100)
+    # A replayed run: the thread forked from just before apply runs apply, verify and report again.
+    client.runs.wait(tid, aid, input=None, checkpoint_id=checkpoint_before(history, "apply"))
+    replayed = client.threads.get_state(tid)["values"]
+    assert replayed["applied"]["already_applied"] is True, replayed["applied"]
+    assert replayed["applied"]["revision"] == made.revision
+    assert len(mutations(sb)) == 1  # sent once, not twice
+
+    # A second, conflicting decision on the same plan: the thread forked from before preflight asks
+    # again (a new interrupt), and is answered with a rejection. The ledger's approval stands.
+    client.runs.wait(tid, aid, input=None, checkpoint_id=checkpoint_before(history, "preflight"))
+    again = client.threads.get_state(tid)
+    assert interrupt_of(again).plan_key == asked.plan_key  # the same plan, asked a second time
+    other = {"decision": "reject", "approver": "eve", "reason": "second opinion"}
+    with pytest.raises(Exception, match="already approved by dana") as refused:
+        client.runs.wait(tid, aid, command={"resume": other})
+    assert "the reject by eve is not carried out" in str(refused.value)
+    with open_ledger(state_dir) as store:
+        assert [(r.decision, r.principal) for r in store.for_thread(tid)] == [("approve", "dana")]
+    assert len(mutations(sb)) == 1
+    assert [e.actor for e in audit.read(state_dir) if e.thread_id == tid and e.event == "rejection"] == []
