@@ -4,7 +4,8 @@
 only ever appended (under an exclusive lock, each one fsynced); an entry whose ``event_id`` is
 already present is not written again, so a node that re-runs after a crash does not record the same
 decision twice. A record torn by a crash mid-write is skipped on read (reported once) and ended
-before the next record is appended.
+before the next record is appended. With a shared ledger (``GEMMA_SRE_LEDGER_URL``: LangGraph Server
+replicas, watchers on several hosts) every record is also kept there, keyed by its event id.
 """
 
 from __future__ import annotations
@@ -68,17 +69,22 @@ def _whole(line: str) -> bool:
 
 def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
     """Append one event (secrets redacted). False when the same event was already recorded."""
-    path = audit_path(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
     clean = event.model_copy(update={"what": _redact(event.what), "diff": _redact(event.diff)})
     line = json.dumps(clean.model_dump(mode="json"), sort_keys=True) + "\n"
+    added = _append_file(audit_path(state_dir), clean.event_id, line)
+    _to_shared_ledger(clean, line.strip(), state_dir)  # also when the file had it: a crash in between
+    return added
+
+
+def _append_file(path: Path, event_id: str, line: str) -> bool:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
             f.seek(0)
             for existing in f:
-                if f'"event_id": "{event.event_id}"' in existing and _whole(existing):
+                if f'"event_id": "{event_id}"' in existing and _whole(existing):
                     return False
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -90,6 +96,17 @@ def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _to_shared_ledger(event: AuditEvent, line: str, state_dir: Path | str) -> None:
+    """A copy in the shared ledger, when one is configured (``GEMMA_SRE_LEDGER_URL``): what another
+    process (a LangGraph Server replica) reads back in ``approved_ids``."""
+    from graph.checkpoint import ledger_url, open_ledger
+
+    if ledger_url() is None:
+        return  # the ledger is SQLite in this state directory: the file above is as shared as it is
+    with open_ledger(Path(state_dir)) as store:
+        store.audit_append(event.event_id, event.thread_id, event.event, event.approval_id, event.at, line)
 
 
 _reported: set[tuple[str, int, str]] = set()
@@ -116,5 +133,12 @@ def read(state_dir: Path | str) -> list[AuditEvent]:
 
 
 def approved_ids(state_dir: Path | str) -> set[str]:
-    """Approval ids a person (or the auto policy) granted: the only ones a mutation may carry."""
-    return {e.approval_id for e in read(state_dir) if e.event == "approval" and e.approval_id}
+    """Approval ids a person (or the auto policy) granted: the only ones a mutation may carry. With a
+    shared ledger, also those another process recorded there."""
+    from graph.checkpoint import ledger_url, open_ledger
+
+    ids = {e.approval_id for e in read(state_dir) if e.event == "approval" and e.approval_id}
+    if ledger_url() is not None:
+        with open_ledger(Path(state_dir)) as store:
+            ids |= store.audit_approved_ids()
+    return ids

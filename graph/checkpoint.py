@@ -137,6 +137,20 @@ _DDL_APPLIES = f"""CREATE TABLE IF NOT EXISTS {APPLIES_TABLE} (
     PRIMARY KEY (thread_id, apply_key)
 )"""
 
+AUDIT_TABLE = "gemma_sre_audit"
+
+# The audit log's copy in a shared ledger (``GEMMA_SRE_LEDGER_URL``): the state directory is one
+# process's disk, and under LangGraph Server a run retried on another replica must still find the
+# approval it carries out (``graph.audit.approved_ids``). Keyed by the event's id: a re-run adds nothing.
+_DDL_AUDIT = f"""CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
+    event_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    approval_id TEXT,
+    at TEXT NOT NULL,
+    record TEXT NOT NULL
+)"""
+
 _DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
 
 _COLUMNS = ("thread_id", "plan_key", "decision", "principal", "note", "reason", "approval_id", "claim", "at")
@@ -176,9 +190,11 @@ class Decisions:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
                 conn.execute(_DDL)
                 conn.execute(_DDL_APPLIES)
+                conn.execute(_DDL_AUDIT)
         else:
             self._execute(_DDL)
             self._execute(_DDL_APPLIES)
+            self._execute(_DDL_AUDIT)
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         with self._lock:
@@ -219,7 +235,6 @@ class Decisions:
         )
         return [_record(r) for r in rows]
 
-
     def applied(self, thread_id: str, apply_key: str) -> AppliedRecord | None:
         """The change recorded as made for this plan of this thread (None: not applied yet)."""
         rows, _ = self._execute(
@@ -243,6 +258,24 @@ class Decisions:
             values,
         )
         return self.applied(rec.thread_id, rec.apply_key) or rec
+
+    def audit_append(
+        self, event_id: str, thread_id: str, event: str, approval_id: str | None, at: str, record: str
+    ) -> bool:
+        """Add one audit record (its JSON line) unless its event id is there: whether it was added."""
+        _, count = self._execute(
+            f"INSERT INTO {AUDIT_TABLE} (event_id, thread_id, event, approval_id, at, record) VALUES "
+            f"({', '.join([self._ph] * 6)}) ON CONFLICT (event_id) DO NOTHING",
+            (event_id, thread_id, event, approval_id, at, record),
+        )
+        return bool(count and count > 0)
+
+    def audit_approved_ids(self) -> set[str]:
+        rows, _ = self._execute(
+            f"SELECT approval_id FROM {AUDIT_TABLE} WHERE event = {self._ph} AND approval_id IS NOT NULL",
+            ("approval",),
+        )
+        return {str(r[0] if not isinstance(r, dict) else r["approval_id"]) for r in rows}
 
 
 _APPLY_COLUMNS = ("thread_id", "apply_key", "approval_id", "revision", "at")

@@ -158,3 +158,24 @@ def test_postgres_one_decision_per_plan(
             answers.append((d, code, doc))
         check_round(sb, service, thread, answers)
     assert not (state / "checkpoints.sqlite").exists()  # decisions went to Postgres too
+
+
+def test_langgraph_server_keeps_its_ledger_in_postgres(
+    postgres_url: str,
+    tmp_path: Path,
+    sandbox_factory: Any,  # noqa: F811
+) -> None:
+    """Under LangGraph Server (its checkpointer, not ours) with GEMMA_SRE_LEDGER_URL on Postgres and a
+    state directory of the server's own: decisions, applies and the audit's approvals are in Postgres,
+    where another replica finds them; one apply, a replayed run sends nothing, a second decision is
+    refused."""
+    pytest.importorskip("langgraph_api")
+    from tests.test_graph_server import langgraph_dev, one_cycle
+
+    sb = sandbox_factory(scenario="kv-starvation")
+    server_state = tmp_path / "server-state"
+    with langgraph_dev(
+        tmp_path / "server", GEMMA_SRE_LEDGER_URL=postgres_url, GEMMA_SRE_STATE_DIR=str(server_state)
+    ) as url:
+        one_cycle(url, sb, ledger_url=postgres_url, state_dir=tmp_path / "elsewhere")
+    assert not (server_state / "checkpoints.sqlite").exists()  # nothing of the ledger went to SQLite

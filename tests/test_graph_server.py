@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import httpx
 import pytest
 
 from graph import audit
-from graph.checkpoint import open_ledger
+from graph.checkpoint import open_decisions
 from graph.state import ApprovalRequest
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
@@ -54,22 +55,22 @@ def served_config(where: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """``langgraph dev`` on a free port of 127.0.0.1 (no browser, no reload), stopped at teardown."""
+@contextmanager
+def langgraph_dev(home: Path, **env: str) -> Iterator[str]:
+    """``langgraph dev`` serving the repository's graph on a free port of 127.0.0.1 (no browser, no
+    reload), run from ``home`` with ``env`` added to this process's environment; its URL."""
     if not LANGGRAPH.exists():
         pytest.skip("langgraph-cli is not installed (pip install 'gemma-sre[server]')")
-    home = tmp_path / "server"
-    home.mkdir()
+    home.mkdir(parents=True, exist_ok=True)
     config = served_config(home)
     port = free_port()
     log = (home / "server.log").open("w")
-    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"}
+    full = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1", **env}
     proc = subprocess.Popen(
         [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
         + ["--config", str(config)],
         cwd=home,
-        env=env,
+        env=full,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: stopped with everything it started
@@ -84,7 +85,8 @@ def server(tmp_path: Path) -> Iterator[str]:
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("langgraph dev did not start:\n" + (home / "server.log").read_text()[-3000:])
+                tail = (home / "server.log").read_text()[-3000:]
+                raise AssertionError(f"langgraph dev did not start:\n{tail}")
             time.sleep(0.25)
         yield url
     finally:
@@ -121,9 +123,18 @@ def checkpoint_before(history: list[dict[str, Any]], node: str) -> str:
     raise AssertionError(f"no checkpoint before {node}: {[s.get('next') for s in history]}")
 
 
-def test_a_cycle_under_langgraph_server(server: str, sandbox_factory: Any) -> None:  # noqa: F811
+def test_a_cycle_under_langgraph_server(tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
+    """The ledger in the state directory the server shares with this test (one local ``langgraph dev``)."""
     sb = sandbox_factory(scenario="kv-starvation")
-    client = sdk.get_sync_client(url=server)
+    with langgraph_dev(tmp_path / "server") as url:
+        one_cycle(url, sb, ledger_url=None, state_dir=get_settings().state_dir)
+
+
+def one_cycle(url: str, sb: Any, *, ledger_url: str | None, state_dir: Path) -> None:
+    """One cycle through the server to the interrupt, approved with ``Command(resume=...)``, applied
+    once; then a replayed run that sends nothing and a second decision that is refused. The ledger
+    (``open_decisions(ledger_url, state_dir)``) and the sandbox's journal say what happened."""
+    client = sdk.get_sync_client(url=url)
     # An assistant per watched service: the graph with its configuration (the graph's context schema).
     context = {"service": SERVICE, **sb.settings_fields(), "use_model": False, "verify_poll_s": 0.05}
     assistant = client.assistants.create(GRAPH_ID, context=context, name=SERVICE)
@@ -144,17 +155,19 @@ def test_a_cycle_under_langgraph_server(server: str, sandbox_factory: Any) -> No
     client.runs.wait(tid, aid, command={"resume": answer})
     values = client.threads.get_state(tid)["values"]
     assert values["outcome"]["status"] == "fixed", values["outcome"]
-    state_dir = get_settings().state_dir
-    with open_ledger(state_dir) as store:
+    with open_decisions(ledger_url, state_dir) as store:
         recorded = store.for_thread(tid)
         assert [(r.decision, r.principal) for r in recorded] == [("approve", "dana")]
         made = store.applied(tid, values["applied"]["key"])
+        if ledger_url is not None:  # the audit's copy, for another replica's apply to find
+            assert recorded[0].approval_id in store.audit_approved_ids()
+    if ledger_url is None:
+        events = [(e.event, e.actor) for e in audit.read(state_dir) if e.thread_id == tid]
+        assert ("approval", "dana") in events and ("mutation", "gemma-sre") in events, events
     assert made is not None and made.approval_id == recorded[0].approval_id
     sent = mutations(sb)
     assert len(sent) == 1 and sent[0].approval == recorded[0].approval_id, [m.model_dump() for m in sent]
     assert made.revision == values["applied"]["revision"]
-    approvals = [e for e in audit.read(state_dir) if e.thread_id == tid and e.event == "approval"]
-    assert [e.actor for e in approvals] == ["dana"]
 
     history = client.threads.get_history(tid, limit=100)
     # A replayed run: the thread forked from just before apply runs apply, verify and report again.
@@ -173,7 +186,8 @@ def test_a_cycle_under_langgraph_server(server: str, sandbox_factory: Any) -> No
     with pytest.raises(Exception, match="already approved by dana") as refused:
         client.runs.wait(tid, aid, command={"resume": other})
     assert "the reject by eve is not carried out" in str(refused.value)
-    with open_ledger(state_dir) as store:
+    with open_decisions(ledger_url, state_dir) as store:
         assert [(r.decision, r.principal) for r in store.for_thread(tid)] == [("approve", "dana")]
     assert len(mutations(sb)) == 1
-    assert [e.actor for e in audit.read(state_dir) if e.thread_id == tid and e.event == "rejection"] == []
+    if ledger_url is None:
+        assert [e for e in audit.read(state_dir) if e.thread_id == tid and e.event == "rejection"] == []
