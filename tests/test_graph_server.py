@@ -41,7 +41,7 @@ GRAPH_ID = "gemma-sre"
 SERVICE = "llama-3-8b"
 
 
-def served_config(where: Path) -> Path:
+def served_config(where: Path, *, auth: bool = False) -> Path:
     """The repository's ``langgraph.json``, its local paths made absolute, in a directory of its own
     (the in-memory server keeps its files in ``.langgraph_api/`` under the directory it runs in)."""
     cfg = json.loads((ROOT / "langgraph.json").read_text())
@@ -50,19 +50,22 @@ def served_config(where: Path) -> Path:
     cfg["dependencies"] = [str(ROOT) if d == "." else d for d in cfg["dependencies"]]
     cfg["graphs"] = {GRAPH_ID: str(ROOT / "graph" / "graph.py") + ":graph"}
     cfg["env"] = str(ROOT / ".env.example")  # what a newcomer copies to .env: no secrets, nothing required
+    if auth:
+        cfg["auth"] = {"path": str(ROOT / "tests" / "server_auth.py") + ":auth"}
     path = where / "langgraph.json"
     path.write_text(json.dumps(cfg))
     return path
 
 
 @contextmanager
-def langgraph_dev(home: Path, **env: str) -> Iterator[str]:
+def langgraph_dev(home: Path, *, auth: bool = False, **env: str) -> Iterator[str]:
     """``langgraph dev`` serving the repository's graph on a free port of 127.0.0.1 (no browser, no
-    reload), run from ``home`` with ``env`` added to this process's environment; its URL."""
+    reload), run from ``home`` with ``env`` added to this process's environment; its URL. ``auth``:
+    with ``tests/server_auth.py`` as the server's auth handler."""
     if not LANGGRAPH.exists():
         pytest.skip("langgraph-cli is not installed (pip install 'gemma-sre[server]')")
     home.mkdir(parents=True, exist_ok=True)
-    config = served_config(home)
+    config = served_config(home, auth=auth)
     port = free_port()
     log = (home / "server.log").open("w")
     full = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1", **env}
@@ -124,17 +127,34 @@ def checkpoint_before(history: list[dict[str, Any]], node: str) -> str:
 
 
 def test_a_cycle_under_langgraph_server(tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
-    """The ledger in the state directory the server shares with this test (one local ``langgraph dev``)."""
+    """The ledger in the state directory the server shares with this test (one local ``langgraph dev``),
+    and the server's auth: the engineer it authenticated is the approver recorded."""
+    from tests.server_auth import TOKENS
+
     sb = sandbox_factory(scenario="kv-starvation")
-    with langgraph_dev(tmp_path / "server") as url:
-        one_cycle(url, sb, ledger_url=None, state_dir=get_settings().state_dir)
+    with langgraph_dev(tmp_path / "server", auth=True) as url:
+        with pytest.raises(sdk.errors.AuthenticationError):
+            sdk.get_sync_client(url=url).threads.create()  # no token: no thread, no run
+        tokens = {who.split("@")[0]: tok for tok, who in TOKENS.items()}
+        one_cycle(url, sb, ledger_url=None, state_dir=get_settings().state_dir, tokens=tokens)
 
 
-def one_cycle(url: str, sb: Any, *, ledger_url: str | None, state_dir: Path) -> None:
+def one_cycle(
+    url: str, sb: Any, *, ledger_url: str | None, state_dir: Path, tokens: dict[str, str] | None = None
+) -> None:
     """One cycle through the server to the interrupt, approved with ``Command(resume=...)``, applied
     once; then a replayed run that sends nothing and a second decision that is refused. The ledger
-    (``open_decisions(ledger_url, state_dir)``) and the sandbox's journal say what happened."""
-    client = sdk.get_sync_client(url=url)
+    (``open_decisions(ledger_url, state_dir)``) and the sandbox's journal say what happened.
+    ``tokens``: each engineer's bearer token (the server authenticates them); None: no auth."""
+
+    def as_(name: str) -> Any:
+        headers = {"Authorization": f"Bearer {tokens[name]}"} if tokens else None
+        return sdk.get_sync_client(url=url, headers=headers)
+
+    def principal(name: str) -> str:
+        return f"langgraph:{name}@example.com" if tokens else name
+
+    client = as_("dana")
     # An assistant per watched service: the graph with its configuration (the graph's context schema).
     context = {"service": SERVICE, **sb.settings_fields(), "use_model": False, "verify_poll_s": 0.05}
     assistant = client.assistants.create(GRAPH_ID, context=context, name=SERVICE)
@@ -157,13 +177,14 @@ def one_cycle(url: str, sb: Any, *, ledger_url: str | None, state_dir: Path) -> 
     assert values["outcome"]["status"] == "fixed", values["outcome"]
     with open_decisions(ledger_url, state_dir) as store:
         recorded = store.for_thread(tid)
-        assert [(r.decision, r.principal) for r in recorded] == [("approve", "dana")]
+        assert [(r.decision, r.principal) for r in recorded] == [("approve", principal("dana"))]
+        assert recorded[0].note == ("dana" if tokens else None)  # the name typed, kept beside
         made = store.applied(tid, values["applied"]["key"])
         if ledger_url is not None:  # the audit's copy, for another replica's apply to find
             assert recorded[0].approval_id in store.audit_approved_ids()
     if ledger_url is None:
         events = [(e.event, e.actor) for e in audit.read(state_dir) if e.thread_id == tid]
-        assert ("approval", "dana") in events and ("mutation", "gemma-sre") in events, events
+        assert ("approval", principal("dana")) in events and ("mutation", "gemma-sre") in events, events
     assert made is not None and made.approval_id == recorded[0].approval_id
     sent = mutations(sb)
     assert len(sent) == 1 and sent[0].approval == recorded[0].approval_id, [m.model_dump() for m in sent]
@@ -178,16 +199,16 @@ def one_cycle(url: str, sb: Any, *, ledger_url: str | None, state_dir: Path) -> 
     assert len(mutations(sb)) == 1  # sent once, not twice
 
     # A second, conflicting decision on the same plan: the thread forked from before preflight asks
-    # again (a new interrupt), and is answered with a rejection. The ledger's approval stands.
+    # again (a new interrupt), and another engineer answers it with a rejection. The approval stands.
     client.runs.wait(tid, aid, input=None, checkpoint_id=checkpoint_before(history, "preflight"))
     again = client.threads.get_state(tid)
     assert interrupt_of(again).plan_key == asked.plan_key  # the same plan, asked a second time
     other = {"decision": "reject", "approver": "eve", "reason": "second opinion"}
-    with pytest.raises(Exception, match="already approved by dana") as refused:
-        client.runs.wait(tid, aid, command={"resume": other})
-    assert "the reject by eve is not carried out" in str(refused.value)
+    with pytest.raises(Exception, match=f"already approved by {principal('dana')}") as refused:
+        as_("eve").runs.wait(tid, aid, command={"resume": other})
+    assert f"the reject by {principal('eve')} is not carried out" in str(refused.value)
     with open_decisions(ledger_url, state_dir) as store:
-        assert [(r.decision, r.principal) for r in store.for_thread(tid)] == [("approve", "dana")]
+        assert [(r.decision, r.principal) for r in store.for_thread(tid)] == [("approve", principal("dana"))]
     assert len(mutations(sb)) == 1
     if ledger_url is None:
         assert [e for e in audit.read(state_dir) if e.thread_id == tid and e.event == "rejection"] == []

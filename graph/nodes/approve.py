@@ -110,6 +110,15 @@ def _record(
 AUTO_PRINCIPAL = "policy:auto"
 
 
+def server_identity(config: RunnableConfig) -> str | None:
+    """The caller LangGraph Server authenticated for this run (its ``auth`` handler's ``identity``, as
+    ``langgraph:<identity>``); None without one (no server, or ``langgraph dev``'s no-auth default)."""
+    user = ((config or {}).get("configurable") or {}).get("langgraph_auth_user_id")
+    if not isinstance(user, str) or not user.strip():
+        return None
+    return "langgraph:" + user.strip()[:190]
+
+
 def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
     plan = RemediationPlan.model_validate(state.get("plan") or {})
@@ -133,6 +142,12 @@ def approve(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         if isinstance(answer, dict):
             note = str(answer["note"]).strip()[:200] or None if answer.get("note") else None
             claim = str(answer["claim"]) if answer.get("claim") else None
+        who = server_identity(config)
+        if who is not None:
+            # LangGraph Server authenticated whoever resumed this run: that is who decided, and the
+            # name the resume value gives is kept beside it, as a note (never instead).
+            note = note or (approver if approver != who else None)
+            approver = who
         shown = answer.get("plan_key") if isinstance(answer, dict) else None
         if decision == "approve" and shown is not None and shown != key:
             # The plan changed after the person saw it: their approval was for another plan.
