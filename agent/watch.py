@@ -49,22 +49,22 @@ class CycleSummary(BaseModel):
     seconds: float = 0.0
 
 
-def parse_interval(text: str) -> float:
+def parse_interval(text: str | float, what: str = "--interval") -> float:
     """'60s', '5m', '1h' or a number of seconds -> seconds (from one second to a week)."""
     from mcp_tools.errors import UserError
     from mcp_tools.numbers import check_number
 
-    t = text.strip().lower()
+    t = str(text).strip().lower()
     units = {"s": 1.0, "m": 60.0, "h": 3600.0}
     number, unit = (t[:-1], units[t[-1]]) if t and t[-1] in units else (t, 1.0)
     try:
-        value = float(check_number(number, "--interval")) * unit
+        value = float(check_number(number, what)) * unit
     except UserError:
-        raise UserError(f"--interval: {text!r} is not a duration like 30s, 5m or 1h") from None
+        raise UserError(f"{what}: {text!r} is not a duration like 30s, 5m or 1h") from None
     if value < 1:
-        raise UserError(f"--interval: {text!r} is shorter than one second")
+        raise UserError(f"{what}: {text!r} is shorter than one second")
     if value > 7 * 86_400:
-        raise UserError(f"--interval: {text!r} is longer than a week")
+        raise UserError(f"{what}: {text!r} is longer than a week")
     return value
 
 

@@ -3,6 +3,7 @@ resolved; plan fixes for new incidents and let them wait for a decision without 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def watch(
         service: str = typer.Option(None, "--service", "-s", help="The Cloud Run service to watch."),
-        interval: str = typer.Option("60s", "--interval", help="Time between cycles: 30s, 5m, 1h."),
+        interval: str = typer.Option(None, "--interval", help="Time between cycles: 30s, 5m, 1h (60s)."),
         policy: str = typer.Option(None, "--policy", help="read-only, suggest, approve (default) or auto."),
         webhook: str = typer.Option(
             None,
@@ -36,6 +37,12 @@ def register(app: typer.Typer) -> None:
         scenario: str = typer.Option(
             "reference-weights-oom", "--scenario", help="The sandbox scenario (with --sandbox)."
         ),
+        fleet: Path = typer.Option(
+            None,
+            "--fleet",
+            help="Watch the services a fleet TOML file lists (agent/fleet.py); replicas sharing "
+            "GEMMA_SRE_CHECKPOINT_URL share the work.",
+        ),
     ) -> None:
         """Watch a service: each cycle reads what is new since the last, incidents are reported once
         (then escalated or resolved), and a planned fix waits for `gemma-sre approve THREAD` while
@@ -51,8 +58,6 @@ def register(app: typer.Typer) -> None:
         from mcp_tools.errors import UserError
         from mcp_tools.settings import Policy
 
-        interval_s = parse_interval(interval)
-        pol = Policy.parse(policy)
         console = Console(highlight=False)
         style = {"new": "bold red", "escalated": "bold yellow", "resolved": "bold green"}
 
@@ -78,6 +83,34 @@ def register(app: typer.Typer) -> None:
                     soft_wrap=True,
                 )
 
+        if fleet is not None:
+            flags = (
+                ("--service", service),
+                ("--interval", interval),
+                ("--policy", policy),
+                ("--sandbox", sandbox),
+            )
+            given = [f for f, v in flags if v]
+            if given:
+                raise UserError(f"--fleet: {given[0]} is set per service in the fleet file, not here")
+            from agent.fleet import watch_fleet
+
+            try:
+                n = watch_fleet(
+                    fleet,
+                    max_rounds=max_cycles,
+                    webhook=webhook,
+                    quiet_cycles=quiet_cycles,
+                    print_line=lambda text: console.print(escape(text), soft_wrap=True),
+                    on_event=on_event,
+                )
+            except KeyboardInterrupt:
+                console.print("stopped; the fleet's state is kept in the checkpoint store")
+                return
+            console.print(f"done after {n} round(s)")
+            return
+        interval_s = parse_interval(interval or "60s")
+        pol = Policy.parse(policy)
         instance: str | None = None
         with contextlib.ExitStack() as stack:
             if sandbox:

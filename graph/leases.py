@@ -1,0 +1,346 @@
+"""Service leases and the cycle ledger: several watcher replicas share one database, and each service's
+cycle runs in exactly one of them at a time.
+
+Three tables, in the checkpoint store's database (Postgres for ``GEMMA_SRE_CHECKPOINT_URL=postgresql://``,
+else the SQLite file under the state directory, for replicas on one host):
+
+- ``gemma_sre_leases`` (key, holder, token, expires_at): a lease on one service. ``acquire`` is one
+  ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at < now``: it lands only on a free or expired
+  row, and every landing raises the row's ``token`` (a fencing token: a later holder always has a
+  larger one). The holder renews while the cycle runs (``Renewer``) and releases it at the end. A
+  replica that dies stops renewing, so its lease is free at most one lease period later. Times are
+  the database's clock, so replicas on different hosts need not agree on theirs.
+- ``gemma_sre_cycle_runs`` (service key, period, ...): the ledger, one row per service and period
+  (``period`` = the round's number, start time // interval). ``claim_run`` inserts it, or takes over a
+  row still ``running`` under an older token (its holder lost the lease: killed mid-cycle), counting
+  the attempt and naming the previous holder; a row already ``done``, ``failed`` or ``skipped`` is
+  never claimed again. So each service's cycle of a period finishes at most once, fleet-wide.
+- ``gemma_sre_watch_state`` (key, state): the watch tracker's state (incidents, ``since``, the thread
+  waiting for a decision), so the replica that picks a service up carries on where the last one
+  stopped. ``save_state`` and ``finish_run`` are fenced: they land only while the caller's token is
+  the lease's current one and the lease has not expired.
+
+Why a table and not advisory locks: a session advisory lock dies with its connection, which is what
+a crashed replica needs, but it also dies with a network blip the replica does not notice, and it
+cannot say who held a service or when it ran. The ledger needs a table anyway; the lease beside it
+costs one row per service.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from graph.checkpoint import _is_postgres, sqlite_path
+from mcp_tools.errors import UserError
+
+LEASES_TABLE = "gemma_sre_leases"
+RUNS_TABLE = "gemma_sre_cycle_runs"
+STATE_TABLE = "gemma_sre_watch_state"
+
+RunStatus = Literal["running", "done", "failed", "skipped"]
+
+#: Statuses that settle a service's period: nobody runs it again.
+SETTLED: tuple[RunStatus, ...] = ("done", "failed", "skipped")
+
+_DDL = (
+    f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
+        key TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {RUNS_TABLE} (
+        service_key TEXT NOT NULL,
+        period BIGINT NOT NULL,
+        holder TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        attempts INTEGER NOT NULL,
+        previous_holder TEXT,
+        status TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        detail TEXT,
+        PRIMARY KEY (service_key, period)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {STATE_TABLE} (
+        key TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        saved_at DOUBLE PRECISION NOT NULL
+    )""",
+)
+
+#: The fence of a write: the caller's lease (key, token) is the live one.
+_HELD = f"EXISTS (SELECT 1 FROM {LEASES_TABLE} WHERE key = ? AND token = ? AND expires_at >= {{now}})"
+
+_DDL_LOCK = 0x67656D6D6C  # an advisory-lock key of our own, for the CREATE TABLEs only
+
+_RUN_COLUMNS = (
+    "service_key",
+    "period",
+    "holder",
+    "token",
+    "attempts",
+    "previous_holder",
+    "status",
+    "started_at",
+    "finished_at",
+    "detail",
+)
+
+
+class LeaseLost(RuntimeError):
+    """The lease expired or was taken over: what this holder ran is not recorded."""
+
+
+class Lease(BaseModel):
+    key: str
+    holder: str
+    token: int
+
+
+class RunRecord(BaseModel):
+    """One service's cycle in one period, as the ledger holds it."""
+
+    service_key: str
+    period: int
+    holder: str
+    token: int
+    attempts: int  # > 1: an earlier holder died mid-cycle and this one ran it again
+    previous_holder: str | None = None
+    status: RunStatus
+    started_at: float  # the database's clock, epoch seconds
+    finished_at: float | None = None
+    detail: str | None = None
+
+
+class LeaseStore:
+    """Leases, the ledger and the watch state on one DB-API connection (autocommit)."""
+
+    def __init__(self, conn: Any, *, postgres: bool) -> None:
+        self._conn = conn
+        self.postgres = postgres
+        self._ph = "%s" if postgres else "?"
+        # The database's clock in epoch seconds (statement time in both).
+        self._now = (
+            "extract(epoch from clock_timestamp())"
+            if postgres
+            else "((julianday('now') - 2440587.5) * 86400.0)"
+        )
+        self._lock = threading.Lock()
+        if postgres:
+            # Concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres' catalog: serialise it.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                for ddl in _DDL:
+                    conn.execute(ddl)
+        else:
+            for ddl in _DDL:
+                self._execute(ddl)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], int]:
+        sql = sql.replace("{now}", self._now).replace("?", self._ph)
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(sql, params)
+                rows = cur.fetchall() if cur.description else []
+                return list(rows), cur.rowcount
+            finally:
+                cur.close()
+
+    def now(self) -> float:
+        rows, _ = self._execute("SELECT {now}")
+        return float(rows[0][0])
+
+    # --- leases ------------------------------------------------------------------------------
+    def acquire(self, key: str, holder: str, ttl_s: float) -> Lease | None:
+        """The lease on ``key`` for ``ttl_s`` seconds, when it is free or expired; None: held."""
+        rows, _ = self._execute(
+            f"INSERT INTO {LEASES_TABLE} (key, holder, token, expires_at) VALUES (?, ?, 1, {{now}} + ?) "
+            f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, "
+            f"token = {LEASES_TABLE}.token + 1, expires_at = excluded.expires_at "
+            f"WHERE {LEASES_TABLE}.expires_at < {{now}} RETURNING token",
+            (key, holder, float(ttl_s)),
+        )
+        return Lease(key=key, holder=holder, token=int(rows[0][0])) if rows else None
+
+    def renew(self, lease: Lease, ttl_s: float) -> bool:
+        """Extend a lease still held (same token, not expired); False: it was lost."""
+        _, n = self._execute(
+            f"UPDATE {LEASES_TABLE} SET expires_at = {{now}} + ? "
+            "WHERE key = ? AND token = ? AND expires_at >= {now}",
+            (float(ttl_s), lease.key, lease.token),
+        )
+        return n == 1
+
+    def release(self, lease: Lease) -> None:
+        """Free the lease now (the token stays, so the next holder's is larger)."""
+        self._execute(
+            f"UPDATE {LEASES_TABLE} SET expires_at = 0 WHERE key = ? AND token = ?",
+            (lease.key, lease.token),
+        )
+
+    def live_leases(self) -> dict[str, str]:
+        """Every lease not expired: key -> holder."""
+        rows, _ = self._execute(f"SELECT key, holder FROM {LEASES_TABLE} WHERE expires_at >= {{now}}")
+        return {str(k): str(h) for k, h in rows}
+
+    # --- the ledger ----------------------------------------------------------------------------
+    def claim_run(self, lease: Lease, period: int) -> RunRecord | None:
+        """Start the lease's service's cycle of ``period``: a new row, or a takeover of one still
+        ``running`` under an older token (a holder that died mid-cycle). None: already settled."""
+        rows, _ = self._execute(
+            f"INSERT INTO {RUNS_TABLE} (service_key, period, holder, token, attempts, status, started_at) "
+            f"VALUES (?, ?, ?, ?, 1, 'running', {{now}}) "
+            f"ON CONFLICT (service_key, period) DO UPDATE SET holder = excluded.holder, "
+            f"token = excluded.token, attempts = {RUNS_TABLE}.attempts + 1, "
+            f"previous_holder = {RUNS_TABLE}.holder, started_at = excluded.started_at "
+            f"WHERE {RUNS_TABLE}.status = 'running' AND {RUNS_TABLE}.token < excluded.token "
+            f"RETURNING {', '.join(_RUN_COLUMNS)}",
+            (lease.key, int(period), lease.holder, lease.token),
+        )
+        return _run(rows[0]) if rows else None
+
+    def finish_run(self, lease: Lease, period: int, status: RunStatus, detail: str = "") -> None:
+        """Settle the cycle (fenced: only while ``lease`` is the live one). LeaseLost otherwise."""
+        _, n = self._execute(
+            f"UPDATE {RUNS_TABLE} SET status = ?, finished_at = {{now}}, detail = ? "
+            f"WHERE service_key = ? AND period = ? AND token = ? AND status = 'running' "
+            f"AND {_HELD}",
+            (status, detail[:500], lease.key, int(period), lease.token, lease.key, lease.token),
+        )
+        if n != 1:
+            raise LeaseLost(f"{lease.key}: the lease was lost before period {period}'s cycle was recorded")
+
+    def skip(self, service_key: str, period: int, holder: str, detail: str) -> bool:
+        """Record that nobody reached ``service_key`` in ``period`` before the round's deadline (a row
+        not yet there only: a cycle running or settled is left alone). True: this call recorded it."""
+        _, n = self._execute(
+            f"INSERT INTO {RUNS_TABLE} (service_key, period, holder, token, attempts, status, started_at, "
+            f"finished_at, detail) VALUES (?, ?, ?, 0, 0, 'skipped', {{now}}, {{now}}, ?) "
+            "ON CONFLICT (service_key, period) DO NOTHING",
+            (service_key, int(period), holder, detail[:500]),
+        )
+        return n == 1
+
+    def period_runs(self, period: int) -> dict[str, RunRecord]:
+        rows, _ = self._execute(
+            f"SELECT {', '.join(_RUN_COLUMNS)} FROM {RUNS_TABLE} WHERE period = ?", (int(period),)
+        )
+        return {r.service_key: r for r in map(_run, rows)}
+
+    def runs(self, service_key: str | None = None) -> list[RunRecord]:
+        """The ledger (one service's, or all), oldest period first."""
+        where, params = ("WHERE service_key = ?", (service_key,)) if service_key else ("", ())
+        rows, _ = self._execute(
+            f"SELECT {', '.join(_RUN_COLUMNS)} FROM {RUNS_TABLE} {where} ORDER BY period, service_key",
+            params,
+        )
+        return [_run(r) for r in rows]
+
+    # --- the watch state -----------------------------------------------------------------------
+    def load_state(self, key: str) -> str | None:
+        rows, _ = self._execute(f"SELECT state FROM {STATE_TABLE} WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def save_state(self, lease: Lease, state: str) -> None:
+        """Store the service's watch state (fenced like ``finish_run``). LeaseLost otherwise."""
+        _, n = self._execute(
+            f"INSERT INTO {STATE_TABLE} (key, state, token, saved_at) SELECT ?, ?, ?, {{now}} "
+            f"WHERE {_HELD} "
+            "ON CONFLICT (key) DO UPDATE SET state = excluded.state, token = excluded.token, "
+            "saved_at = excluded.saved_at",
+            (lease.key, state, lease.token, lease.key, lease.token),
+        )
+        if n != 1:
+            raise LeaseLost(f"{lease.key}: the lease was lost; the watch state was not saved")
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord.model_validate(dict(zip(_RUN_COLUMNS, row, strict=True)))
+
+
+@contextmanager
+def open_leases(url: str | None, state_dir: Path) -> Iterator[LeaseStore]:
+    """The lease tables in the checkpoint store's database, for the ``with`` block."""
+    if _is_postgres(url):
+        import psycopg
+
+        try:
+            conn = psycopg.connect(str(url), autocommit=True)
+        except psycopg.Error as e:
+            why = " ".join(str(e).split())[:200]
+            raise UserError(
+                f"GEMMA_SRE_CHECKPOINT_URL: cannot open the Postgres lease store ({why})"
+            ) from None
+        with conn:
+            yield LeaseStore(conn, postgres=True)
+        return
+    path = sqlite_path(url, state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lite = sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
+    try:
+        lite.execute("PRAGMA journal_mode=WAL")
+        yield LeaseStore(lite, postgres=False)
+    finally:
+        lite.close()
+
+
+class Renewer:
+    """Keeps the leases this replica holds alive: every ``ttl_s / 3`` each is renewed for ``ttl_s``.
+
+    A lease that cannot be renewed (it expired: the process stalled longer than a lease, or the
+    database was out of reach) is dropped and ``on_lost(key)`` called; the cycle running under it
+    finds out when its fenced writes fail (``LeaseLost``)."""
+
+    def __init__(self, store: LeaseStore, ttl_s: float, on_lost: Callable[[str], None] | None = None) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+        self.on_lost = on_lost
+        self._held: dict[str, Lease] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease-renewer", daemon=True)
+
+    def __enter__(self) -> Renewer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def hold(self, lease: Lease) -> None:
+        with self._lock:
+            self._held[lease.key] = lease
+
+    def drop(self, lease: Lease) -> None:
+        with self._lock:
+            if self._held.get(lease.key) == lease:
+                del self._held[lease.key]
+
+    def _loop(self) -> None:
+        import logging
+
+        log = logging.getLogger(__name__)
+        while not self._stop.wait(self.ttl_s / 3):
+            with self._lock:
+                held = list(self._held.values())
+            for lease in held:
+                try:
+                    ok = self.store.renew(lease, self.ttl_s)
+                except Exception as e:  # noqa: BLE001 - a failed renewal is a lost lease, not a crash
+                    log.warning("lease %s: renewal failed (%s)", lease.key, type(e).__name__)
+                    ok = False
+                if not ok:
+                    self.drop(lease)
+                    if self.on_lost is not None:
+                        self.on_lost(lease.key)
