@@ -276,12 +276,15 @@ class RoundReport(BaseModel):
 
 
 class LeasedTrackerStore(TrackerStore):
-    """A service's watch state in the lease database, saved only while this replica holds its lease."""
+    """A service's watch state in the lease database. Saving it settles the period's cycle in the
+    ledger in the same transaction, and only while this replica holds the lease (else LeaseLost)."""
 
-    def __init__(self, leases: LeaseStore, lease: Lease) -> None:
+    def __init__(self, leases: LeaseStore, lease: Lease, period: int) -> None:
         super().__init__(Path(STATE_TABLE) / lease.key)
         self.leases = leases
         self.lease = lease
+        self.period = period
+        self.saved = False
 
     def load(self) -> TrackerState:
         raw = self.leases.load_state(self.lease.key)
@@ -294,7 +297,12 @@ class LeasedTrackerStore(TrackerStore):
             return TrackerState()
 
     def save(self, state: TrackerState) -> None:
-        self.leases.save_state(self.lease, state.model_dump_json())
+        if self.saved:  # one cycle, one save
+            raise RuntimeError(f"{self.lease.key}: the watch state was already saved for this cycle")
+        self.leases.finish_run(
+            self.lease, self.period, "done", f"cycle {state.cycle}", state=state.model_dump_json()
+        )
+        self.saved = True
 
 
 def default_holder() -> str:
@@ -336,6 +344,7 @@ class FleetWatcher:
         for cfg in fleet.configurations(**base):
             self.configs[store_key(cfg)] = cfg
         self._last_period: int | None = None
+        self.shuffle = True  # replicas starting together contend less for the same leases
 
     def label(self, key: str) -> str:
         cfg = self.configs[key]
@@ -359,7 +368,7 @@ class FleetWatcher:
             now = self.leases.now()
             into = now % self.opts.interval
             if self.opts.round_deadline_s - into < self.opts.round_deadline_s / 2:
-                stop.wait(self.opts.interval - into)
+                self._wait_until(now - into + self.opts.interval, stop)
             while not stop.is_set() and (max_rounds is None or n < max_rounds):
                 report = self.round(pool, renewer, stop)
                 n += 1
@@ -367,9 +376,13 @@ class FleetWatcher:
                     on_round(report)
                 if max_rounds is not None and n >= max_rounds:
                     break
-                now = self.leases.now()
-                stop.wait(max(0.0, (report.period + 1) * self.opts.interval - now))
+                self._wait_until((report.period + 1) * self.opts.interval, stop)
         return n
+
+    def _wait_until(self, at: float, stop: threading.Event) -> None:
+        """Until ``at`` on the database's clock (this host's may run a little apart from it)."""
+        while not stop.is_set() and (left := at - self.leases.now()) > 0:
+            stop.wait(left + 0.005)
 
     def round(self, pool: ThreadPoolExecutor, renewer: Renewer, stop: threading.Event) -> RoundReport:
         """This replica's share of the current period's round, until every service is settled or
@@ -383,7 +396,8 @@ class FleetWatcher:
         running: dict[str, Future[ServiceRun]] = {}
         mine: dict[str, ServiceRun] = {}
         keys = list(self.configs)
-        random.shuffle(keys)  # replicas starting together contend less for the same leases
+        if self.shuffle:
+            random.shuffle(keys)
         while True:
             for key, fut in list(running.items()):
                 if fut.done():
@@ -490,25 +504,28 @@ class FleetWatcher:
     def _cycle(
         self, key: str, svc: str, cfg: Configuration, lease: Lease, period: int, rec: RunRecord
     ) -> ServiceRun:
+        store = LeasedTrackerStore(self.leases, lease, period)
         watcher = Watcher(
             cfg,
-            store=LeasedTrackerStore(self.leases, lease),
+            store=store,
             webhook=self.webhook,
             quiet_cycles=self.quiet_cycles,
             on_event=self.on_event,
             sender=self.sender,
         )
         summary: CycleSummary | None = None
+        status: Literal["done", "failed"] = "done"
         try:
-            summary = watcher.cycle()
-            status: Literal["done", "failed"] = "done"
+            summary = watcher.cycle()  # saving its state settles the period (LeasedTrackerStore)
             detail = f"{summary.status} {summary.thread_id}"
         except LeaseLost:
             raise
         except Exception as e:  # noqa: BLE001 - one service's failure is its own, the round goes on
-            status, detail = "failed", short_error(e)
+            detail = short_error(e)
             log.warning("fleet: %s: cycle failed (%s)", svc, detail)
-        self.leases.finish_run(lease, period, status, detail)
+            if not store.saved:
+                status = "failed"
+                self.leases.finish_run(lease, period, status, detail)
         if summary is not None and self.on_cycle is not None:
             self.on_cycle(svc, summary)
         return ServiceRun(

@@ -17,8 +17,8 @@ else the SQLite file under the state directory, for replicas on one host):
   never claimed again. So each service's cycle of a period finishes at most once, fleet-wide.
 - ``gemma_sre_watch_state`` (key, state): the watch tracker's state (incidents, ``since``, the thread
   waiting for a decision), so the replica that picks a service up carries on where the last one
-  stopped. ``save_state`` and ``finish_run`` are fenced: they land only while the caller's token is
-  the lease's current one and the lease has not expired.
+  stopped. ``finish_run`` settles the ledger row and stores the state in one transaction, fenced:
+  it lands only while the caller's token is the lease's current one and the lease has not expired.
 
 Why a table and not advisory locks: a session advisory lock dies with its connection, which is what
 a crashed replica needs, but it also dies with a network blip the replica does not notice, and it
@@ -145,8 +145,11 @@ class LeaseStore:
             for ddl in _DDL:
                 self._execute(ddl)
 
+    def _sql(self, sql: str) -> str:
+        return sql.replace("{now}", self._now).replace("?", self._ph)
+
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], int]:
-        sql = sql.replace("{now}", self._now).replace("?", self._ph)
+        sql = self._sql(sql)
         with self._lock:
             cur = self._conn.cursor()
             try:
@@ -209,16 +212,57 @@ class LeaseStore:
         )
         return _run(rows[0]) if rows else None
 
-    def finish_run(self, lease: Lease, period: int, status: RunStatus, detail: str = "") -> None:
-        """Settle the cycle (fenced: only while ``lease`` is the live one). LeaseLost otherwise."""
-        _, n = self._execute(
-            f"UPDATE {RUNS_TABLE} SET status = ?, finished_at = {{now}}, detail = ? "
-            f"WHERE service_key = ? AND period = ? AND token = ? AND status = 'running' "
-            f"AND {_HELD}",
-            (status, detail[:500], lease.key, int(period), lease.token, lease.key, lease.token),
+    def finish_run(
+        self, lease: Lease, period: int, status: RunStatus, detail: str = "", *, state: str | None = None
+    ) -> None:
+        """Settle the cycle, and with ``state`` store the service's watch state in the same
+        transaction (so a cycle is recorded done exactly when what it learnt is kept). Fenced: only
+        while ``lease`` is the live one; LeaseLost otherwise, and nothing is written."""
+        steps: list[tuple[str, tuple[Any, ...]]] = []
+        if state is not None:
+            steps.append(
+                (
+                    f"INSERT INTO {STATE_TABLE} (key, state, token, saved_at) SELECT ?, ?, ?, {{now}} "
+                    f"WHERE {_HELD} "
+                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state, token = excluded.token, "
+                    "saved_at = excluded.saved_at",
+                    (lease.key, state, lease.token, lease.key, lease.token),
+                )
+            )
+        steps.append(
+            (
+                f"UPDATE {RUNS_TABLE} SET status = ?, finished_at = {{now}}, detail = ? "
+                f"WHERE service_key = ? AND period = ? AND token = ? AND status = 'running' AND {_HELD}",
+                (status, detail[:500], lease.key, int(period), lease.token, lease.key, lease.token),
+            )
         )
-        if n != 1:
+        if not self._each_one_row(steps):
             raise LeaseLost(f"{lease.key}: the lease was lost before period {period}'s cycle was recorded")
+
+    def _each_one_row(self, steps: list[tuple[str, tuple[Any, ...]]]) -> bool:
+        """Run ``steps`` in one transaction, kept only when each wrote exactly one row."""
+        with self._lock:
+            if self.postgres:
+                import psycopg
+
+                ok = False
+                with self._conn.transaction():
+                    for sql, params in steps:
+                        if self._conn.execute(self._sql(sql), params).rowcount != 1:
+                            raise psycopg.Rollback()
+                    ok = True
+                return ok
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in steps:
+                    if self._conn.execute(self._sql(sql), params).rowcount != 1:
+                        self._conn.execute("ROLLBACK")
+                        return False
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return True
 
     def skip(self, service_key: str, period: int, holder: str, detail: str) -> bool:
         """Record that nobody reached ``service_key`` in ``period`` before the round's deadline (a row
@@ -250,18 +294,6 @@ class LeaseStore:
     def load_state(self, key: str) -> str | None:
         rows, _ = self._execute(f"SELECT state FROM {STATE_TABLE} WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
-
-    def save_state(self, lease: Lease, state: str) -> None:
-        """Store the service's watch state (fenced like ``finish_run``). LeaseLost otherwise."""
-        _, n = self._execute(
-            f"INSERT INTO {STATE_TABLE} (key, state, token, saved_at) SELECT ?, ?, ?, {{now}} "
-            f"WHERE {_HELD} "
-            "ON CONFLICT (key) DO UPDATE SET state = excluded.state, token = excluded.token, "
-            "saved_at = excluded.saved_at",
-            (lease.key, state, lease.token, lease.key, lease.token),
-        )
-        if n != 1:
-            raise LeaseLost(f"{lease.key}: the lease was lost; the watch state was not saved")
 
 
 def _run(row: Any) -> RunRecord:
