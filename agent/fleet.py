@@ -364,6 +364,12 @@ class FleetWatcher:
             ThreadPoolExecutor(max_workers=self.opts.workers, thread_name_prefix="fleet") as pool,
             Renewer(self.leases, self.opts.lease) as renewer,
         ):
+            # The first cycle pays for imports, the graph's compilation and the checkpoint store's
+            # set-up: not out of a round's deadline.
+            from graph.runner import compiled_graph
+
+            with compiled_graph():
+                pass
             # Joining late in a round (less than half its deadline left): start with the next one.
             now = self.leases.now()
             into = now % self.opts.interval
@@ -448,6 +454,7 @@ class FleetWatcher:
                 "done": "elsewhere",
                 "failed": "elsewhere",
                 "skipped": "skipped",
+                "interrupted": "interrupted",
                 "running": "running_elsewhere" if key in held else "interrupted",
             }[rec.status]
             if rec.holder == self.holder and rec.status in ("done", "failed"):

@@ -67,7 +67,7 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
         with ExitStack() as stack:
             try:
                 pg = stack.enter_context(PostgresSaver.from_conn_string(url))
-                pg.setup()
+                _setup_once(pg, url)
             except psycopg.Error as e:
                 why = " ".join(str(e).split())[:200]
                 raise UserError(
@@ -96,6 +96,32 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
         yield lite
     finally:
         conn.close()
+
+
+_SETUP_LOCK = 0x67656D6D73  # an advisory-lock key for the checkpointer's migrations
+_set_up: set[str] = set()  # the Postgres URLs this process has run the migrations on
+
+
+def _setup_once(pg: Any, url: str) -> None:
+    """The checkpointer's migrations, once per process and database. Processes opening a new
+    database at once race in them (duplicate keys, deadlocks), so one runs them at a time; the
+    others wait by polling a try-lock, outside any transaction, because a migration's
+    ``CREATE INDEX CONCURRENTLY`` waits for every open transaction (a blocked lock wait included)."""
+    if url in _set_up:
+        return
+    import time
+
+    def locked() -> bool:
+        row = pg.conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_SETUP_LOCK,)).fetchone()
+        return bool(row["got"] if isinstance(row, dict) else row[0])  # the saver's rows are dicts
+
+    while not locked():
+        time.sleep(0.05)
+    try:
+        pg.setup()
+    finally:
+        pg.conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+    _set_up.add(url)
 
 
 # --- Decisions: one per pending approval, first one wins ------------------------------------------

@@ -44,10 +44,11 @@ LEASES_TABLE = "gemma_sre_leases"
 RUNS_TABLE = "gemma_sre_cycle_runs"
 STATE_TABLE = "gemma_sre_watch_state"
 
-RunStatus = Literal["running", "done", "failed", "skipped"]
+RunStatus = Literal["running", "done", "failed", "skipped", "interrupted"]
 
-#: Statuses that settle a service's period: nobody runs it again.
-SETTLED: tuple[RunStatus, ...] = ("done", "failed", "skipped")
+#: Statuses that settle a service's period: nobody runs it again. ``interrupted``: its holder died
+#: mid-cycle and the round's deadline passed before another took it over (the next round runs it).
+SETTLED: tuple[RunStatus, ...] = ("done", "failed", "skipped", "interrupted")
 
 _DDL = (
     f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
@@ -210,6 +211,13 @@ class LeaseStore:
             f"RETURNING {', '.join(_RUN_COLUMNS)}",
             (lease.key, int(period), lease.holder, lease.token),
         )
+        if rows:  # older periods a dead holder left running are history now
+            self._execute(
+                f"UPDATE {RUNS_TABLE} SET status = 'interrupted', finished_at = {{now}}, "
+                "detail = 'its holder stopped mid-cycle; not taken over within the round' "
+                "WHERE service_key = ? AND period < ? AND status = 'running' AND token < ?",
+                (lease.key, int(period), lease.token),
+            )
         return _run(rows[0]) if rows else None
 
     def finish_run(

@@ -47,31 +47,36 @@ def write_fleet(path: Path, sb: Any, services: list[str], **fleet: Any) -> Path:
 
 def test_leases_one_holder_expiry_takeover_and_fencing(tmp_path: Path) -> None:
     with open_leases(None, tmp_path) as store:
-        a = store.acquire("svc", "a", ttl_s=0.5)
-        assert a is not None and store.acquire("svc", "b", ttl_s=0.5) is None  # held
-        assert store.renew(a, ttl_s=0.5)
-        run = store.claim_run(a, period=7)
-        assert run is not None and run.attempts == 1 and run.status == "running"
-        time.sleep(0.6)  # a stops renewing (killed): the lease expires
-        assert not store.renew(a, ttl_s=0.5)
-        b = store.acquire("svc", "b", ttl_s=5)
-        assert b is not None and b.token > a.token
-        taken = store.claim_run(b, period=7)  # a's cycle never finished: b runs it
-        assert taken is not None and taken.attempts == 2 and taken.previous_holder == "a"
-        with pytest.raises(LeaseLost):
-            store.finish_run(a, 7, "done", state='{"cycle": 1}')  # a's late write is fenced off
-        assert store.load_state("svc") is None  # ... the state too (one transaction)
-        store.finish_run(b, 7, "done", state='{"cycle": 1}')
-        assert store.claim_run(b, period=7) is None  # a settled period is never run again
-        assert not store.skip("svc", 7, "c", "late")  # ... nor marked skipped
-        assert store.skip("svc", 8, "c", "nobody reached it")
-        store.release(b)
-        c = store.acquire("svc", "c", ttl_s=5)
-        assert c is not None and c.token == b.token + 1  # released: free at once
-        assert [(r.period, r.status, r.holder) for r in store.runs("svc")] == [
-            (7, "done", "b"),
-            (8, "skipped", "c"),
-        ]
+        check_lease_rules(store)
+
+
+def check_lease_rules(store: Any) -> None:
+    """The lease store's rules, on SQLite here and on Postgres in test_agent_fleet_postgres."""
+    a = store.acquire("svc", "a", ttl_s=0.5)
+    assert a is not None and store.acquire("svc", "b", ttl_s=0.5) is None  # held
+    assert store.renew(a, ttl_s=0.5)
+    run = store.claim_run(a, period=7)
+    assert run is not None and run.attempts == 1 and run.status == "running"
+    time.sleep(0.6)  # a stops renewing (killed): the lease expires
+    assert not store.renew(a, ttl_s=0.5)
+    b = store.acquire("svc", "b", ttl_s=5)
+    assert b is not None and b.token > a.token
+    taken = store.claim_run(b, period=7)  # a's cycle never finished: b runs it
+    assert taken is not None and taken.attempts == 2 and taken.previous_holder == "a"
+    with pytest.raises(LeaseLost):
+        store.finish_run(a, 7, "done", state='{"cycle": 1}')  # a's late write is fenced off
+    assert store.load_state("svc") is None  # ... the state too (one transaction)
+    store.finish_run(b, 7, "done", state='{"cycle": 1}')
+    assert store.claim_run(b, period=7) is None  # a settled period is never run again
+    assert not store.skip("svc", 7, "c", "late")  # ... nor marked skipped
+    assert store.skip("svc", 8, "c", "nobody reached it")
+    store.release(b)
+    c = store.acquire("svc", "c", ttl_s=5)
+    assert c is not None and c.token == b.token + 1  # released: free at once
+    assert [(r.period, r.status, r.holder) for r in store.runs("svc")] == [
+        (7, "done", "b"),
+        (8, "skipped", "c"),
+    ]
 
 
 @pytest.mark.parametrize(
