@@ -429,10 +429,15 @@ class FleetWatcher:
                 running[key] = pool.submit(self._run_one, key, period, deadline, renewer)
             time.sleep(min(POLL_S, self.opts.lease / 10))
         for key, fut in running.items():  # stopped: wait for what was started
-            mine[key] = fut.result()
-        return self._report(period, mine, t0, missed)
+            res = fut.result()
+            if res.status in ("done", "failed", "lost", "skipped"):
+                mine[key] = res
+        return self._report(period, mine, t0, missed, ended=not stop.is_set())
 
-    def _report(self, period: int, mine: dict[str, ServiceRun], t0: float, missed: int) -> RoundReport:
+    def _report(
+        self, period: int, mine: dict[str, ServiceRun], t0: float, missed: int, *, ended: bool
+    ) -> RoundReport:
+        """The round as the ledger has it; ``ended`` (not stopped): what nobody ran is recorded skipped."""
         runs = self.leases.period_runs(period)
         held = self.leases.live_leases()
         out: list[ServiceRun] = []
@@ -442,13 +447,13 @@ class FleetWatcher:
                 continue
             rec = runs.get(key)
             svc = self.label(key)
-            if rec is None:
+            if rec is None and ended:
                 reason = "nobody reached it before the round's deadline"
                 if key in held:
-                    reason = f"its previous cycle was still running in {held[key]}"
+                    reason = f"leased by {held[key]} at the round's deadline"
                 self.leases.skip(key, period, self.holder, reason)
                 rec = self.leases.period_runs(period).get(key)
-            if rec is None:  # cannot happen: skip() wrote it, or someone else did
+            if rec is None:  # stopped before the round ended: nothing to say about it yet
                 continue
             status: Any = {
                 "done": "elsewhere",
