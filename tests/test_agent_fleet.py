@@ -160,3 +160,36 @@ def test_services_not_reached_by_the_deadline_are_skipped(
     assert {r.service_key for r in runs if r.status == "skipped"} == {
         k for k, c in fw.configs.items() if c.service in {n.rsplit("/", 1)[1] for n in skipped}
     }
+
+
+def test_each_service_gets_its_own_policy_endpoint_and_region(tmp_path: Path) -> None:
+    from agent.fleet import load_fleet
+    from graph.config import Configuration
+    from mcp_tools.settings import Policy
+
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        '[defaults]\npolicy = "suggest"\nmodel_url = "http://10.0.0.5:8000/v1"\nproject = "team-a"\n'
+        '[[services]]\nservice = "gemma"\nregion = "us-central1"\nslo = { availability = 0.99 }\n'
+        '[[services]]\nservice = "gemma"\nregion = "europe-west4"\npolicy = "auto"\n'
+        'auto_kinds = ["restart"]\nmodel_url = "http://10.0.0.6:8000/v1"\ncycle_deadline = "2m"\n'
+        '[[services]]\nservice = "llama"\nproject = "team-b"\nregion = "us-east4"\nuse_model = false\n',
+        encoding="utf-8",
+    )
+    a, b, c = load_fleet(path).configurations()
+    assert (a.project, a.location, a.policy, a.model_url) == (
+        "team-a",
+        "us-central1",
+        Policy.SUGGEST,
+        "http://10.0.0.5:8000/v1",
+    )
+    assert (b.location, b.policy, b.auto_kinds, b.model_url, b.cycle_deadline_s) == (
+        "europe-west4",
+        Policy.AUTO,
+        ["restart"],
+        "http://10.0.0.6:8000/v1",
+        120.0,
+    )
+    assert (c.project, c.service, c.use_model) == ("team-b", "llama", False)
+    if "slo" in Configuration.model_fields:  # the loop takes SLOs: the table reaches it
+        assert a.model_dump()["slo"]["availability"] == 0.99
