@@ -513,6 +513,10 @@ class FleetWatcher:
             except Exception:  # noqa: BLE001 - it expires on its own
                 log.warning("lease %s: release failed; it expires in %.0fs", key, self.opts.lease)
 
+    def _event(self, svc: str, e: IncidentEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(_relabel(svc, e))
+
     def _cycle(
         self, key: str, svc: str, cfg: Configuration, lease: Lease, period: int, rec: RunRecord
     ) -> ServiceRun:
@@ -522,7 +526,7 @@ class FleetWatcher:
             store=store,
             webhook=self.webhook,
             quiet_cycles=self.quiet_cycles,
-            on_event=self.on_event,
+            on_event=None if self.on_event is None else lambda e: self._event(svc, e),
             sender=self.sender,
         )
         summary: CycleSummary | None = None
@@ -549,6 +553,11 @@ class FleetWatcher:
             detail=detail,
             summary=summary,
         )
+
+
+def _relabel(svc: str, e: IncidentEvent) -> IncidentEvent:
+    """The event as shown: the service named with its project and region (names repeat in a fleet)."""
+    return e.model_copy(update={"incident": e.incident.model_copy(update={"service": svc})})
 
 
 def _settled(rec: RunRecord | None) -> bool:

@@ -122,7 +122,7 @@ def test_fleet_rounds_carry_each_service_on(cli: Any, tmp_path: Path, sandbox_fa
     assert res.returncode == 0, res.stderr
     assert "4 service(s) every 6s with 2 worker(s)" in res.stdout
     assert res.stdout.count("4 cycle(s) here") == 2, res.stdout
-    assert "NEW weights_oom on broken-0" in res.stdout
+    assert f"NEW weights_oom on {sb.project}/{sb.location}/broken-0" in res.stdout
     assert "a plan already waits for a decision" in res.stdout  # round 2 carried round 1's state
     s = get_settings()
     with open_leases(s.checkpoint_url, s.state_dir) as store:
