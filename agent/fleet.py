@@ -51,7 +51,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from agent.incidents_tracker import IncidentEvent, TrackerState, TrackerStore
 from agent.watch import CycleSummary, Watcher, parse_interval, status_line, store_key
-from graph.config import CYCLE_DEADLINE_MAX_S, CYCLE_DEADLINE_MIN_S, Configuration
+from graph.config import CYCLE_DEADLINE_MIN_S, Configuration
 from graph.leases import STATE_TABLE, Lease, LeaseLost, LeaseStore, Renewer, RunRecord, open_leases
 from mcp_tools import names
 from mcp_tools.errors import UserError, short_error
@@ -500,10 +500,7 @@ class FleetWatcher:
             if left < CYCLE_DEADLINE_MIN_S:
                 self.leases.finish_run(lease, period, "skipped", "reached too late for the round's deadline")
                 return ServiceRun(key=key, service=svc, status="skipped", holder=self.holder)
-            run_cfg = cfg.model_copy(
-                update={"cycle_deadline_s": min(cfg.cycle_deadline_s, left, CYCLE_DEADLINE_MAX_S)}
-            )
-            return self._cycle(key, svc, run_cfg, lease, period, rec)
+            return self._cycle(key, svc, cfg, lease, period, rec, deadline)
         except LeaseLost as e:
             return ServiceRun(key=key, service=svc, status="lost", holder=self.holder, detail=str(e))
         finally:
@@ -518,7 +515,14 @@ class FleetWatcher:
             self.on_event(_relabel(svc, e))
 
     def _cycle(
-        self, key: str, svc: str, cfg: Configuration, lease: Lease, period: int, rec: RunRecord
+        self,
+        key: str,
+        svc: str,
+        cfg: Configuration,
+        lease: Lease,
+        period: int,
+        rec: RunRecord,
+        deadline: float,
     ) -> ServiceRun:
         store = LeasedTrackerStore(self.leases, lease, period)
         watcher = Watcher(
@@ -528,6 +532,7 @@ class FleetWatcher:
             quiet_cycles=self.quiet_cycles,
             on_event=None if self.on_event is None else lambda e: self._event(svc, e),
             sender=self.sender,
+            deadline_at=deadline,  # its read-only run and its planning run both end by the round's
         )
         summary: CycleSummary | None = None
         status: Literal["done", "failed"] = "done"

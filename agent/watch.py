@@ -154,7 +154,10 @@ class Watcher:
         on_event: Callable[[IncidentEvent], None] | None = None,
         sender: Callable[..., Any] | None = None,
         instance: str | None = None,
+        deadline_at: float | None = None,
     ) -> None:
+        """``deadline_at`` (``time.monotonic()``): both runs of a cycle end by then (a fleet's round);
+        default: each run gets the configured cycle deadline."""
         if not cfg.service:
             from mcp_tools.errors import UserError
 
@@ -169,6 +172,16 @@ class Watcher:
 
             sender = send_webhook
         self.sender = sender
+        self.deadline_at = deadline_at
+
+    def _run_cfg(self, **update: Any) -> Any:
+        """The configuration of one run: ``update``, and the cycle deadline cut to ``deadline_at``."""
+        if self.deadline_at is not None:
+            from graph.config import CYCLE_DEADLINE_MIN_S
+
+            left = max(CYCLE_DEADLINE_MIN_S, self.deadline_at - time.monotonic())
+            update["cycle_deadline_s"] = min(self.cfg.cycle_deadline_s, left)
+        return self.cfg.model_copy(update=update) if update else self.cfg
 
     @property
     def state(self) -> Any:
@@ -188,7 +201,7 @@ class Watcher:
                     self.tracker.set_outcome(st.pending_thread, status)
                 st.pending_thread = None
         since = st.since
-        res = run_cycle(self.cfg.model_copy(update={"policy": Policy.READ_ONLY}), since=since)
+        res = run_cycle(self._run_cfg(policy=Policy.READ_ONLY), since=since)
         values = res.values
         obs = values.get("observation_summary") or {}
         health = obs.get("health")
@@ -213,7 +226,7 @@ class Watcher:
         thread_id, status, summary = res.thread_id, res.status, res.summary
         planned = [e for e in events if e.kind in ("new", "escalated")]
         if planned and st.pending_thread is None and self.cfg.policy is not Policy.READ_ONLY:
-            full = run_cycle(self.cfg, since=since)
+            full = run_cycle(self._run_cfg(), since=since)
             thread_id, status, summary = full.thread_id, full.status, full.summary
             fps = [e.incident.fingerprint for e in planned]
             if full.status == "awaiting_approval":

@@ -2,8 +2,8 @@
 
 What must hold: no service's cycle of a period finishes twice (the ledger has one row per service
 and period, and the cycle numbers the replicas print, from the shared watch state, never repeat), the
-cycle the dead replica was running is taken over within a lease, and no service goes longer than an
-interval and a lease without a cycle."""
+cycle the dead replica was running is taken over within a lease, and every service is watched in
+every round from the kill on."""
 
 from __future__ import annotations
 
@@ -108,10 +108,10 @@ def test_replicas_share_the_fleet_and_survive_a_kill(
         service = _service_of(key, services)
         done = [r for r in rows if r.status == "done"]
         assert sorted(printed[service]) == list(range(1, len(done) + 1)), (service, printed[service])
-        starts = sorted(r.started_at for r in done)
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        assert len(done) >= ROUNDS - 1, (service, rows)
-        assert max(gaps) <= INTERVAL_S + LEASE_S + SLACK_S, (service, gaps)
+        # Watched in every round from the kill on (the first may skip: every replica starts cold).
+        kill_period = min(p for _, p in killed_rows)
+        last = max(r.period for r in runs)
+        assert {r.period for r in done} >= set(range(kill_period, last + 1)), (service, rows)
     # The replicas shared the rounds; nothing was applied without an approval.
     assert len({r.holder for r in runs if r.status == "done"}) >= 2
     assert not [e for e in sb.journal.entries() if e.method != "GET"]
