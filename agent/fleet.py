@@ -440,6 +440,14 @@ class FleetWatcher:
         """The round as the ledger has it; ``ended`` (not stopped): what nobody ran is recorded skipped."""
         runs = self.leases.period_runs(period)
         held = self.leases.live_leases()
+        if ended:
+            for key in self.configs:
+                if key not in runs:
+                    reason = "nobody reached it before the round's deadline"
+                    if key in held:
+                        reason = f"leased by {held[key]} at the round's deadline"
+                    self.leases.skip(key, period, self.holder, reason)
+            runs = self.leases.period_runs(period)
         out: list[ServiceRun] = []
         for key in self.configs:
             if key in mine and mine[key].status != "skipped":
@@ -447,12 +455,6 @@ class FleetWatcher:
                 continue
             rec = runs.get(key)
             svc = self.label(key)
-            if rec is None and ended:
-                reason = "nobody reached it before the round's deadline"
-                if key in held:
-                    reason = f"leased by {held[key]} at the round's deadline"
-                self.leases.skip(key, period, self.holder, reason)
-                rec = self.leases.period_runs(period).get(key)
             if rec is None:  # stopped before the round ended: nothing to say about it yet
                 continue
             status: Any = {
