@@ -53,6 +53,7 @@ from agent.incidents_tracker import IncidentEvent, TrackerState, TrackerStore
 from agent.watch import CycleSummary, Watcher, parse_interval, status_line, store_key
 from graph.config import CYCLE_DEADLINE_MIN_S, Configuration
 from graph.leases import STATE_TABLE, Lease, LeaseLost, LeaseStore, Renewer, RunRecord, open_leases
+from graph.slo import SloConfig
 from mcp_tools import names
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.settings import Policy, get_settings
@@ -114,6 +115,10 @@ def _url(v: Any) -> Any:
 Url = Annotated[str | None, BeforeValidator(_url)]
 
 
+class FleetSlo(SloConfig):
+    model_config = ConfigDict(extra="forbid")  # a misspelt SLO is an error, not a default
+
+
 class ServiceSettings(BaseModel):
     """What a service may set (``[defaults]`` for all, each ``[[services]]`` entry for itself)."""
 
@@ -134,8 +139,8 @@ class ServiceSettings(BaseModel):
     anonymous_credentials: bool | None = None
     vllm_base_url: Url = None
     cycle_deadline: Annotated[float | None, _duration("cycle_deadline")] = None
-    #: The service's SLOs, handed to the loop's configuration when it takes them (``slo``).
-    slo: dict[str, Any] | None = None
+    #: The service's SLOs and time thresholds (``graph.slo.SloConfig``'s keys; the rest its defaults).
+    slo: FleetSlo | None = None
 
 
 class FleetService(ServiceSettings):
@@ -181,13 +186,15 @@ class FleetFile(BaseModel):
                 **self.defaults.model_dump(exclude_none=True),
                 **s.model_dump(exclude_none=True),
             }
+            # SLOs merge key by key: a service's own, then [defaults]', then SloConfig's defaults.
+            merged["slo"] = {
+                **(self.defaults.slo.model_dump(exclude_unset=True) if self.defaults.slo else {}),
+                **(s.slo.model_dump(exclude_unset=True) if s.slo else {}),
+            }
             merged["location"] = merged.pop("region", None)
             deadline = merged.pop("cycle_deadline", None)
             if deadline is not None:
                 merged["cycle_deadline_s"] = deadline
-            slo = merged.pop("slo", None)
-            if slo and "slo" in Configuration.model_fields:
-                merged["slo"] = slo
             out.append(Configuration.from_settings(**base, **merged))
         return out
 

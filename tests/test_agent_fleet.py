@@ -91,6 +91,14 @@ def check_lease_rules(store: Any) -> None:
         ("[[services]]\nservice = 'a'\n[[services]]\nservice = 'a'\n", "listed twice"),
         ("[[services]]\nservice = 'a'\ncolour = 'red'\n", "unknown key 'services[0].colour'"),
         ("[fleet]\nworkers = 2\n", "missing required key 'services'"),
+        (
+            "[[services]]\nservice = 'a'\nslo = { availabilty = 0.99 }\n",
+            "unknown key 'services[0].slo.availabilty'",
+        ),
+        (
+            "[[services]]\nservice = 'a'\nslo = { availability = 2 }\n",
+            "bad value for 'services[0].slo.availability'",
+        ),
         ("[fleet\n", "not valid TOML"),
     ],
 )
@@ -164,12 +172,12 @@ def test_services_not_reached_by_the_deadline_are_skipped(
 
 def test_each_service_gets_its_own_policy_endpoint_and_region(tmp_path: Path) -> None:
     from agent.fleet import load_fleet
-    from graph.config import Configuration
     from mcp_tools.settings import Policy
 
     path = tmp_path / "fleet.toml"
     path.write_text(
         '[defaults]\npolicy = "suggest"\nmodel_url = "http://10.0.0.5:8000/v1"\nproject = "team-a"\n'
+        "slo = { ttft_p95_s = 1.5 }\n"
         '[[services]]\nservice = "gemma"\nregion = "us-central1"\nslo = { availability = 0.99 }\n'
         '[[services]]\nservice = "gemma"\nregion = "europe-west4"\npolicy = "auto"\n'
         'auto_kinds = ["restart"]\nmodel_url = "http://10.0.0.6:8000/v1"\ncycle_deadline = "2m"\n'
@@ -191,5 +199,5 @@ def test_each_service_gets_its_own_policy_endpoint_and_region(tmp_path: Path) ->
         120.0,
     )
     assert (c.project, c.service, c.use_model) == ("team-b", "llama", False)
-    if "slo" in Configuration.model_fields:  # the loop takes SLOs: the table reaches it
-        assert a.model_dump()["slo"]["availability"] == 0.99
+    assert (a.slo.availability, a.slo.ttft_p95_s) == (0.99, 1.5)  # its own, then [defaults]'
+    assert (b.slo.availability, b.slo.ttft_p95_s) == (0.999, 1.5)  # [defaults]', then SloConfig's
