@@ -5,6 +5,7 @@ cluster; skipped when the server binaries or the optional extra are not installe
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,7 +89,7 @@ def test_postgres_one_decision_per_plan(
 
 
 def test_langgraph_server_keeps_its_ledger_in_postgres(
-    postgres_url: str,
+    postgres_url: str,  # noqa: F811
     tmp_path: Path,
     sandbox_factory: Any,  # noqa: F811
 ) -> None:
