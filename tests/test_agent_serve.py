@@ -477,3 +477,12 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
         p.terminate()
         p.wait(timeout=10)
     assert p.stdout is not None and p.stdout.read() == ""  # nothing on stdout
+
+
+def test_an_alert_that_ended_in_the_second_of_the_fix_is_not_before_it() -> None:
+    """Cloud Monitoring's ``ended_at`` is whole seconds; the fix's time has microseconds."""
+    from agent.serve.app import _before
+
+    assert not _before("2026-12-01T15:00:00+00:00", "2026-12-01T15:00:00.730000+00:00")
+    assert _before("2026-12-01T14:59:59+00:00", "2026-12-01T15:00:00.730000+00:00")
+    assert _before("2026-12-01T15:00:00.100000+00:00", "2026-12-01T15:00:00.730000+00:00")

@@ -291,12 +291,16 @@ def _thread_finished(thread_id: str, state_dir: Path) -> tuple[bool, str | None]
 
 
 def _before(a: str, b: str) -> bool:
-    """RFC 3339 time ``a`` is earlier than ``b`` (False when either cannot be read)."""
+    """RFC 3339 time ``a`` is earlier than ``b`` at ``a``'s own precision (False when either cannot be
+    read): Cloud Monitoring says when an incident ended in whole seconds, so an alert that ended in the
+    second the fix was applied is not "before" it."""
     from datetime import datetime
 
     try:
         ta = datetime.fromisoformat(a.replace("Z", "+00:00"))
         tb = datetime.fromisoformat(b.replace("Z", "+00:00"))
+        if ta.microsecond == 0:
+            tb = tb.replace(microsecond=0)
         return ta < tb
     except (ValueError, TypeError):
         return False
