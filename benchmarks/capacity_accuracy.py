@@ -1,7 +1,7 @@
 """Print how close the capacity planner comes to real vLLM start-up figures, on the dev and the
 blind split (tests/data/vllm_startup_split.yaml; blind cases are never used to tune the planner).
 
-Usage: .venv/bin/python benchmarks/capacity_accuracy.py [--all] [tests/data/vllm_startup_cases.yaml]
+    .venv/bin/python benchmarks/capacity_accuracy.py [--all] [tests/data/vllm_startup_cases.yaml]
 
 Per-case rows are printed for the dev split only, unless --all (for the final report): whoever
 changes the planner looks at dev cases, and at the blind split only in aggregate.
@@ -9,11 +9,16 @@ changes the planner looks at dev cases, and at the blind split only in aggregate
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 from pathlib import Path
 
+import yaml
+
 from mcp_tools.capacity.accuracy import evaluate, load_cases, summary
+from mcp_tools.errors import UserError
+
+TABLE = Path(__file__).resolve().parent.parent / "tests/data/vllm_startup_cases.yaml"
 
 CHECKS = (
     ("KV tokens (end to end)", "kv_tokens_error"),
@@ -26,11 +31,23 @@ CHECKS = (
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--all"]
-    show_blind = "--all" in sys.argv[1:]
-    table = Path(args[0]) if args else Path(__file__).parent.parent / "tests/data/vllm_startup_cases.yaml"
-    cases = {c["id"]: c for c in load_cases(table)}
-    results = evaluate(table)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("table", nargs="?", type=Path, default=TABLE, help="the start-up cases (YAML)")
+    ap.add_argument("--all", action="store_true", help="per-case rows for the blind split too")
+    a = ap.parse_args()
+    table, show_blind = a.table, a.all
+    try:
+        cases = {c["id"]: c for c in load_cases(table)}
+        results = evaluate(table)
+    except OSError as e:
+        ap.error(f"{table}: {e.strerror or e}")
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        ap.error(f"{table}: not valid YAML" + (f" (line {mark.line + 1})" if mark else ""))
+    except (KeyError, TypeError) as e:
+        ap.error(f"{table}: a case is not a start-up case ({e.__class__.__name__}: {e})")
+    except UserError as e:
+        ap.error(str(e))
     print(f"{len(results)} real start-ups ({table})")
     print(
         "| split | cases | KV tokens within 10% | median KV error | max over-prediction "
