@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from _support import count
+
 GOAL_S = 0.15
 
 
@@ -27,7 +29,7 @@ def one_run(cmd: list[str]) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--runs", type=count, default=15)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     a = p.parse_args()
     script = Path(sys.executable).with_name("gemma-sre")

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import httpx
+from _support import count
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -242,11 +243,11 @@ def guidellm_run(exe: str, url: str, n: int, conc: int, out_tokens: int) -> dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=4000)
-    ap.add_argument("--concurrency", type=int, default=256)
-    ap.add_argument("--output-tokens", type=int, default=16)
-    ap.add_argument("--ttft-requests", type=int, default=300)
+    ap.add_argument("--runs", type=count, default=3)
+    ap.add_argument("--requests", type=count, default=4000)
+    ap.add_argument("--concurrency", type=count, default=256)
+    ap.add_argument("--output-tokens", type=count, default=16)
+    ap.add_argument("--ttft-requests", type=count, default=300)
     ap.add_argument(
         "--compare-python", default=sys.executable, help="the python that runs the vLLM-style aiohttp loop"
     )

@@ -7,34 +7,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the realistic log samples live with the tests
+from _support import count, timed
+from log_samples import noisy_oom_log
 
-from log_samples import noisy_oom_log  # noqa: E402
-
-from mcp_tools.incident import LogLine  # noqa: E402
-from mcp_tools.logs import compress_logs  # noqa: E402
+from mcp_tools.incident import LogLine
+from mcp_tools.logs import compress_logs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--lines", type=int, default=50_000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--budget", type=int, default=3000)
+    ap.add_argument("--lines", type=count, default=50_000)
+    ap.add_argument("--runs", type=count, default=5)
+    ap.add_argument("--budget", type=count, default=3000)
     a = ap.parse_args()
     raw, oom = noisy_oom_log(a.lines)
     logs = [LogLine(severity="DEFAULT", text=t) for t in raw]
-    times = []
-    result = None
-    for _ in range(a.runs):
-        t0 = time.perf_counter()
-        result = compress_logs(logs, budget_tokens=a.budget)
-        times.append(time.perf_counter() - t0)
-    assert result is not None
+    times, result = timed(lambda: compress_logs(logs, budget_tokens=a.budget), a.runs)
     print(f"lines:             {a.lines:,}")
     print(f"runs:              {a.runs}")
     print(f"median seconds:    {statistics.median(times):.3f}  (min {min(times):.3f}, max {max(times):.3f})")

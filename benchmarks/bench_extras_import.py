@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from _support import count
+
 CASES = {
     "mcp_tools.extras (all extras functions)": "import mcp_tools.extras",
     "mcp.server.fastmcp alone (the server pays this anyway)": "import mcp.server.fastmcp",
@@ -33,7 +35,7 @@ def _once(stmt: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=count, default=5)
     args = parser.parse_args()
     baseline = statistics.median(_once("pass") for _ in range(args.runs))
     print(f"python start-up (baseline): {baseline * 1000:.0f} ms")

@@ -10,27 +10,22 @@ Run: .venv/bin/python benchmarks/bench_faces.py [--runs R]
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 
+from _support import count, private_state_dir, timed
+
 
 def _median_ms(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+    return statistics.median(timed(fn, runs)[0]) * 1000
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=count, default=5)
     a = ap.parse_args()
-    os.environ["GEMMA_SRE_STATE_DIR"] = tempfile.mkdtemp(prefix="bench-faces-")
+    state = private_state_dir()
 
     from agent.commands.repl import sandbox_configuration
     from agent.repl.commands import ReplCommands
@@ -54,7 +49,7 @@ def main() -> None:
     for i in range(a.runs):
         with start_sandbox(scenario="reference-weights-oom", time_scale=1000, zero_latency=True) as sb:
             cfg = sandbox_configuration(sb, service=None)
-            fresh = TrackerStore(Path(os.environ["GEMMA_SRE_STATE_DIR"]) / f"watch-run-{i}.json")
+            fresh = TrackerStore(Path(state) / f"watch-run-{i}.json")
             w = Watcher(cfg, store=fresh)  # a fresh tracker: the incident is new each run
             t0 = time.perf_counter()
             s = w.cycle()

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _support import count
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -131,10 +133,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="10,100,500")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--runs-largest", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--round-s", type=int, default=30)
+    ap.add_argument("--runs", type=count, default=3)
+    ap.add_argument("--runs-largest", type=count, default=1)
+    ap.add_argument("--workers", type=count, default=4)
+    ap.add_argument("--round-s", type=count, default=30)
     ap.add_argument("--checkpoint-url", default=None)
     args = ap.parse_args()
     if args.serve is not None:

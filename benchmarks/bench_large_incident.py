@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _support import count
+
 ROOT = Path(__file__).resolve().parent.parent
 
 HEADER = {
@@ -37,7 +39,6 @@ HEADER = {
 
 
 def write_incidents(directory: Path, n: int) -> tuple[Path, Path]:
-    sys.path.insert(0, str(ROOT / "tests"))  # the realistic log samples live with the tests
     from log_samples import noisy_oom_log
 
     lines, _ = noisy_oom_log(n)
@@ -76,8 +77,8 @@ def one_run(path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--lines", type=count, default=1_000_000)
+    ap.add_argument("--runs", type=count, default=3)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:

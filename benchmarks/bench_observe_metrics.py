@@ -21,38 +21,30 @@ Medians of --runs:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from _support import count, cycle_from_observation, oom_incident, private_state_dir, sandbox_cycles
 
-from log_samples import noisy_oom_log  # noqa: E402
+from sandbox.scenarios import SCENARIOS
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=50_000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--scenario", default="load-ramp")
+    ap.add_argument("--lines", type=count, default=50_000)
+    ap.add_argument("--runs", type=count, default=5)
+    ap.add_argument("--scenario", default="load-ramp", choices=SCENARIOS)
     ap.add_argument("--skip-fetch", action="store_true", help="measurements 1 and 2 only")
     args = ap.parse_args()
 
-    os.environ["GEMMA_SRE_STATE_DIR"] = tempfile.mkdtemp(prefix="gemma-sre-bench-")
-    from graph.config import Configuration
+    private_state_dir()
     from graph.diagnosis import _series_block, build_context
     from graph.observation import Observation
-    from graph.runner import compiled_graph, resume_cycle, run_cycle
-    from mcp_tools.incident import Incident, LogLine
     from mcp_tools.logs import count_tokens
     from mcp_tools.monitoring import CloudMonitoring, summaries
     from mcp_tools.settings import Settings
-    from sandbox.scenarios import l4_spec
     from sandbox.server import start_sandbox
 
     med = statistics.median
@@ -83,43 +75,21 @@ def main() -> int:
     print(f"   compression to {len(summ)} summaries: median {med(comp) * 1000:.1f} ms")
 
     # 2. the cycle on 50,000 lines plus the series
-    raw, _ = noisy_oom_log(args.lines)
-    spec = l4_spec("gemma-4-12b", ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=16384"], env={})
-    incident = Incident(
-        id="bench-weights-oom",
-        title="benchmark: Gemma 4 12B bf16 on one L4",
-        service=spec,
-        logs=[LogLine(severity="ERROR" if "Error" in t else "INFO", text=t) for t in raw],
-    )
+    incident, _ = oom_incident(args.lines)
     obs = Observation(
         id=incident.id, title=incident.title, service=incident.service, logs=incident.logs, series=series
     )
     bare = obs.model_copy(update={"series": None})
-    cfg0 = Configuration.from_settings(service="gemma-4-12b", use_model=False)
     timings: dict[bool, list[float]] = {True: [], False: []}
     category = ""
     # with and without the series, interleaved, so a busy machine weighs on both alike
     for i in range(args.runs):
         for with_series in (True, False):
-            one = obs if with_series else bare
-            tid = f"bench-{i}-{int(with_series)}"
-            config = {"configurable": {"thread_id": tid, **cfg0.persisted()}}
-            with compiled_graph() as g:
-                g.update_state(
-                    config,
-                    {
-                        "meta": {"thread_id": tid, "config": cfg0.persisted()},
-                        "observation": one.model_dump(mode="json", by_alias=True),
-                        "observation_summary": {"service": "gemma-4-12b", "log_lines": len(one.logs)},
-                        "cycle": 1,
-                    },
-                    as_node="observe",
-                )
-                t0 = time.perf_counter()
-                for _ in g.stream(None, config, stream_mode="updates", durability="sync"):
-                    pass
-                timings[with_series].append(time.perf_counter() - t0)
-                category = g.get_state(config).values["diagnosis"]["category"]
+            seconds, values = cycle_from_observation(
+                obs if with_series else bare, f"bench-{i}-{int(with_series)}"
+            )
+            timings[with_series].append(seconds)
+            category = values["diagnosis"]["category"]
     proc, without = timings[True], timings[False]
     context = build_context(obs)
     block = "\n".join(_series_block(obs))
@@ -140,22 +110,13 @@ def main() -> int:
         return 0
 
     # 3. the whole cycle against a sandbox, observe included
-    sb = start_sandbox(incident=incident, time_scale=1000.0, zero_latency=True)
     cycles: list[float] = []
     points: list[int] = []
-    try:
-        cfg = Configuration.from_settings(
-            service="gemma-4-12b", **sb.settings_fields(), use_model=False, log_limit=args.lines
-        )
+    with sandbox_cycles(incident) as one:
         for _ in range(args.runs):
-            t0 = time.perf_counter()
-            r = run_cycle(cfg)
-            cycles.append(time.perf_counter() - t0)
-            assert r.status == "awaiting_approval", r.status
+            seconds, r = one()
+            cycles.append(seconds)
             points.append(int(r.values["observation_summary"].get("series_points") or 0))
-            resume_cycle(r.thread_id, decision="reject", approver="bench", reason="benchmark")
-    finally:
-        sb.stop()
     print(
         f"3. whole cycle against the sandbox ({args.lines:,} lines read, {med(points):,.0f} series points): "
         f"median {med(cycles):.2f} s (min {min(cycles):.2f}, max {max(cycles):.2f})"

@@ -11,6 +11,8 @@ import argparse
 import statistics
 import time
 
+from _support import count
+
 
 def _seed(sb, matching: int, other: int) -> None:
     from sandbox.cloudlogging.model import STDERR, STDOUT, run_resource
@@ -41,8 +43,8 @@ def _next_token(body: bytes) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--starts", type=int, default=15)
-    ap.add_argument("--lists", type=int, default=7)
+    ap.add_argument("--starts", type=count, default=15)
+    ap.add_argument("--lists", type=count, default=7)
     a = ap.parse_args()
 
     t = time.perf_counter()

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from _support import count
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -24,7 +26,7 @@ from evals.harness import load_diagnose, load_library, run_eval, split_dirs  # n
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=count, default=5)
     ap.add_argument("--incidents", type=Path, default=None, help="one directory instead of the library")
     ap.add_argument("--split", default="all", help="the library's part: all, composed, dev, blind, real")
     ap.add_argument("--diagnose", default=None, help="MODULE:FUNCTION (default: graph.diagnosis)")
