@@ -42,3 +42,43 @@ def http_url(value: Any) -> Any:
         return check_http_url(str(value), "value")
     except UserError as e:
         raise typer.BadParameter(str(e).removeprefix("value: ")) from None
+
+
+# -- options several commands take, each declared once (its flag, its check, its help) ---------------
+
+
+def approver_option() -> Any:
+    """``--approver``: who decides, beside the OS user name (run, demo, repl, approve, reject)."""
+    return typer.Option(None, "--approver", help="A name noted beside your OS user name on the decision.")
+
+
+def policy_option() -> Any:
+    """``--policy``: how far the loop may go on its own (run, watch, repl)."""
+    return typer.Option(
+        None, "--policy", help="read-only, suggest, approve (default) or auto (GEMMA_SRE_POLICY)."
+    )
+
+
+def model_url_option(default: str) -> Any:
+    """``--model-url``: the diagnosing model; ``default`` says what is used without it."""
+    return typer.Option(
+        None,
+        "--model-url",
+        parser=http_url,
+        help=f"OpenAI-compatible endpoint of the diagnosing model (default: {default}).",
+    )
+
+
+def time_scale_option(default: float, flag: str) -> Any:
+    """The sandbox's clock: simulated seconds per real second (``sandbox``, ``bench --sandbox``)."""
+    return typer.Option(
+        default,
+        flag,
+        parser=bounded(float, 0, 10_000, lo_open=True),
+        help="Sandbox clock: simulated seconds per real second.",
+    )
+
+
+def zero_latency_option(flag: str) -> Any:
+    """The sandbox's endpoints answer without any delay (``sandbox``, ``bench --sandbox``)."""
+    return typer.Option(False, flag, help="Sandbox endpoints answer without any delay.")

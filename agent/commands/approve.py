@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from agent.params import bounded
+from agent.params import approver_option, bounded
 
 
 def _decide(
@@ -62,9 +62,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def approve(
         thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
-        approver: str = typer.Option(
-            None, "--approver", help="A name noted beside your OS user name (who is recorded)."
-        ),
+        approver: str = approver_option(),
         option: int = typer.Option(
             None,
             "--option",
@@ -82,9 +80,7 @@ def register(app: typer.Typer) -> None:
     def reject(
         thread: str = typer.Argument(..., help="The thread id `gemma-sre run` printed."),
         reason: str = typer.Option(None, "--reason", help="Why (kept in the audit log and the report)."),
-        approver: str = typer.Option(
-            None, "--approver", help="A name noted beside your OS user name (who is recorded)."
-        ),
+        approver: str = approver_option(),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
         """Reject a pending plan: nothing is applied; the report records who and why."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded, http_url
+from agent.params import bounded, http_url, time_scale_option, zero_latency_option
 from mcp_tools.bench.limits import MAX_CONCURRENCY
 from mcp_tools.errors import UserError
 
@@ -91,15 +91,8 @@ def bench(
         None, "--service", help="A Cloud Run service: its URL from the Cloud Run API, with an ID token."
     ),
     sandbox: bool = typer.Option(False, "--sandbox", help="Start the simulated vLLM endpoint in-process."),
-    sandbox_time_scale: float = typer.Option(
-        1.0,
-        "--sandbox-time-scale",
-        parser=bounded(float, 0, 10_000, lo_open=True),
-        help="Speed up the sandbox clock.",
-    ),
-    sandbox_zero_latency: bool = typer.Option(
-        False, "--sandbox-zero-latency", help="Sandbox answers instantly."
-    ),
+    sandbox_time_scale: float = time_scale_option(1.0, "--sandbox-time-scale"),
+    sandbox_zero_latency: bool = zero_latency_option("--sandbox-zero-latency"),
     model: str | None = typer.Option(None, "--model", help="Served model name (default: read /v1/models)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
     concurrency: str = typer.Option("1", "--concurrency", "-c", help="Levels: 1,4,16 or a range 1..2048."),

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from agent.params import http_url
+from agent.params import approver_option, model_url_option
 
 SCENARIO = "reference-weights-oom"
 DEMO_TIME_SCALE = 600.0  # a three-minute cold start takes a third of a second
@@ -80,12 +80,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
-        model_url: str = typer.Option(
-            None, "--model-url", parser=http_url, help="A vLLM /v1 URL to diagnose with."
-        ),
-        approver: str = typer.Option(
-            None, "--approver", help="A name noted beside your OS user name on the decision."
-        ),
+        model_url: str = model_url_option("none: analyzers only"),
+        approver: str = approver_option(),
     ) -> None:
         """Run the whole loop on the reference failure (Gemma 4 12B bf16 on one L4) in a local sandbox."""
         from agent.session import CycleOptions, run_interactive

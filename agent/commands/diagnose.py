@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from agent.params import http_url
+from agent.params import model_url_option
 
 
 def register(app: typer.Typer) -> None:
@@ -19,13 +19,7 @@ def register(app: typer.Typer) -> None:
             "--show-context",
             help="Print what a model would be sent (and its token count); no model call.",
         ),
-        model_url: str = typer.Option(
-            None,
-            "--model-url",
-            parser=http_url,
-            help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL; none: "
-            "analyzers only).",
-        ),
+        model_url: str = model_url_option("GEMMA_SRE_MODEL_URL; none: analyzers only"),
     ) -> None:
         """Diagnose one recorded incident, offline: analyzers first, a model only when one is given."""
         import json

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded, http_url
+from agent.params import bounded, model_url_option
 
 
 def register(app: typer.Typer) -> None:
@@ -23,12 +23,7 @@ def register(app: typer.Typer) -> None:
             "--split",
             help="Which part of the built-in library: all, composed, dev, blind, or real (dev + blind).",
         ),
-        model_url: str | None = typer.Option(
-            None,
-            "--model-url",
-            parser=http_url,
-            help="OpenAI-compatible endpoint of the diagnosing model (default: none).",
-        ),
+        model_url: str | None = model_url_option("none"),
         repeat: int = typer.Option(
             1, "--repeat", parser=bounded(int, 1, 100), help="Run each incident K times (pass@k, pass-all-k)."
         ),

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from agent.params import http_url
+from agent.params import approver_option, model_url_option, policy_option
 
 
 def sandbox_configuration(
@@ -46,16 +46,9 @@ def register(app: typer.Typer) -> None:
         scenario: str = typer.Option(
             "reference-weights-oom", "--scenario", help="The sandbox scenario (with --sandbox)."
         ),
-        policy: str = typer.Option(None, "--policy", help="read-only, suggest, approve (default) or auto."),
-        approver: str = typer.Option(
-            None, "--approver", help="A name noted beside your OS user name on your decisions."
-        ),
-        model_url: str = typer.Option(
-            None,
-            "--model-url",
-            parser=http_url,
-            help="OpenAI-compatible endpoint of the diagnosing model (default: GEMMA_SRE_MODEL_URL).",
-        ),
+        policy: str = policy_option(),
+        approver: str = approver_option(),
+        model_url: str = model_url_option("GEMMA_SRE_MODEL_URL"),
     ) -> None:
         """An interactive session: /status /logs /metrics /threads /incidents /diagnose /plan /approve
         /reject /bench /capacity /report /help, and free-form questions to the model (read-only tools;

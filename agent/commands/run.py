@@ -4,28 +4,22 @@ from __future__ import annotations
 
 import typer
 
-from agent.params import http_url
+from agent.params import approver_option, model_url_option, policy_option
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
         service: str = typer.Option(None, "--service", help="The Cloud Run service (or GEMMA_SRE_SERVICE)."),
-        policy: str = typer.Option(
-            None, "--policy", help="read-only | suggest | approve (default) | auto (GEMMA_SRE_POLICY)."
-        ),
+        policy: str = policy_option(),
         yes: bool = typer.Option(False, "--yes", "-y", help="Approve the plan without asking."),
-        approver: str = typer.Option(
-            None, "--approver", help="A name noted beside your OS user name on the decision."
-        ),
+        approver: str = approver_option(),
         sandbox: bool = typer.Option(False, "--sandbox", help="Start a local sandbox and run against it."),
         scenario: str = typer.Option(
             None, "--scenario", help="The sandbox scenario (with --sandbox; default reference-weights-oom)."
         ),
         no_model: bool = typer.Option(False, "--no-model", help="Diagnose with the analyzers only."),
-        model_url: str = typer.Option(
-            None, "--model-url", parser=http_url, help="The diagnosing model's base URL."
-        ),
+        model_url: str = model_url_option("GEMMA_SRE_MODEL_URL; none with --sandbox"),
         as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
     ) -> None:
         """Observe, diagnose, propose and (after approval) apply, verify and report, once."""

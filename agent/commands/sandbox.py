@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded
+from agent.params import bounded, time_scale_option, zero_latency_option
 
 
 def register(app: typer.Typer) -> None:
@@ -29,15 +29,8 @@ def register(app: typer.Typer) -> None:
         incident: Path | None = typer.Option(
             None, "--incident", help="An incident YAML file: its service is deployed and its logs preloaded."
         ),
-        time_scale: float = typer.Option(
-            60.0,
-            "--time-scale",
-            parser=bounded(float, 0, 10_000, lo_open=True),
-            help="Simulated seconds per real second.",
-        ),
-        zero_latency: bool = typer.Option(
-            False, "--zero-latency", help="Endpoints answer without any delay."
-        ),
+        time_scale: float = time_scale_option(60.0, "--time-scale"),
+        zero_latency: bool = zero_latency_option("--zero-latency"),
         project: str | None = typer.Option(None, "--project", help="Project id scenarios deploy into."),
         location: str | None = typer.Option(None, "--location", help="Location scenarios deploy into."),
         list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List scenario names and exit."),
@@ -62,10 +55,6 @@ def register(app: typer.Typer) -> None:
             raise UserError("--scenario and --incident: give one, not both")
         if scenario is not None and scenario not in SCENARIOS:
             raise UserError(f"--scenario {scenario!r}: unknown (one of {', '.join(SCENARIOS)})")
-        if time_scale <= 0:
-            raise UserError(f"--time-scale {time_scale}: must be positive")
-        if not 0 <= port <= 65535:
-            raise UserError(f"--port {port}: not a TCP port")
         kwargs: dict[str, Any] = dict(
             scenario=scenario,
             incident=incident,

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agent.params import bounded, http_url
+from agent.params import bounded, http_url, policy_option
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     def watch(
         service: str = typer.Option(None, "--service", "-s", help="The Cloud Run service to watch."),
         interval: str = typer.Option(None, "--interval", help="Time between cycles: 30s, 5m, 1h (60s)."),
-        policy: str = typer.Option(None, "--policy", help="read-only, suggest, approve (default) or auto."),
+        policy: str = policy_option(),
         webhook: str = typer.Option(
             None,
             "--webhook",
