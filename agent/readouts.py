@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -369,16 +370,30 @@ def pending_threads(state_dir: Path | None = None, *, limit: int = 500) -> list[
     return out
 
 
+def _thread_table(
+    title: str,
+    when: str,
+    last: str,
+    rows: Sequence[tuple[str, str, str | None, str | None]],
+    **last_column: Any,
+) -> Table:
+    """A list of threads as ``threads`` and ``incidents`` show it: thread id, when, category, and one
+    more column (``last``, its cells the rows' last items)."""
+    t = Table(title=title, title_justify="left")
+    t.add_column("thread", no_wrap=True, style="bold")
+    t.add_column(when, no_wrap=True)
+    t.add_column("category", no_wrap=True)
+    t.add_column(last, **last_column)
+    for thread_id, at, category, cell in rows:
+        t.add_row(Text(thread_id), at, Text(category or "-"), Text(cell or "-"))
+    return t
+
+
 def render_threads(rows: list[PendingThread]) -> list[RenderableType]:
     if not rows:
         return [note("no thread is waiting for a decision")]
-    t = Table(title="Waiting for a decision", title_justify="left")
-    t.add_column("thread", no_wrap=True, style="bold")
-    t.add_column("waiting", no_wrap=True)
-    t.add_column("category", no_wrap=True)
-    t.add_column("plan", overflow="fold")
-    for p in rows:
-        t.add_row(Text(p.thread_id), p.age, Text(p.category or "-"), Text(p.headline))
+    cells = [(p.thread_id, p.age, p.category, p.headline) for p in rows]
+    t = _thread_table("Waiting for a decision", "waiting", "plan", cells, overflow="fold")
     return [
         t,
         note("decide: gemma-sre approve THREAD  |  gemma-sre reject THREAD --reason '...'"),
@@ -441,13 +456,8 @@ def past_incidents(state_dir: Path, *, service: str | None = None, limit: int = 
 def render_incidents(rows: list[PastIncident]) -> list[RenderableType]:
     if not rows:
         return [note("no incident reports yet")]
-    t = Table(title="Past incidents (newest first)", title_justify="left")
-    t.add_column("thread", no_wrap=True, style="bold")
-    t.add_column("when", no_wrap=True)
-    t.add_column("category", no_wrap=True)
-    t.add_column("outcome", no_wrap=True)
-    for r in rows:
-        t.add_row(Text(r.thread_id), ago(r.at), Text(r.category or "-"), Text(r.outcome or "-"))
+    cells = [(r.thread_id, ago(r.at), r.category, r.outcome) for r in rows]
+    t = _thread_table("Past incidents (newest first)", "when", "outcome", cells, no_wrap=True)
     out: list[RenderableType] = [t]
     out.append(note("reports:"))
     out += [Text(f"  {r.report}", no_wrap=True, overflow="ignore") for r in rows]
