@@ -22,18 +22,11 @@ def _run(script: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_help_prints_usage_and_exits_0(
+def test_help_exits_0_and_a_bad_flag_is_one_usage_error(
     script: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _run(script, ["--help"], monkeypatch) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"usage: {script.name}")
-
-
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_a_bad_flag_is_one_usage_error(
-    script: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+    assert capsys.readouterr().out.startswith(f"usage: {script.name}")
     assert _run(script, ["--no-such-flag"], monkeypatch) == 2
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == f"{script.name}: error: unrecognized arguments: --no-such-flag"
