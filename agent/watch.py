@@ -1,8 +1,9 @@
 """Watch mode: the loop, once per interval, reporting incidents once rather than every cycle.
 
 Each cycle is ``graph.runner.run_cycle`` on a new thread, seeded with the end of the previous cycle's
-observation window (``since``), so it observes only what is new. A quiet healthy cycle writes no
-report (``graph.nodes.report``). The findings go through
+observation window (``since``), so it observes only what is new. Its read-only look writes no
+report: an incident's report is its own thread's (the planning run, under the service's policy), so
+one incident has one report however many cycles see it. The findings go through
 ``agent.incidents_tracker``: an ongoing incident is reported once, then as escalated or resolved.
 
 One plan at a time per service: while a thread waits for a person's decision (``gemma-sre approve
@@ -26,7 +27,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.incidents_tracker import IncidentEvent, IncidentTracker, TrackedFinding, TrackerStore
+from agent.incidents_tracker import (
+    IncidentEvent,
+    IncidentTracker,
+    TrackedFinding,
+    TrackerState,
+    TrackerStore,
+)
 from graph.runner import run_cycle
 from mcp_tools.settings import Policy
 
@@ -80,6 +87,13 @@ def _thread_status(thread_id: str, state_dir: Any = None) -> tuple[bool, str | N
     if not res.finished:  # waiting, or an approval being applied and verified right now
         return True, None
     return False, res.status
+
+
+def open_thread(state: TrackerState, state_dir: Any = None) -> str | None:
+    """``state``'s thread waiting for a decision, while it is still open (None: none, or it ended)."""
+    if state.pending_thread and _thread_status(state.pending_thread, state_dir)[0]:
+        return state.pending_thread
+    return None
 
 
 def store_key(cfg: Any, instance: str | None = None) -> str:
@@ -187,9 +201,18 @@ class Watcher:
     def state(self) -> Any:
         return self.tracker.state
 
-    def cycle(self) -> CycleSummary:
-        """Observe and diagnose (read-only); on a new or escalated incident, and with no plan already
-        waiting, run the loop again under the configured policy to plan (and, by policy, apply)."""
+    def waiting_thread(self) -> str | None:
+        """The thread of this service waiting for a decision (or being carried out now), if any."""
+        return open_thread(self.tracker.state, self.cfg.state_path)
+
+    def cycle(self, *, thread_id: str | None = None) -> CycleSummary:
+        """Observe and diagnose (read-only, no report: the incident's thread reports it); on a new or
+        escalated incident, and with no plan already waiting, run the loop again under the configured
+        policy to plan (and, by policy, apply) on a thread of the incident's.
+
+        ``thread_id`` (an alert's investigation, ``agent.serve``): no read-only look first; the loop runs
+        at once under the configured policy on that thread, and it becomes the thread of the service's
+        open incidents."""
         started = time.monotonic()
         st = self.tracker.state
         finished: tuple[str, str | None] | None = None
@@ -201,7 +224,10 @@ class Watcher:
                     self.tracker.set_outcome(st.pending_thread, status)
                 st.pending_thread = None
         since = st.since
-        res = run_cycle(self._run_cfg(policy=Policy.READ_ONLY), since=since)
+        if thread_id is None:
+            res = run_cycle(self._run_cfg(policy=Policy.READ_ONLY, write_report=False), since=since)
+        else:
+            res = run_cycle(self._run_cfg(), since=since, thread_id=thread_id)
         values = res.values
         obs = values.get("observation_summary") or {}
         health = obs.get("health")
@@ -223,17 +249,20 @@ class Watcher:
             healthy=bool(health) if health is not None else None,
             touch=touch,
         )
-        thread_id, status, summary = res.thread_id, res.status, res.summary
-        planned = [e for e in events if e.kind in ("new", "escalated")]
-        if planned and st.pending_thread is None and self.cfg.policy is not Policy.READ_ONLY:
+        planned = [e.incident.fingerprint for e in events if e.kind in ("new", "escalated")]
+        full = None
+        if thread_id is not None:
+            full = res
+            planned = [i.fingerprint for i in st.open_incidents(self.cfg.service)]
+        elif planned and st.pending_thread is None:
             full = run_cycle(self._run_cfg(), since=since)
-            thread_id, status, summary = full.thread_id, full.status, full.summary
-            fps = [e.incident.fingerprint for e in planned]
+        if full is not None:
+            res = full
             if full.status == "awaiting_approval":
                 st.pending_thread = full.thread_id
-                self.tracker.attach_thread(fps, full.thread_id)
+                self.tracker.attach_thread(planned, full.thread_id)
             else:
-                self.tracker.attach_thread(fps, full.thread_id, outcome=full.status)
+                self.tracker.attach_thread(planned, full.thread_id, outcome=full.status)
         for e in events:  # events carry the thread attached above and the outcome known so far
             current = st.incidents.get(e.incident.fingerprint)
             if current is not None:
@@ -244,9 +273,9 @@ class Watcher:
         notified = self._notify(events)
         return CycleSummary(
             cycle=st.cycle,
-            thread_id=thread_id,
-            status=status,
-            summary=summary,
+            thread_id=res.thread_id,
+            status=res.status,
+            summary=res.summary,
             category=(values.get("diagnosis") or {}).get("category"),
             healthy=health,
             findings=len(found),

@@ -104,6 +104,9 @@ class Configuration(BaseModel):
     # A PNG of the canary's figures next to the report (matplotlib, imported only then), or at this path.
     canary_chart: bool = False
     canary_chart_path: str | None = None
+    # False: the cycle writes no report files (a watch cycle's read-only look, when its incident is
+    # already some thread's: one incident, one report).
+    write_report: bool = True
     # Live objects (never persisted): the model a face resolved (a ``ModelEndpoint``, a URL or a chat
     # model: used as is, instead of resolving model_url / fallback_model_url), extra LangChain tools.
     model: Any = Field(default=None, exclude=True)

@@ -2,7 +2,8 @@
 
 A report is written only when the cycle found something: a fault (any diagnosis but ``healthy``), a
 plan, a decision or an outcome of a change. A quiet healthy cycle (watch mode runs one per interval)
-writes none: its outcome is still in the state and the checkpoint.
+writes none: its outcome is still in the state and the checkpoint. Nor does a run configured with
+``write_report=False`` (a watch cycle's read-only look at an incident another thread already reports).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def report(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
     outcome = outcome_of(state, cfg.policy)
     final = event("report", f"{outcome.status}: {outcome.summary}")
-    if not found_something(state, outcome.status):
+    if not cfg.write_report or not found_something(state, outcome.status):
         return {"outcome": outcome.model_dump(mode="json"), "report": {}, "timeline": final}
     full: SREState = {**state, "timeline": [*(state.get("timeline") or []), *final]}  # type: ignore[typeddict-item]
     directory = cfg.state_path / "reports"
