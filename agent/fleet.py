@@ -52,7 +52,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from agent.incidents_tracker import IncidentEvent, TrackerState, TrackerStore
 from agent.watch import CycleSummary, Watcher, parse_interval, status_line, store_key
 from graph.config import CYCLE_DEADLINE_MIN_S, Configuration
-from graph.leases import STATE_TABLE, Lease, LeaseLost, LeaseStore, Renewer, RunRecord, open_leases
+from graph.leases import (
+    STATE_TABLE,
+    Lease,
+    LeaseLost,
+    LeaseStore,
+    Renewer,
+    RunRecord,
+    held,
+    open_leases,
+)
 from graph.slo import SloConfig
 from mcp_tools import names
 from mcp_tools.errors import UserError, short_error
@@ -198,6 +207,16 @@ class FleetFile(BaseModel):
             out.append(Configuration.from_settings(**base, **merged))
         return out
 
+    def keyed(self, **base: Any) -> dict[str, Configuration]:
+        """Each service's configuration by its lease and watch-state key (``agent.watch.store_key``):
+        what a watcher replica and ``gemma-sre serve --fleet`` both know a service by."""
+        return {store_key(cfg): cfg for cfg in self.configurations(**base)}
+
+
+def label(cfg: Configuration) -> str:
+    """A fleet service as shown: project/region/service (names repeat across a fleet)."""
+    return "/".join(str(p) for p in (cfg.project or "-", cfg.location or "-", cfg.service))
+
 
 def _where(err: Any) -> str:
     parts = [str(p) for p in err.get("loc", ())]
@@ -283,32 +302,40 @@ class RoundReport(BaseModel):
 
 
 class LeasedTrackerStore(TrackerStore):
-    """A service's watch state in the lease database. Saving it settles the period's cycle in the
-    ledger in the same transaction, and only while this replica holds the lease (else LeaseLost)."""
+    """A service's watch state in the lease database. Saving it is fenced by ``lease`` (LeaseLost once
+    this holder lost it); in a round (``period``) it settles the period's cycle in the ledger in the
+    same transaction. Without a lease it can only be read."""
 
-    def __init__(self, leases: LeaseStore, lease: Lease, period: int) -> None:
-        super().__init__(Path(STATE_TABLE) / lease.key)
+    def __init__(
+        self, leases: LeaseStore, key: str, lease: Lease | None = None, period: int | None = None
+    ) -> None:
+        super().__init__(Path(STATE_TABLE) / key)
         self.leases = leases
+        self.key = key
         self.lease = lease
         self.period = period
         self.saved = False
 
     def load(self) -> TrackerState:
-        raw = self.leases.load_state(self.lease.key)
+        raw = self.leases.load_state(self.key)
         if raw is None:
             return TrackerState()
         try:
             return TrackerState.model_validate_json(raw)
         except ValueError as e:
-            log.warning("watch state of %s is unreadable (%s); starting afresh", self.lease.key, e)
+            log.warning("watch state of %s is unreadable (%s); starting afresh", self.key, e)
             return TrackerState()
 
     def save(self, state: TrackerState) -> None:
+        if self.lease is None:
+            raise RuntimeError(f"{self.key}: the watch state is saved only under the service's lease")
         if self.saved:  # one cycle, one save
-            raise RuntimeError(f"{self.lease.key}: the watch state was already saved for this cycle")
-        self.leases.finish_run(
-            self.lease, self.period, "done", f"cycle {state.cycle}", state=state.model_dump_json()
-        )
+            raise RuntimeError(f"{self.key}: the watch state was already saved for this cycle")
+        raw = state.model_dump_json()
+        if self.period is None:
+            self.leases.save_state(self.lease, raw)
+        else:
+            self.leases.finish_run(self.lease, self.period, "done", f"cycle {state.cycle}", state=raw)
         self.saved = True
 
 
@@ -347,15 +374,12 @@ class FleetWatcher:
         self.on_event = on_event
         self.on_cycle = on_cycle
         self.sender = sender
-        self.configs: dict[str, Configuration] = {}
-        for cfg in fleet.configurations(**base):
-            self.configs[store_key(cfg)] = cfg
+        self.configs = fleet.keyed(**base)
         self._last_period: int | None = None
         self.shuffle = True  # replicas starting together contend less for the same leases
 
     def label(self, key: str) -> str:
-        cfg = self.configs[key]
-        return "/".join(str(p) for p in (cfg.project or "-", cfg.location or "-", cfg.service))
+        return label(self.configs[key])
 
     def run(
         self,
@@ -495,29 +519,19 @@ class FleetWatcher:
         cfg = self.configs[key]
         svc = self.label(key)
         try:
-            lease = self.leases.acquire(key, self.holder, self.opts.lease)
-        except Exception as e:  # noqa: BLE001 - the database is out of reach: try again next poll
-            return ServiceRun(key=key, service=svc, status="elsewhere", detail=short_error(e))
-        if lease is None:
-            return ServiceRun(key=key, service=svc, status="elsewhere")
-        renewer.hold(lease)
-        try:
-            rec = self.leases.claim_run(lease, period)
-            if rec is None:  # settled between the look at the ledger and the lease
-                return ServiceRun(key=key, service=svc, status="elsewhere")
-            left = deadline - time.monotonic()
-            if left < CYCLE_DEADLINE_MIN_S:
-                self.leases.finish_run(lease, period, "skipped", "reached too late for the round's deadline")
-                return ServiceRun(key=key, service=svc, status="skipped", holder=self.holder)
-            return self._cycle(key, svc, cfg, lease, period, rec, deadline)
+            with held(self.leases, renewer, key, self.holder, self.opts.lease) as lease:
+                if lease is None:  # another holder (or the database is out of reach): next poll
+                    return ServiceRun(key=key, service=svc, status="elsewhere")
+                rec = self.leases.claim_run(lease, period)
+                if rec is None:  # settled between the look at the ledger and the lease
+                    return ServiceRun(key=key, service=svc, status="elsewhere")
+                if deadline - time.monotonic() < CYCLE_DEADLINE_MIN_S:
+                    late = "reached too late for the round's deadline"
+                    self.leases.finish_run(lease, period, "skipped", late)
+                    return ServiceRun(key=key, service=svc, status="skipped", holder=self.holder)
+                return self._cycle(key, svc, cfg, lease, period, rec, deadline)
         except LeaseLost as e:
             return ServiceRun(key=key, service=svc, status="lost", holder=self.holder, detail=str(e))
-        finally:
-            renewer.drop(lease)
-            try:
-                self.leases.release(lease)
-            except Exception:  # noqa: BLE001 - it expires on its own
-                log.warning("lease %s: release failed; it expires in %.0fs", key, self.opts.lease)
 
     def _event(self, svc: str, e: IncidentEvent) -> None:
         if self.on_event is not None:
@@ -533,7 +547,7 @@ class FleetWatcher:
         rec: RunRecord,
         deadline: float,
     ) -> ServiceRun:
-        store = LeasedTrackerStore(self.leases, lease, period)
+        store = LeasedTrackerStore(self.leases, key, lease, period)
         watcher = Watcher(
             cfg,
             store=store,

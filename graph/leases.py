@@ -28,8 +28,10 @@ costs one row per service.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,8 @@ from pydantic import BaseModel
 
 from graph.checkpoint import _is_postgres, sqlite_path
 from mcp_tools.errors import UserError
+
+log = logging.getLogger(__name__)
 
 LEASES_TABLE = "gemma_sre_leases"
 RUNS_TABLE = "gemma_sre_cycle_runs"
@@ -226,17 +230,7 @@ class LeaseStore:
         """Settle the cycle, and with ``state`` store the service's watch state in the same
         transaction (so a cycle is recorded done exactly when what it learnt is kept). Fenced: only
         while ``lease`` is the live one; LeaseLost otherwise, and nothing is written."""
-        steps: list[tuple[str, tuple[Any, ...]]] = []
-        if state is not None:
-            steps.append(
-                (
-                    f"INSERT INTO {STATE_TABLE} (key, state, token, saved_at) SELECT ?, ?, ?, {{now}} "
-                    f"WHERE {_HELD} "
-                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state, token = excluded.token, "
-                    "saved_at = excluded.saved_at",
-                    (lease.key, state, lease.token, lease.key, lease.token),
-                )
-            )
+        steps = [] if state is None else [_state_step(lease, state)]
         steps.append(
             (
                 f"UPDATE {RUNS_TABLE} SET status = ?, finished_at = {{now}}, detail = ? "
@@ -246,6 +240,12 @@ class LeaseStore:
         )
         if not self._each_one_row(steps):
             raise LeaseLost(f"{lease.key}: the lease was lost before period {period}'s cycle was recorded")
+
+    def save_state(self, lease: Lease, state: str) -> None:
+        """Store the service's watch state outside a round (an alert's investigation), fenced as
+        ``finish_run`` is: LeaseLost when ``lease`` is no longer the live one."""
+        if not self._each_one_row([_state_step(lease, state)]):
+            raise LeaseLost(f"{lease.key}: the lease was lost before the watch state was saved")
 
     def _each_one_row(self, steps: list[tuple[str, tuple[Any, ...]]]) -> bool:
         """Run ``steps`` in one transaction, kept only when each wrote exactly one row."""
@@ -304,6 +304,16 @@ class LeaseStore:
         return str(rows[0][0]) if rows else None
 
 
+def _state_step(lease: Lease, state: str) -> tuple[str, tuple[Any, ...]]:
+    """The fenced upsert of a service's watch state."""
+    return (
+        f"INSERT INTO {STATE_TABLE} (key, state, token, saved_at) SELECT ?, ?, ?, {{now}} WHERE {_HELD} "
+        "ON CONFLICT (key) DO UPDATE SET state = excluded.state, token = excluded.token, "
+        "saved_at = excluded.saved_at",
+        (lease.key, state, lease.token, lease.key, lease.token),
+    )
+
+
 def _run(row: Any) -> RunRecord:
     return RunRecord.model_validate(dict(zip(_RUN_COLUMNS, row, strict=True)))
 
@@ -332,6 +342,48 @@ def open_leases(url: str | None, state_dir: Path) -> Iterator[LeaseStore]:
         yield LeaseStore(lite, postgres=False)
     finally:
         lite.close()
+
+
+@contextmanager
+def held(
+    store: LeaseStore,
+    renewer: Renewer,
+    key: str,
+    holder: str,
+    ttl_s: float,
+    *,
+    wait_s: float = 0.0,
+    stop: threading.Event | None = None,
+) -> Iterator[Lease | None]:
+    """The lease on ``key`` for the block, kept alive by ``renewer`` and released at its end; None:
+    another holder has it (still, after waiting up to ``wait_s``), or the database is out of reach."""
+    until = time.monotonic() + wait_s
+    lease = None
+    while True:
+        try:
+            lease = store.acquire(key, holder, ttl_s)
+        except Exception as e:  # noqa: BLE001 - the database is out of reach: as if held
+            log.warning("lease %s: cannot acquire it (%s)", key, type(e).__name__)
+        left = until - time.monotonic()
+        if lease is not None or left <= 0 or (stop is not None and stop.is_set()):
+            break
+        (stop or threading.Event()).wait(min(POLL_S, left))
+    if lease is None:
+        yield None
+        return
+    renewer.hold(lease)
+    try:
+        yield lease
+    finally:
+        renewer.drop(lease)
+        try:
+            store.release(lease)
+        except Exception:  # noqa: BLE001 - it expires on its own
+            log.warning("lease %s: release failed; it expires in %.0fs", key, ttl_s)
+
+
+#: How often a waiting holder tries a lease again.
+POLL_S = 0.2
 
 
 class Renewer:
@@ -368,9 +420,6 @@ class Renewer:
                 del self._held[lease.key]
 
     def _loop(self) -> None:
-        import logging
-
-        log = logging.getLogger(__name__)
         while not self._stop.wait(self.ttl_s / 3):
             with self._lock:
                 held = list(self._held.values())
