@@ -33,6 +33,12 @@ def register(app: typer.Typer) -> None:
         zero_latency: bool = zero_latency_option("--zero-latency"),
         project: str | None = typer.Option(None, "--project", help="Project id scenarios deploy into."),
         location: str | None = typer.Option(None, "--location", help="Location scenarios deploy into."),
+        service: list[str] = typer.Option(
+            None,
+            "--service",
+            help="NAME=SCENARIO: one more service, NAME, deployed as the scenario's service is "
+            "(repeatable: a sandbox of several services; e.g. --service chat-a=healthy).",
+        ),
         list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List scenario names and exit."),
         env: bool = typer.Option(
             False,
@@ -55,6 +61,9 @@ def register(app: typer.Typer) -> None:
             raise UserError("--scenario and --incident: give one, not both")
         if scenario is not None and scenario not in SCENARIOS:
             raise UserError(f"--scenario {scenario!r}: unknown (one of {', '.join(SCENARIOS)})")
+        extra = [_named_service(text) for text in service or []]
+        if len({name for name, _ in extra}) < len(extra):
+            raise UserError("--service: a name is given twice")
         kwargs: dict[str, Any] = dict(
             scenario=scenario,
             incident=incident,
@@ -64,11 +73,12 @@ def register(app: typer.Typer) -> None:
             zero_latency=zero_latency,
             project=project,
             location=location,
+            services=extra,
         )
         if env:
             _serve_in_background(kwargs)
             return
-        sb = _start(kwargs)
+        sb = start(kwargs)
         try:
             typer.echo(
                 f"gemma-sre sandbox listening on {sb.url}  (scenario: {sb.scenario_name or 'none'}, "
@@ -97,15 +107,43 @@ def _quote(value: str) -> str:
     return shlex.quote(value)
 
 
-def _start(kwargs: dict[str, Any]) -> Any:
+def _named_service(text: str) -> tuple[str, str]:
+    """``--service NAME=SCENARIO`` -> (NAME, SCENARIO), both checked."""
     from mcp_tools.errors import UserError
+    from mcp_tools.names import validate_service_name
+    from sandbox.scenarios import SCENARIOS
+
+    name, sep, scenario = text.partition("=")
+    if not sep or not name or not scenario:
+        raise UserError(f"--service {text!r}: expected NAME=SCENARIO, e.g. chat-a=healthy")
+    if scenario not in SCENARIOS:
+        raise UserError(f"--service {text!r}: unknown scenario {scenario!r} (see --list-scenarios)")
+    try:
+        validate_service_name(name)
+    except UserError as e:
+        raise UserError(f"--service {text!r}: {e}") from None
+    return name, scenario
+
+
+def start(kwargs: dict[str, Any]) -> Any:
+    """Start the sandbox, then deploy each ``--service NAME=SCENARIO`` (its scenario's deployments, in
+    order, under NAME; the sandbox's physics stay the main scenario's) and let them settle."""
+    from mcp_tools.errors import UserError
+    from sandbox.scenarios import scenario_specs
     from sandbox.server import start_sandbox
 
+    extra = kwargs.pop("services", [])
     try:
-        return start_sandbox(**kwargs)
+        sb = start_sandbox(**kwargs)
     except OSError as e:
         where = f"{kwargs['host']}:{kwargs['port']}"
         raise UserError(f"--port {kwargs['port']}: cannot listen on {where} ({e.strerror or e})") from None
+    for name, scenario in extra:
+        for spec in scenario_specs(scenario)[0]:
+            sb.deploy(spec.model_copy(update={"name": name, "region": None}))
+    if extra:
+        sb.settle()
+    return sb
 
 
 def user_env(sb: Any) -> dict[str, str]:
@@ -174,7 +212,7 @@ def _child(kwargs: dict[str, Any], w: int, state_dir: Path) -> int:
 
     log_path = state_dir / f"sandbox-{os.getpid()}.log"
     try:
-        sb = _start(kwargs)
+        sb = start(kwargs)
     except Exception as e:
         os.write(w, json.dumps({"error": str(e)}).encode())
         os.close(w)

@@ -23,21 +23,24 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent.serve.alerts import AlertEvent, parse_alertmanager, parse_cloud_monitoring
 from agent.serve.ledger import AlertRecord, Investigation, Ledger, service_key
 from agent.serve.slack_face import SlackFace, parse_interaction
 from graph.config import Configuration
+from graph.leases import Lease, LeaseStore, Renewer, held
 from graph.state import now_iso
 from mcp_tools.errors import UserError
 
 if TYPE_CHECKING:
+    from agent.fleet import FleetFile
     from graph.runner import CycleResult
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,25 @@ log = logging.getLogger(__name__)
 SLACK_PATH = "/slack/interactions"
 #: A request body larger than this is refused (413): alert groups and Slack payloads are far smaller.
 MAX_BODY = 1_000_000
+
+
+#: An investigation's status while a fleet watcher replica runs a cycle of its service.
+WAITING_FOR_LEASE = "waiting for the service's lease"
+
+
+class Target(BaseModel):
+    """What an alert's investigation runs with: its service's configuration, and in a fleet the
+    service's lease key (``agent.watch.store_key``), shared with the watcher replicas."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    cfg: Configuration
+    lease_key: str | None = None
+
+
+def _base_of(base: Configuration) -> dict[str, Any]:
+    """What the server's own configuration gives every fleet service (the state directory)."""
+    return {"state_dir": base.state_dir}
 
 
 class AlertOutcome(BaseModel):
@@ -67,7 +89,11 @@ class Serve:
         services: list[str] | None = None,
         slack: SlackFace | None = None,
         workers: int = 2,
+        fleet: FleetFile | None = None,
+        leases: LeaseStore | None = None,
     ) -> None:
+        """``fleet`` (with ``leases``, the watcher replicas' lease store): alerts are for the file's
+        services, each investigated with its own configuration under the service's lease."""
         self.base = base
         self.services = set(services or [])
         self.slack = slack
@@ -76,9 +102,28 @@ class Serve:
         self._lock = threading.Lock()  # one alert at a time decides start-or-join
         self._futures = threading.Lock()
         self._running: list[Future[Any]] = []
+        self.fleet: dict[str, Target] = {}  # by the ledger's service key
+        self.leases = leases
+        self._renewer: Renewer | None = None
+        if fleet is not None:
+            if leases is None:
+                raise ValueError("a fleet needs the lease store its watchers share")
+            from agent.fleet import default_holder
+
+            self.holder = f"serve-{default_holder()}"
+            self.lease_s = fleet.fleet.lease
+            # A watcher's cycle ends by its round's deadline: an investigation waits at most that.
+            self.lease_wait_s = fleet.fleet.interval + fleet.fleet.lease
+            for key, cfg in fleet.keyed(**_base_of(base)).items():
+                self.fleet[service_key(cfg.project, cfg.location, cfg.service)] = Target(
+                    cfg=cfg, lease_key=key
+                )
+            self._renewer = Renewer(leases, self.lease_s).__enter__()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._renewer is not None:
+            self._renewer.__exit__(None, None, None)
         self.ledger.close()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -92,8 +137,8 @@ class Serve:
 
     # --- alerts -----------------------------------------------------------------------------------
 
-    def _why_not(self, ev: AlertEvent) -> str | None:
-        """Why this server does not watch the alert's service (None: it does)."""
+    def _target(self, ev: AlertEvent) -> Target | str:
+        """The service the alert is about and how to investigate it, or why this server does not."""
         from mcp_tools.names import validate_service_name
 
         if not ev.service:
@@ -102,6 +147,20 @@ class Serve:
             validate_service_name(ev.service)
         except UserError as e:
             return str(e)
+        if self.fleet:
+            found = [
+                t
+                for t in self.fleet.values()
+                if t.cfg.service == ev.service
+                and not (ev.project and t.cfg.project and ev.project != t.cfg.project)
+                and not (ev.location and t.cfg.location and ev.location != t.cfg.location)
+            ]
+            where = "/".join(p or "-" for p in (ev.project, ev.location, ev.service))
+            if not found:
+                return f"service {where} is not in the fleet file"
+            if len(found) > 1:
+                return f"service {where} matches {len(found)} services of the fleet file (name its region)"
+            return found[0]
         if self.base.project and ev.project and ev.project != self.base.project:
             return f"project {ev.project} is not the watched project {self.base.project}"
         if self.base.location and ev.location and ev.location != self.base.location:
@@ -109,22 +168,21 @@ class Serve:
         if self.services and ev.service not in self.services:
             watched = ", ".join(sorted(self.services))
             return f"service {ev.service} is not one of the watched services ({watched})"
-        return None
+        return Target(cfg=self.base.model_copy(update={"service": ev.service}))
 
     def alerts(self, events: list[AlertEvent]) -> list[AlertOutcome]:
         with self._lock:
             return [self._one(ev) for ev in events]
 
     def _one(self, ev: AlertEvent) -> AlertOutcome:
-        why = self._why_not(ev)
-        if why is not None:
-            log.warning("alert %s (%s) ignored: %s", ev.alert_id, ev.source, why)
+        target = self._target(ev)
+        if isinstance(target, str):
+            log.warning("alert %s (%s) ignored: %s", ev.alert_id, ev.source, target)
             return AlertOutcome(
-                alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored", note=why
+                alert_id=ev.alert_id, state=ev.state, service=ev.service, action="ignored", note=target
             )
-        assert ev.service is not None
-        project, location = self.base.project, self.base.location
-        key = service_key(project, location, ev.service)
+        project, location, service = target.cfg.project, target.cfg.location, target.cfg.service
+        key = service_key(project, location, service)
         from mcp_tools.redact import redact
 
         rec = AlertRecord(
@@ -148,26 +206,39 @@ class Serve:
                 self.ledger.close_investigation(current.thread_id)
         from graph.runner import new_thread_id
 
+        # A fleet watcher's thread already waiting for a decision on this service: the alert joins it.
+        watched = self._watchers_thread(target) if self.ledger.open_for(key) is None else None
         inv, started = self.ledger.join_or_start(
             Investigation(
-                thread_id=new_thread_id(ev.service),
+                thread_id=watched or new_thread_id(service),
                 service_key=key,
                 project=project,
                 location=location,
-                service=ev.service,
+                service=service,
                 opened_at=now_iso(),
             )
         )
         self.ledger.add_alert(rec.model_copy(update={"thread_id": inv.thread_id}))
         if started:
-            self.submit(self._investigate, inv)
+            self.submit(self._investigate, inv, target)
         return AlertOutcome(
             alert_id=ev.alert_id,
             state=ev.state,
-            service=ev.service,
+            service=service,
             thread_id=inv.thread_id,
-            action="started" if started else "joined",
+            action="started" if started and not watched else "joined",
+            note="the fleet watcher's thread, waiting for a decision" if watched else "",
         )
+
+    def _watchers_thread(self, target: Target) -> str | None:
+        """The thread the fleet watchers opened for the service, while it waits for a decision."""
+        if target.lease_key is None or self.leases is None:
+            return None
+        from agent.fleet import LeasedTrackerStore
+        from agent.watch import open_thread
+
+        state = LeasedTrackerStore(self.leases, target.lease_key).load()
+        return open_thread(state, target.cfg.state_path)
 
     def _closed(self, ev: AlertEvent, key: str, rec: AlertRecord) -> AlertOutcome:
         thread = self.ledger.thread_of_alert(key, ev.source, ev.alert_id)
@@ -208,28 +279,72 @@ class Serve:
             verification_evidence=evidence,
         )
 
-    def _investigate(self, inv: Investigation) -> None:
+    def _investigate(self, inv: Investigation, target: Target) -> None:
         from graph.runner import run_cycle
 
-        cfg = self.base.model_copy(update={"service": inv.service})
         try:
-            self.ledger.set_status(inv.thread_id, "running")
-            res = run_cycle(cfg, thread_id=inv.thread_id)
+            if target.lease_key is None:
+                self.ledger.set_status(inv.thread_id, "running")
+                res = run_cycle(target.cfg, thread_id=inv.thread_id)
+            else:
+                res = self._leased_cycle(inv, target)
         except Exception as e:  # noqa: BLE001 - recorded on the investigation, never lost
             from mcp_tools.errors import short_error
 
             log.warning("investigation %s: %s", inv.thread_id, short_error(e))
             self.ledger.set_status(inv.thread_id, f"error: {short_error(e)}"[:300])
             return
-        self.ledger.set_status(inv.thread_id, res.status)
+        self.ledger.set_status(res.thread_id, res.status)
         if res.waiting and res.pending is not None and self.slack is not None:
+            if self.ledger.message(res.thread_id) is not None:
+                return  # already asked (the thread's first alert)
             try:
-                channel, ts = self.slack.post(res.pending)
-                self.ledger.set_message(inv.thread_id, channel, ts)
+                posted = self.slack.post(res.pending)
+                if posted is not None:
+                    self.ledger.set_message(res.thread_id, *posted)
             except Exception as e:  # noqa: BLE001 - the thread waits either way (CLI, MCP)
                 log.warning(
                     "investigation %s: the Slack message was not posted: %s", inv.thread_id, type(e).__name__
                 )
+
+    @contextmanager
+    def _service_lease(self, target: Target | None, what: str) -> Iterator[Lease | None]:
+        """The fleet service's lease for the block (the one its watcher replicas take for a cycle);
+        None outside a fleet. UserError: the watchers kept it longer than a round."""
+        if target is None or target.lease_key is None or self.leases is None or self._renewer is None:
+            yield None
+            return
+        with held(
+            self.leases, self._renewer, target.lease_key, self.holder, self.lease_s, wait_s=self.lease_wait_s
+        ) as lease:
+            if lease is None:
+                who = self.leases.live_leases().get(target.lease_key, "nobody")
+                raise UserError(f"{what}: the service's lease stayed with {who} for {self.lease_wait_s:g}s")
+            yield lease
+
+    def _leased_cycle(self, inv: Investigation, target: Target) -> CycleResult:
+        """The alert's cycle under the service's lease, so it never runs beside a watcher replica's
+        cycle of the same service; a thread a watcher opened for it meanwhile is joined instead."""
+        from agent.fleet import LeasedTrackerStore
+        from agent.watch import Watcher
+        from graph.leases import LeaseLost
+        from graph.runner import thread_result
+
+        assert self.leases is not None and target.lease_key is not None
+        self.ledger.set_status(inv.thread_id, WAITING_FOR_LEASE)
+        with self._service_lease(target, "not investigated") as lease:
+            watcher = Watcher(target.cfg, store=LeasedTrackerStore(self.leases, target.lease_key, lease))
+            waiting = watcher.waiting_thread()
+            if waiting is not None:  # the watchers' thread for this incident: one incident, one thread
+                if waiting != inv.thread_id:
+                    self.ledger.retarget(inv.thread_id, waiting)
+                return thread_result(waiting, state_dir=target.cfg.state_path)
+            self.ledger.set_status(inv.thread_id, "running")
+            try:
+                watcher.cycle(thread_id=inv.thread_id)
+            except LeaseLost as e:  # the thread ran; the watchers may not know it is the incident's
+                log.warning("investigation %s: %s", inv.thread_id, e)
+        return thread_result(inv.thread_id, state_dir=target.cfg.state_path)
 
     # --- Slack ------------------------------------------------------------------------------------
 
@@ -239,16 +354,19 @@ class Serve:
         from graph.runner import resume_cycle, thread_result
 
         msg = self.ledger.message(thread)
+        inv = self.ledger.get(thread)
+        target = self.fleet.get(inv.service_key) if inv is not None else None
         try:
             shown = thread_result(thread, state_dir=self.base.state_path).pending
-            res = resume_cycle(
-                thread,
-                decision=decision,
-                approver=f"slack:{user_id}",
-                note=user_name,
-                reason="rejected in Slack" if decision == "reject" else None,
-                option=option,
-            )
+            with self._service_lease(target, "not decided"):  # applying is the service's cycle too
+                res = resume_cycle(
+                    thread,
+                    decision=decision,
+                    approver=f"slack:{user_id}",
+                    note=user_name,
+                    reason="rejected in Slack" if decision == "reject" else None,
+                    option=option,
+                )
             self.ledger.set_status(thread, res.status)
             outcome = f"{res.status}: {res.summary}"
             if res.status != "already_decided":
@@ -256,7 +374,7 @@ class Serve:
                 which = f" (option {option})" if option else ""
                 outcome = f"{verb}{which} by <@{user_id}>. {outcome}"
         except UserError as e:
-            shown, outcome = None, f"not decided: {e}"
+            shown, outcome = None, str(e) if str(e).startswith("not decided") else f"not decided: {e}"
         except Exception as e:  # noqa: BLE001
             from mcp_tools.errors import short_error
 

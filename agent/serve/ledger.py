@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,31 +106,50 @@ class Ledger:
         )
         return Investigation.model_validate(rows[0]) if rows else None
 
-    def join_or_start(self, inv: Investigation) -> tuple[Investigation, bool]:
-        """The open investigation of ``inv.service_key``, or ``inv`` recorded as it: (it, started)."""
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                found = self.open_for(inv.service_key)
-                if found is None:
-                    self._conn.execute(
-                        "INSERT INTO investigations (thread_id, service_key, project, location, service, "
-                        "opened_at, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            inv.thread_id,
-                            inv.service_key,
-                            inv.project,
-                            inv.location,
-                            inv.service,
-                            inv.opened_at,
-                            inv.status,
-                        ),
-                    )
-                self._conn.execute("COMMIT")
+                yield
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+            self._conn.execute("COMMIT")
+
+    def join_or_start(self, inv: Investigation) -> tuple[Investigation, bool]:
+        """The open investigation of ``inv.service_key``, or ``inv`` recorded as it: (it, started).
+        ``inv``'s thread already recorded (closed): it is reopened."""
+        with self._transaction():
+            found = self.open_for(inv.service_key)
+            if found is None:
+                self._conn.execute(
+                    "INSERT INTO investigations (thread_id, service_key, project, location, service, "
+                    "opened_at, status) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (thread_id) DO UPDATE SET closed_at = NULL",
+                    (
+                        inv.thread_id,
+                        inv.service_key,
+                        inv.project,
+                        inv.location,
+                        inv.service,
+                        inv.opened_at,
+                        inv.status,
+                    ),
+                )
         return (found, False) if found is not None else (inv, True)
+
+    def retarget(self, old: str, new: str) -> None:
+        """Investigation ``old`` is thread ``new``'s (a fleet watcher opened a thread for the incident
+        first): its alerts move there, and ``new``'s investigation is the open one."""
+        with self._transaction():
+            taken = self._conn.execute("SELECT 1 FROM investigations WHERE thread_id = ?", (new,)).fetchone()
+            if taken:
+                self._conn.execute("UPDATE investigations SET closed_at = NULL WHERE thread_id = ?", (new,))
+                self._conn.execute("DELETE FROM investigations WHERE thread_id = ?", (old,))
+            else:
+                self._conn.execute("UPDATE investigations SET thread_id = ? WHERE thread_id = ?", (new, old))
+            self._conn.execute("UPDATE alerts SET thread_id = ? WHERE thread_id = ?", (new, old))
 
     def set_status(self, thread_id: str, status: str) -> None:
         with self._lock:

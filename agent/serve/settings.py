@@ -39,7 +39,9 @@ class ServeSettings(BaseSettings):
 
     @property
     def slack_configured(self) -> bool:
-        return bool(self.slack_signing_secret and self.slack_bot_token and self.slack_channel)
+        """Slack's callbacks are accepted (the signing secret is set); messages are posted too when
+        the bot token and the channel are."""
+        return self.slack_signing_secret is not None
 
     def check(self) -> None:
         if self.serve_token is None:
@@ -47,15 +49,21 @@ class ServeSettings(BaseSettings):
                 "GEMMA_SRE_SERVE_TOKEN is not set: gemma-sre serve always authenticates its callers "
                 "(alert senders send 'Authorization: Bearer <token>')"
             )
-        slack = {
-            "GEMMA_SRE_SLACK_SIGNING_SECRET": self.slack_signing_secret,
+        post = {
             "GEMMA_SRE_SLACK_BOT_TOKEN": self.slack_bot_token,
             "GEMMA_SRE_SLACK_CHANNEL": self.slack_channel,
         }
-        given = [k for k, v in slack.items() if v]
-        if given and len(given) < len(slack):
-            missing = ", ".join(k for k, v in slack.items() if not v)
-            raise UserError(f"Slack is half configured: {missing} not set (set all three, or none)")
+        given = [k for k, v in post.items() if v]
+        if given and self.slack_signing_secret is None:
+            raise UserError(
+                f"Slack is half configured: {given[0]} is set but GEMMA_SRE_SLACK_SIGNING_SECRET is not "
+                "(the buttons' callbacks could not be verified)"
+            )
+        if given and len(given) < len(post):
+            missing = ", ".join(k for k, v in post.items() if not v)
+            raise UserError(
+                f"Slack is half configured: {missing} not set (set the bot token and the channel)"
+            )
 
 
 def serve_settings() -> ServeSettings:

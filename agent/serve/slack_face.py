@@ -178,18 +178,24 @@ def parse_interaction(body: bytes) -> Interaction:
 
 
 class SlackFace:
-    """Posting requests and verifying callbacks: the bot token and the signing secret stay in here."""
+    """Posting requests and verifying callbacks: the bot token and the signing secret stay in here.
+    Without a bot token (or a channel) only callbacks are taken: nothing is posted, and a request is
+    decided by a callback signed with the signing secret (``python -m agent.serve.sign_callback``)."""
 
-    def __init__(self, *, bot_token: str, signing_secret: str, channel: str, base_url: str | None) -> None:
+    def __init__(
+        self, *, bot_token: str | None, signing_secret: str, channel: str | None, base_url: str | None
+    ) -> None:
         from slack_sdk import WebClient
         from slack_sdk.signature import SignatureVerifier
 
-        kw: dict[str, Any] = {"token": bot_token, "timeout": 15}
-        if base_url:
-            kw["base_url"] = base_url if base_url.endswith("/") else base_url + "/"
-        self.client = WebClient(**kw)
+        self.client: WebClient | None = None
+        if bot_token and channel:
+            kw: dict[str, Any] = {"token": bot_token, "timeout": 15}
+            if base_url:
+                kw["base_url"] = base_url if base_url.endswith("/") else base_url + "/"
+            self.client = WebClient(**kw)
         self.verifier = SignatureVerifier(signing_secret)
-        self.channel = channel
+        self.channel = channel or ""
 
     def verified(self, body: bytes, headers: dict[str, str]) -> bool:
         """Slack's signature over this body, within the timestamp window (slack_sdk decides)."""
@@ -198,19 +204,25 @@ class SlackFace:
         except (ValueError, UnicodeDecodeError):  # a timestamp that is no number, a body not UTF-8
             return False
 
-    def post(self, req: ApprovalRequest) -> tuple[str, str]:
-        """Post the approval request: (channel id, message ts)."""
+    def post(self, req: ApprovalRequest) -> tuple[str, str] | None:
+        """Post the approval request: (channel id, message ts); None: no bot token, nothing posted."""
+        if self.client is None:
+            return None
         text, blocks = approval_blocks(req)
         r = self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks)
         return str(r["channel"]), str(r["ts"])
 
     def decided(self, channel: str, ts: str, req: ApprovalRequest, outcome: str) -> None:
         """Replace the message's buttons with what happened."""
+        if self.client is None:
+            return
         text, blocks = approval_blocks(req, outcome=outcome)
         self.client.chat_update(channel=channel, ts=ts, text=f"{text}: {outcome}"[:3000], blocks=blocks)
 
     def say(self, channel: str, ts: str | None, text: str) -> None:
         """A reply in the request's thread (or the channel)."""
+        if self.client is None:
+            return
         kw: dict[str, Any] = {"channel": channel, "text": _mrkdwn(text)[:3000]}
         if ts:
             kw["thread_ts"] = ts
