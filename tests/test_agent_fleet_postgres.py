@@ -41,6 +41,20 @@ def test_lease_rules_on_postgres(postgres_url: str, tmp_path: Path) -> None:  # 
         check_lease_rules(store)
 
 
+def test_serve_and_two_replicas_on_postgres(
+    postgres_url: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli: Any,
+) -> None:
+    """The walk-through (tests/test_agent_serve_fleet.py) with the leases, the ledger, the watch state
+    and the checkpoints in Postgres."""
+    from tests.test_agent_serve_fleet import flow
+
+    monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
+    flow(tmp_path, monkeypatch, cli)
+
+
 def test_replicas_share_the_fleet_and_survive_a_kill(
     postgres_url: str,  # noqa: F811
     tmp_path: Path,

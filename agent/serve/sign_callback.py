@@ -25,9 +25,15 @@ from mcp_tools.errors import UserError
 
 def callback_body(thread: str, decision: str, *, option: int | None = None, user: str = "U0LOCAL") -> str:
     """The form body of a ``block_actions`` interaction: ``user`` pressed the button deciding ``thread``."""
+    from pydantic import ValidationError
+
     from agent.serve.slack_face import ButtonValue, _button
 
-    value = ButtonValue(thread=thread, decision=decision, option=option)  # type: ignore[arg-type]
+    try:
+        value = ButtonValue(thread=thread, decision=decision, option=option)  # type: ignore[arg-type]
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise UserError(f"{'.'.join(map(str, first['loc'])) or 'button'}: {first['msg']}") from None
     button = _button(decision, value)
     payload: dict[str, Any] = {
         "type": "block_actions",
@@ -87,11 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--curl", action="store_true", help="print a curl command instead of posting")
     args = p.parse_args(argv)
     try:
+        if args.option is not None and not 1 <= args.option <= 100:
+            raise UserError(f"--option {args.option}: the ranked options count from 1 (to 100)")
         body = callback_body(
             args.thread, "reject" if args.reject else "approve", option=args.option, user=args.user
         )
         headers = signed_headers(_secret(), body)
-    except (UserError, ValueError) as e:
+    except UserError as e:
         print(f"error: {e}".splitlines()[0], file=sys.stderr)
         return 2
     if args.curl:
