@@ -88,11 +88,15 @@ def test_quiet_watch_cycles_write_no_report_an_incident_does(
 
     bad = sandbox_factory(scenario="reference-weights-oom")
     cfg = sandbox_configuration(bad, service=None)
-    c = Watcher(cfg).cycle()
+    w = Watcher(cfg)
+    c = w.cycle()
     assert [e.kind for e in c.events] == ["new"] and c.status == "awaiting_approval"
+    assert w.cycle().events == []  # still broken: looked at, no second report
+    assert _reports() == []  # the incident's report is its thread's, written when it ends
+    resume_cycle(c.thread_id, decision="reject", approver="oncall", reason="not now", live=cfg)
     names = _reports()
-    assert names and all(n.startswith(cfg.service) for n in names)  # the read-only cycle's report
-    assert any(n.endswith(".md") for n in names)
+    assert sorted(n.rsplit(".", 1)[1] for n in names) == ["json", "md"]  # one report
+    assert all(c.thread_id in n for n in names)
 
 
 def test_stream_cycle_yields_each_step_then_the_result(
