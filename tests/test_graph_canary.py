@@ -25,29 +25,17 @@ from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import SLOW_FIX_FACTOR
 from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.loop_support import config_for as loop_config
 
 pytestmark = pytest.mark.slow  # the loop end to end, with real benchmarks of the simulated servers
 
 SERVICE = "gemma-4-12b"
-#: Short measurements (a few requests of a few tokens) and no hold: the steps, not the wait, are tested.
-FAST = dict(canary_requests=6, canary_concurrency=3, canary_output_tokens=4, canary_hold_s=0.0)
-
 #: For the zero-latency mechanism tests: only errors are judged (a starved CPU makes ~0 ms latencies noise).
 ERRORS_ONLY: dict[str, Any] = dict(canary_max_ratio=None, slo_ttft_p95_ms=60_000.0, slo_itl_p95_ms=60_000.0)
 
 
 def config_for(sb: Any, **overrides: Any) -> Configuration:
-    base: dict[str, Any] = dict(
-        service=SERVICE,
-        **sb.settings_fields(),
-        use_model=False,
-        verify_deadline_s=60.0,
-        verify_poll_s=0.05,
-        retry_base_s=0.05,
-        **FAST,
-    )
-    base.update(overrides)
-    return Configuration.from_settings(**base)
+    return loop_config(sb, SERVICE, **{"verify_deadline_s": 60.0, **overrides})
 
 
 def serving(sb: Any) -> dict[str, int]:

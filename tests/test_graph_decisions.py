@@ -31,23 +31,13 @@ from mcp_tools.settings import get_settings
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.concurrency import at_once
+from tests.loop_support import config_for
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
 
 CLI = [sys.executable, "-m", "agent.cli"]
 ROUNDS = int(os.environ.get("GEMMA_SRE_TEST_RACE_ROUNDS", "20"))
 #: each pair's rounds stop after this many seconds (bounded in time), once at least 5 have run
 ROUND_BUDGET_S = float(os.environ.get("GEMMA_SRE_TEST_RACE_BUDGET_S", "30"))
-
-
-def config_for(sb: Any, service: str) -> Configuration:
-    return Configuration.from_settings(
-        service=service,
-        **sb.settings_fields(),
-        use_model=False,
-        verify_deadline_s=30.0,
-        verify_poll_s=0.05,
-        retry_base_s=0.05,
-    )
 
 
 def broken_services(sb: Any, n: int) -> Iterator[str]:

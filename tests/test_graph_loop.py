@@ -16,49 +16,17 @@ from typing import Any
 import pytest
 
 from graph import audit
-from graph.config import Configuration
 from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import Policy, get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.loop_support import (
+    assert_every_mutation_approved,
+    config_for,
+    mutations,
+    service_of,
+    serving,
+)
 from tests.scripted_openai import ScriptedOpenAI
-
-
-def service_of(sb: Any) -> str:
-    return str(next(iter(sb.state()["services"])).rsplit("/", 1)[1])
-
-
-def config_for(sb: Any, **overrides: Any) -> Configuration:
-    base: dict[str, Any] = dict(
-        service=service_of(sb),
-        **sb.settings_fields(),
-        use_model=False,
-        verify_deadline_s=30.0,
-        verify_poll_s=0.05,
-        retry_base_s=0.05,
-    )
-    base.update(overrides)
-    return Configuration.from_settings(**base)
-
-
-def serving(sb: Any) -> list[str]:
-    """The revisions that receive traffic, as the sandbox routes it."""
-    return [name for s in sb.state()["services"].values() for name, pct in s["serving"] if pct > 0]
-
-
-def mutations(sb: Any) -> list[Any]:
-    return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
-
-
-def approval_header(entry: Any) -> str | None:
-    d = entry.model_dump()
-    return d.get("approval") or d.get("approval_id") or (d.get("headers") or {}).get("x-gemma-sre-approval")
-
-
-def assert_every_mutation_approved(sb: Any) -> None:
-    granted = audit.approved_ids(get_settings().state_dir)
-    for m in mutations(sb):
-        assert approval_header(m) in granted, f"{m.method} {m.resource} without a recorded approval"
-
 
 EXPECTED = {
     "reference-weights-oom": "weights_oom",

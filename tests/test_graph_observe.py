@@ -21,7 +21,7 @@ from graph.observation import Observation, Unread
 from graph.runner import run_cycle
 from mcp_tools.remediation import RemediationKind
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.test_graph_loop import config_for, mutations
+from tests.loop_support import config_for, mutations
 
 #: The most permissive configuration there is: auto, with every mutating kind listed as safe.
 AUTO_ALL: dict[str, Any] = dict(

@@ -201,7 +201,7 @@ def test_a_secret_changed_while_the_plan_waits_stops_the_apply(sandbox_factory: 
     from google.cloud import run_v2
 
     from graph.runner import resume_cycle, run_cycle
-    from tests.test_graph_loop import config_for, mutations
+    from tests.loop_support import config_for, mutations
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     name = _plant(sb)

@@ -22,7 +22,7 @@ from mcp_tools.incident import ServiceSpec
 from mcp_tools.monitoring import CloudMonitoring, Point, Series, SeriesSet
 from mcp_tools.settings import Settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.test_graph_loop import assert_every_mutation_approved, config_for, mutations, serving
+from tests.loop_support import assert_every_mutation_approved, config_for, mutations, serving
 
 
 def _first_step(r: Any) -> dict[str, Any]:
@@ -31,7 +31,10 @@ def _first_step(r: Any) -> dict[str, Any]:
 
 def test_stuck_engine_is_found_restarted_and_makes_tokens_again(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="stuck-engine")
-    cfg = config_for(sb, probe_timeout_s=2.0)
+    # The stuck revision answers no request: the canary's measurements of it (the baseline, the
+    # service's share in each step) wait out their request timeout, bounded here as the probe is,
+    # all of a measurement's requests at once.
+    cfg = config_for(sb, probe_timeout_s=2.0, canary_request_timeout_s=2.0, canary_concurrency=6)
     first = run_cycle(cfg)  # the first cycle finds it: within two
     d = first.values["diagnosis"]
     assert d["category"] == "engine_hung", d["summary"]

@@ -1,0 +1,59 @@
+"""The loop on a sandbox, for the tests that run it: one configuration, and what the sandbox shows.
+
+``config_for(sb)`` is the loop's ``Configuration`` pointed at a sandbox, without a model, with short
+polls and back-offs, and with a canary that measures a few short requests per step and holds no step:
+the steps and their judgement are tested, not the production wait (``canary_hold_s`` 30 s per step).
+A test about the hold passes its own ``canary_hold_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph import audit
+from graph.config import Configuration
+from mcp_tools.settings import get_settings
+
+#: Short canary measurements (a few requests of a few tokens) and no hold between steps.
+FAST_CANARY: dict[str, Any] = dict(
+    canary_requests=6, canary_concurrency=3, canary_output_tokens=4, canary_hold_s=0.0
+)
+
+
+def service_of(sb: Any) -> str:
+    """The name of the sandbox's (first) service."""
+    return str(next(iter(sb.state()["services"])).rsplit("/", 1)[1])
+
+
+def config_for(sb: Any, service: str | None = None, **overrides: Any) -> Configuration:
+    base: dict[str, Any] = dict(
+        service=service or service_of(sb),
+        **sb.settings_fields(),
+        use_model=False,
+        verify_deadline_s=30.0,
+        verify_poll_s=0.05,
+        retry_base_s=0.05,
+        **FAST_CANARY,
+    )
+    base.update(overrides)
+    return Configuration.from_settings(**base)
+
+
+def serving(sb: Any) -> list[str]:
+    """The revisions that receive traffic, as the sandbox routes it."""
+    return [name for s in sb.state()["services"].values() for name, pct in s["serving"] if pct > 0]
+
+
+def mutations(sb: Any) -> list[Any]:
+    return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
+
+
+def approval_header(entry: Any) -> str | None:
+    d = entry.model_dump()
+    return d.get("approval") or d.get("approval_id") or (d.get("headers") or {}).get("x-gemma-sre-approval")
+
+
+def assert_every_mutation_approved(sb: Any) -> None:
+    granted = audit.approved_ids(get_settings().state_dir)
+    for m in mutations(sb):
+        assert approval_header(m) in granted, f"{m.method} {m.resource} without a recorded approval"
