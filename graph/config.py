@@ -8,6 +8,7 @@ resumes against the same service and endpoints.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,9 @@ class Configuration(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Configuration:
+        """The process settings under ``overrides``. An override of None is "not given", except for a
+        field that takes None as a value other than its default (``canary_max_ratio=None``: latency
+        not compared), so a thread's persisted configuration reads back as it was written."""
         s = settings or get_settings()
         base: dict[str, Any] = {
             "service": s.service or "",
@@ -144,7 +148,7 @@ class Configuration(BaseModel):
             "mcp_servers_file": str(s.mcp_servers_file) if s.mcp_servers_file else None,
             "cycle_deadline_s": s.cycle_deadline_s,
         }
-        base.update({k: v for k, v in overrides.items() if v is not None})
+        base.update({k: v for k, v in overrides.items() if v is not None or k in _NONE_IS_A_VALUE})
         return cls.model_validate(base)
 
     @classmethod
@@ -198,3 +202,13 @@ class Configuration(BaseModel):
     @property
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else get_settings().state_dir
+
+
+#: The fields whose None is a setting of its own, not "not given" (their default is not None).
+_NONE_IS_A_VALUE = frozenset(
+    name
+    for name, f in Configuration.model_fields.items()
+    if not f.is_required()
+    and f.get_default(call_default_factory=True) is not None
+    and type(None) in typing.get_args(f.annotation)
+)

@@ -84,6 +84,18 @@ def test_decisions_must_be_typed_and_name_the_approver() -> None:
             parse_decision(bad)
 
 
+def test_a_none_that_is_a_setting_survives_the_thread_and_a_none_override_is_not_given() -> None:
+    """``canary_max_ratio=None`` (latency not compared) is a setting: every node reads the thread's
+    configuration back through ``from_runnable_config``, and there it must still be None."""
+    cfg = Configuration.from_settings(canary_max_ratio=None, service="svc")
+    assert cfg.canary_max_ratio is None
+    back = Configuration.from_runnable_config({"configurable": cfg.persisted()})
+    assert back.canary_max_ratio is None and back.service == "svc"
+    assert Configuration.from_settings().canary_max_ratio == 1.5
+    # elsewhere None is "not given": the process settings fill it in
+    assert Configuration.from_settings(cycle_deadline_s=None).cycle_deadline_s == cfg.cycle_deadline_s
+
+
 def test_checkpointer_sqlite_default_and_bad_scheme(tmp_path: Path) -> None:
     assert sqlite_path(None, tmp_path) == tmp_path / "checkpoints.sqlite"
     assert sqlite_path("sqlite:////x/y.db", tmp_path) == Path("/x/y.db")
