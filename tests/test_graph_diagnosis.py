@@ -4,8 +4,6 @@ replies (valid, malformed-then-valid, always malformed, unreachable), the plan, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,7 +20,6 @@ from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN
 from mcp_tools.remediation import RemediationKind
 from tests.scripted_openai import ScriptedOpenAI, answer, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
 L4_BF16 = ServiceSpec(
     name="gemma-12b",
     region="us-east4",
@@ -325,14 +322,8 @@ def test_diagnose_incident(tmp_path: Path) -> None:
     assert d.id == "l4-oom" and d.category == "weights_oom"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
-
-
-def test_cli_json(tmp_path: Path) -> None:
-    r = _cli("diagnose", "--incident", str(_write_incident(tmp_path)), "--json")
+def test_cli_json(tmp_path: Path, cli: Any) -> None:
+    r = cli("diagnose", "--incident", str(_write_incident(tmp_path)), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["id"] == "l4-oom" and doc["category"] == "weights_oom"
@@ -355,13 +346,13 @@ def test_cli_readable(tmp_path: Path, cli: Any) -> None:
     assert "weights_oom" in r.stdout and "set_" in r.stdout
 
 
-def test_cli_bad_file(tmp_path: Path) -> None:
-    r = _cli("diagnose", "--incident", str(tmp_path / "missing.yaml"), "--json")
+def test_cli_bad_file(tmp_path: Path, cli: Any) -> None:
+    r = cli("diagnose", "--incident", str(tmp_path / "missing.yaml"), "--json")
     assert r.returncode == 2 and json.loads(r.stdout)["exit_code"] == 2  # --json: one document, errors too
     assert len(r.stderr.strip().splitlines()) == 1 and "missing.yaml" in r.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("id: x\ntitle: t\n", encoding="utf-8")  # no logs
-    r = _cli("diagnose", "--incident", str(bad))
+    r = cli("diagnose", "--incident", str(bad))
     assert r.returncode == 2 and "logs" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +23,6 @@ from mcp_tools.capacity import (
 )
 from mcp_tools.errors import UserError
 
-CLI = [sys.executable, "-m", "agent.cli"]
 SPEC_KEYS = [
     "model",
     "gpu",
@@ -40,10 +38,6 @@ SPEC_KEYS = [
     "verdict",
     "warnings",
 ]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
 
 
 # --- the reference case -------------------------------------------------------------------------
@@ -394,8 +388,8 @@ def test_parse_vllm_startup_v0_wording() -> None:
 # --- CLI ----------------------------------------------------------------------------------------
 
 
-def test_cli_json_shape_for_the_reference_case() -> None:
-    r = run_cli("plan", "google/gemma-4-12B-it", "--gpu", "nvidia-l4", "--json")
+def test_cli_json_shape_for_the_reference_case(cli: Any) -> None:
+    r = cli("plan", "google/gemma-4-12B-it", "--gpu", "nvidia-l4", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert list(doc) == [*SPEC_KEYS, "kv_cache_tokens_range"]  # SPEC section 4, extended
@@ -406,8 +400,8 @@ def test_cli_json_shape_for_the_reference_case() -> None:
     assert isinstance(doc["kv_cache_tokens"], int) and isinstance(doc["warnings"], list)
 
 
-def test_cli_table_and_vllm_flags() -> None:
-    r = run_cli(
+def test_cli_table_and_vllm_flags(cli: Any) -> None:
+    r = cli(
         "plan",
         "RedHatAI/gemma-4-12B-it-FP8-Dynamic",
         "--gpu",
@@ -433,8 +427,8 @@ def test_cli_table_and_vllm_flags() -> None:
         (["plan", "/nonexistent/config.json", "--gpu", "l4"], "no such file"),
     ],
 )
-def test_cli_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
-    r = run_cli(*args)
+def test_cli_bad_input_exits_2_with_one_line(args: list[str], needle: str, cli: Any) -> None:
+    r = cli(*args)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert needle in r.stderr
@@ -504,12 +498,12 @@ def test_vllm_version_changes_the_hybrid_token_report() -> None:
         plan_capacity("google/gemma-4-31B-it", gpu="h200", vllm_version="banana")
 
 
-def test_cli_lists_and_vllm_version() -> None:
-    r = run_cli("plan", "--list-gpus")
+def test_cli_lists_and_vllm_version(cli: Any) -> None:
+    r = cli("plan", "--list-gpus")
     assert r.returncode == 0 and "nvidia-l4" in r.stdout and "22.03" in r.stdout
-    r = run_cli("plan", "--list-models")
+    r = cli("plan", "--list-models")
     assert r.returncode == 0 and "google/gemma-4-12B-it" in r.stdout
-    r = run_cli(
+    r = cli(
         "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "a100-80gb", "--vllm-version", "0.6.4", "--json"
     )
     assert r.returncode == 0, r.stderr
@@ -762,17 +756,15 @@ def test_memory_held_by_other_processes_is_an_input_with_each_releases_semantics
         plan_capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="nvidia-l4", gpu_memory_used_gib=30)
 
 
-def test_cli_takes_the_memory_other_processes_hold() -> None:
-    r = run_cli(
+def test_cli_takes_the_memory_other_processes_hold(cli: Any) -> None:
+    r = cli(
         "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "nvidia-l4", "--max-model-len", "8192",
         "--gpu-memory-used-gib", "3", "--json",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["fits"] is False and "other processes hold 3.00 GiB" in doc["verdict"]
-    r = run_cli(
-        "plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "nvidia-l4", "--gpu-memory-used-gib", "-2"
-    )
+    r = cli("plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "nvidia-l4", "--gpu-memory-used-gib", "-2")
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 

@@ -297,34 +297,25 @@ def test_stuck_engine_hangs_generation_not_health(sandbox_factory: Any) -> None:
     assert hit is not None and hit.kind == "hang"
 
 
-def test_metrics_command_sparklines_chart_json_and_bad_input(tmp_path: Any) -> None:
+def test_metrics_command_sparklines_chart_json_and_bad_input(tmp_path: Any, cli: Any) -> None:
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    from tests.mcp_client import server_env
-
-    root = Path(__file__).resolve().parent.parent
-    env = server_env({}, tmp_path)
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "agent.cli", "metrics", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=180)
+    def metrics(*args: str) -> Any:
+        return cli("metrics", *args)
 
     chart = tmp_path / "series.png"
     keys = "generation_tokens_rate,requests_running"
-    r = cli("--sandbox", "--scenario", "stuck-engine", "--series", keys, "--chart", str(chart))
+    r = metrics("--sandbox", "--scenario", "stuck-engine", "--series", keys, "--chart", str(chart))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "generation_tokens_rate[instance=" in r.stdout and "▁" in r.stdout and "█" in r.stdout
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    j = cli("--sandbox", "--scenario", "stuck-engine", "--series", "kv_usage", "--json")
+    j = metrics("--sandbox", "--scenario", "stuck-engine", "--series", "kv_usage", "--json")
     assert j.returncode == 0, j.stderr[-2000:]
     doc = json.loads(j.stdout)
     assert doc["service"] == "gemma-4-12b" and len(doc["series"][0]["points"]) == 30
-    bad = cli("--series", "nope")
+    bad = metrics("--series", "nope")
     assert bad.returncode == 2 and "unknown series nope" in bad.stderr and "Traceback" not in bad.stderr
-    no_service = cli()
+    no_service = metrics()
     assert no_service.returncode == 2 and "--service" in no_service.stderr
 
 
