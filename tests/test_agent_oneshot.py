@@ -308,14 +308,19 @@ def test_eval_sandbox_reports_each_case_on_stderr_and_stdout_stays_one_document(
 
 
 def test_run_at_80_columns_reads_as_words_and_hints_are_whole(
-    tmp_path: Path,
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
     sandbox_factory: Callable[..., Any],  # noqa: F811
 ) -> None:
     sb = sandbox_factory(scenario="reference-weights-oom")
-    env = _env80(
-        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), GEMMA_SRE_SERVICE="gemma-4-12b", **sandbox_env(sb)
-    )
-    r = subprocess.run([GEMMA_SRE, "run", "--no-model"], capture_output=True, text=True, timeout=300, env=env)
+    for name, value in {
+        "COLUMNS": "80",
+        "TERM": "dumb",
+        "GEMMA_SRE_SERVICE": "gemma-4-12b",
+        **sandbox_env(sb),
+    }.items():
+        monkeypatch.setenv(name, value)
+    r = cli("run", "--no-model")
     out = r.stdout
     assert r.returncode == 0, r.stderr
     assert "observing service gemma-4-12b" in out  # progress before the first step ends
@@ -326,13 +331,7 @@ def test_run_at_80_columns_reads_as_words_and_hints_are_whole(
     assert re.search(r"^Reject:  gemma-sre reject \S+ --reason '\.\.\.'$", out, re.M)
     cited = re.search(r"citing line \d+: (.*)$", out, re.M)  # whole words of the record, never a token cut
     assert cited, out
-    logs = subprocess.run(
-        [GEMMA_SRE, "logs", "--filter", "torch.OutOfMemoryError", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    logs = cli("logs", "--filter", "torch.OutOfMemoryError", "--json")
     words = cited.group(1).split()
     record = next(r["text"] for r in json.loads(logs.stdout)["records"] if words[-1] in r["text"])
     tokens = record.split()
