@@ -20,10 +20,13 @@ demo: $(STAMP)
 
 # The suite waits on servers and subprocesses more than it computes: four workers on two cores.
 # A module's tests stay on one worker (--dist loadscope), so its module fixtures start once.
+# Bytecode is kept even where the environment turns it off (PYTHONDONTWRITEBYTECODE, as containers
+# set): every worker and every CLI process the tests start would compile the test modules (pytest's
+# assertion rewriting: 4 s of CPU per worker) and the project's modules again.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # Opt-in, never part of `test`: builds llama-cpp-python's server in .venv-model/ (about 30 minutes the
 # first time), serves small real models on 127.0.0.1 and runs the evals with them beside the analyzers
