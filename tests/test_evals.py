@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -580,12 +581,25 @@ def _picks_the_weakest_finding(prompt: str) -> dict[str, Any]:
     return {"category": cat, "confidence": 0.95, "summary": "The cited line.", "evidence": [found[cat][1]]}
 
 
+@functools.cache
+def _a_fifth_and_the_analyzers_alone() -> tuple[list[Incident], dict[str, Any]]:
+    """A fixed fifth of the composed library and of the real dev split, and the analyzers' answers
+    on it (read once for the three hostile models)."""
+    from evals.harness import SPLITS, load_diagnose
+
+    incidents = []
+    for split in ("composed", "dev"):
+        found, _ = load_library(SPLITS[split])
+        incidents += sorted(found, key=lambda i: str(i.path))[::5]
+    return incidents, {c.id: c for c in run_cases(incidents, [], load_diagnose())}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [_says_unknown, _cites_other_wording, _picks_the_weakest_finding])
 def test_a_hostile_model_never_makes_the_analyzers_worse(model: Any) -> None:
     """Three scripted models that read the prompt and answer schema-valid but wrong on purpose, over a
     fixed fifth of the composed library and of the real dev split: no right answer turns wrong."""
-    from evals.harness import SPLITS, load_diagnose, run_cases
+    from evals.harness import load_diagnose
     from mcp_tools.model_endpoint import ModelEndpoint
     from tests.scripted_openai import ScriptedOpenAI
 
@@ -593,11 +607,7 @@ def test_a_hostile_model_never_makes_the_analyzers_worse(model: Any) -> None:
         prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
         return {"content": json.dumps(model(prompt))}
 
-    incidents = []
-    for split in ("composed", "dev"):
-        found, _ = load_library(SPLITS[split])
-        incidents += sorted(found, key=lambda i: str(i.path))[::5]
-    base = {c.id: c for c in run_cases(incidents, [], load_diagnose())}
+    incidents, base = _a_fifth_and_the_analyzers_alone()
     with ScriptedOpenAI([{"respond": respond}], model="hostile") as srv:
         ep = ModelEndpoint(base_url=srv.url, timeout_s=10, max_retries=0)
         with_model = run_cases(incidents, [], load_diagnose(), model=ep)
