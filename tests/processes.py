@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +44,31 @@ def serving(
             p.wait()
         if p.stderr:
             p.stderr.close()
+
+
+@contextmanager
+def announcing(
+    cmd: list[str], *, env: dict[str, str], until: str, wait_s: float = 60
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run ``cmd``, a server that says on stderr where it listens, until the block ends; enter the
+    block with the process and what it said up to the line holding ``until``. Its stdout is left
+    for the caller to read once the block has stopped it."""
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in p.stderr or []:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        said: list[str] = []
+        while not any(until in x for x in said):
+            said.append(lines.get(timeout=wait_s))
+        yield p, "".join(said)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from graph.checkpoint import open_decisions
 from sandbox.scenarios import scenario_specs
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
-from tests.processes import serving
+from tests.processes import announcing, serving
 from tests.scripted_openai import free_port
 
 DATA = Path(__file__).parent / "data" / "alerts"
@@ -441,9 +441,7 @@ def test_serve_without_a_token_is_one_clear_error(cli: Any) -> None:
 
 
 def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_path: Path) -> None:
-    import queue
     import re
-    import subprocess
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
@@ -458,14 +456,7 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
         }
     )
     cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", str(port)]
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in p.stderr or []], daemon=True).start()
-    try:
-        said: list[str] = []
-        while not any("Slack interactivity" in x for x in said):
-            said.append(lines.get(timeout=60))
-        text = "".join(said)
+    with announcing(cmd, env=env, until="Slack interactivity") as (p, text):
         url = re.search(r"listening on (http://\S+)", text)
         assert url and url.group(1) == f"http://127.0.0.1:{port}", text
         assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_SERVE_TOKEN" in text
@@ -473,9 +464,6 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
         assert TOKEN not in text and SECRET not in text and BOT not in text
         r = httpx.get(url.group(1) + "/investigations", headers={"authorization": f"Bearer {TOKEN}"})
         assert r.status_code == 200 and r.json()["investigations"] == []  # the printed URL works
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
     assert p.stdout is not None and p.stdout.read() == ""  # nothing on stdout
 
 

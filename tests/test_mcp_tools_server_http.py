@@ -19,7 +19,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_client import INITIALIZE, ROOT, SessionThread, server_env, text_of
-from tests.processes import mcp_http_server
+from tests.processes import announcing, mcp_http_server
 from tests.scripted_openai import free_port
 
 TOKEN = "test-token-not-a-secret-123"
@@ -126,23 +126,14 @@ def test_sample_client_configs_start_this_server_without_personal_paths() -> Non
 
 
 def test_it_says_where_it_listens_and_how_to_authenticate(tmp_path: Path) -> None:
-    import queue
     import re
-    import threading
 
     from tests.scripted_openai import free_port
 
     port = free_port()
     env = server_env({"GEMMA_SRE_MCP_TOKEN": TOKEN, "GEMMA_SRE_POLICY": "read-only"}, tmp_path)
     cmd = [sys.executable, "-m", "agent.cli", "mcp", "--transport", "http", "--port", str(port)]
-    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in p.stderr or []], daemon=True).start()
-    try:
-        said: list[str] = []
-        while not any("authentication:" in x for x in said):
-            said.append(lines.get(timeout=60))
-        text = "".join(said)
+    with announcing(cmd, env=env, until="authentication:") as (p, text):
         url = re.search(r"listening on (http://\S+)", text)
         assert url and url.group(1) == f"http://127.0.0.1:{port}/mcp", text
         assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_MCP_TOKEN" in text
@@ -152,8 +143,5 @@ def test_it_says_where_it_listens_and_how_to_authenticate(tmp_path: Path) -> Non
             assert "status_vllm" in st.tool_names()
         finally:
             st.close()
-        assert p.stdout is not None
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
+    assert p.stdout is not None
     assert p.stdout.read() == ""  # nothing on stdout
