@@ -192,8 +192,10 @@ def _cfg(sb: Any, **kw: Any) -> Configuration:
 def test_observe_carries_compressed_series(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="stuck-engine")
     until = datetime.now(UTC)
-    obs, summary = observe_service(
-        _cfg(sb), since=datetime.fromtimestamp(until.timestamp() - 3600, UTC), until=until
+    obs, summary = observe_service(  # the stuck engine's probe answers never: waited for 1 s, not 8
+        _cfg(sb, probe_timeout_s=1.0),
+        since=datetime.fromtimestamp(until.timestamp() - 3600, UTC),
+        until=until,
     )
     assert summary.series_read and summary.series_points > 0 and obs.blind_to("monitoring") is None
     assert obs.health is True  # /health answers: the engine is stuck, not down
