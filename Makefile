@@ -22,11 +22,12 @@ demo: $(STAMP)
 # A module's tests stay on one worker (--dist loadscope), so its module fixtures start once.
 # Bytecode is kept even where the environment turns it off (PYTHONDONTWRITEBYTECODE, as containers
 # set): every worker and every CLI process the tests start would compile the test modules (pytest's
-# assertion rewriting: 4 s of CPU per worker) and the project's modules again.
+# assertion rewriting: 4 s of CPU per worker) and the project's modules again. Through env, not a
+# VAR= prefix: that makes make start a shell, which typer's --show-completion then detects as the user's.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # Opt-in, never part of `test`: builds llama-cpp-python's server in .venv-model/ (about 30 minutes the
 # first time), serves small real models on 127.0.0.1 and runs the evals with them beside the analyzers
