@@ -29,6 +29,7 @@ def _first_step(r: Any) -> dict[str, Any]:
     return dict(r.values["plan"]["steps"][0])
 
 
+@pytest.mark.slow  # the loop end to end through a canary whose baseline never answers (its timeouts)
 def test_stuck_engine_is_found_restarted_and_makes_tokens_again(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="stuck-engine")
     # The stuck revision answers no request: the canary's measurements of it (the baseline, the
