@@ -22,8 +22,7 @@ demo: $(STAMP)
 # A module's tests stay on one worker (--dist loadscope), so its module fixtures start once.
 # Bytecode is kept even where the environment turns it off (PYTHONDONTWRITEBYTECODE, as containers
 # set): every worker and every CLI process the tests start would compile the test modules (pytest's
-# assertion rewriting: 4 s of CPU per worker) and the project's modules again. Through env, not a
-# VAR= prefix: that makes make start a shell, which typer's --show-completion then detects as the user's.
+# assertion rewriting: 4 s of CPU per worker) and the project's modules again.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
