@@ -67,6 +67,12 @@ class Clean:
     text: str  # the record's own words: prefixes, colour and quote markers removed
     proc: str  # the process that printed it ("EngineCore_DP0 pid=7", "rank0", "" when unknown)
     level: str  # the level the text carries ("ERROR", "INFO", ...), "" when it carries none
+    #: The line without the stream's decorations (colour, quote markers, a compose column, a leading
+    #: timestamp) and without its process tag, before any level prefix; leading spaces kept.
+    body: str = ""
+    #: The printed width of the line as its terminal saw it: without colour codes, quote markers, a
+    #: compose column or a collector's timestamp, with its process tag.
+    width: int = 0
 
 
 def clean(raw: str) -> Clean:
@@ -83,6 +89,7 @@ def clean(raw: str) -> Clean:
         s = _QUOTE.sub("", s)
     proc = ""
     level = ""
+    width = len(s)
     for _ in range(4):  # prefixes nest: "vllm-1 | 2025-01-01T00:00:00Z (EngineCore pid=1) ERROR ..."
         before = s
         head = s[:1]
@@ -96,6 +103,8 @@ def clean(raw: str) -> Clean:
             if s.startswith("[pod/"):
                 s = _KUBECTL_PREFIX.sub("", s, count=1)
             head = s[:1]
+        if not proc:
+            width = len(s)  # the stream's columns are gone; a process tag is part of what was printed
         if head in "([ ":
             m = _PROC.match(s)
             if m:
@@ -103,6 +112,7 @@ def clean(raw: str) -> Clean:
                 s = s[m.end() :]
         if s == before:
             break
+    body = s
     if "|" in s and "[" in s:
         m = _TQDM_GLUE.match(s)
         if m and m.end() < len(s):
@@ -120,7 +130,7 @@ def clean(raw: str) -> Clean:
             break
     if level == "WARN":
         level = "WARNING"
-    return Clean(text=s.strip(), proc=proc, level=level)
+    return Clean(text=s.strip(), proc=proc, level=level, body=body, width=width)
 
 
 def severity_of(c: Clean, field: str | None) -> str:
@@ -148,23 +158,30 @@ _OWN_START = re.compile(
 WRAP_MIN_CHARS = 60
 
 
-def continues(prev_raw: str, cur_raw: str, cur: Clean) -> bool:
-    """Is ``cur_raw`` the hard-wrapped rest of the record on the line before it?
+def continues(prev: Clean, cur: Clean) -> bool:
+    """Is ``cur`` the hard-wrapped rest of the record on the line before it?
 
-    Only a line with no prefix of its own (no level, process tag or timestamp), that does not start
-    a traceback, frame, code line or table row, after a long line."""
-    if cur.level or cur.proc or len(prev_raw) < WRAP_MIN_CHARS or not cur.text:
+    Decided on the words as the terminal printed them: the stream's own columns (a quote marker, a
+    compose column, a collector's timestamp) are on every physical line, so they say nothing. Only a
+    line with no level and no process tag of its own (or the same process's, as Ray repeats it), that
+    does not start a traceback, frame, code line or table row, after a long line."""
+    if cur.level or prev.width < WRAP_MIN_CHARS or not cur.text:
         return False
-    if "\n" in prev_raw or "\n" in cur_raw or prev_raw.rstrip()[-1:] in (".", "!", "?", ";", "}"):
+    if cur.proc and cur.proc != prev.proc:
+        return False
+    if "\n" in prev.body or "\n" in cur.body or prev.body.rstrip()[-1:] in (".", "!", "?", ";", "}"):
         return False  # a whole record per entry, or one that ended its sentence
-    body = cur_raw.lstrip(" ") if cur_raw.startswith(" ") and not cur_raw.startswith("  ") else cur_raw
-    if body != cur.text and body.strip() != cur.text:
-        return False  # a prefix was removed: the line is a record of its own
+    body = cur.body.lstrip(" ") if cur.body.startswith(" ") and not cur.body.startswith("  ") else cur.body
     if _OWN_START.match(body) is not None:
         return False
     # A cut falls mid-word or mid-phrase: the rest starts lower-case, with a digit or punctuation, or
     # the line before is exactly as long as a terminal's width.
-    return not body[:1].isupper() or len(prev_raw) in _TERMINAL_WIDTHS
+    return not body[:1].isupper() or cut_at_width(prev)
+
+
+def cut_at_width(prev: Clean) -> bool:
+    """The line was cut by a terminal at its width (mid-word: its rest joins without a space)."""
+    return prev.width in _TERMINAL_WIDTHS
 
 
 _TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})

@@ -121,7 +121,7 @@ def test_lines_that_start_something_of_their_own_are_never_joined() -> None:
         "Container called exit(1).",  # upper-case start after a line not cut at a terminal width
         "INFO 05-01 10:00:00 [x.py:1] next record",
     ):
-        assert not continues(long, cur, clean(cur)), cur
+        assert not continues(clean(long), clean(cur)), cur
     # entries with their own timestamps or a structured payload are separate records
     v = LogView(
         Observation(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from graph.observation import Observation
-from mcp_tools.records import clean, continues, severity_of
+from mcp_tools.records import Clean, clean, continues, cut_at_width, severity_of
 from mcp_tools.vocabulary import (
     ANY_MILESTONE,
     CHAINED,
@@ -93,11 +93,11 @@ class LogView:
         self.lines: list[Line] = []
         head: Line | None = None
         last_ts: str | None = None
+        prev: Clean | None = None
         for i, entry in enumerate(obs.logs, start=1):
             raw = entry.message
             c = clean(raw)
             line = Line(n=i, text=c.text, severity=severity_of(c, entry.severity), raw=raw, proc=c.proc)
-            prev = self.lines[-1] if self.lines else None
             joinable = entry.json_payload is None and (entry.timestamp is None or entry.timestamp == last_ts)
             last_ts = entry.timestamp
             if (
@@ -105,13 +105,17 @@ class LogView:
                 and prev is not None
                 and len(head.cont) < 8
                 and joinable
-                and continues(prev.raw, raw, c)
+                and continues(prev, c)
             ):
+                # Cut at a terminal's width the record goes on mid-word; cut elsewhere, at a space.
+                rest = c.body.rstrip()
+                glue = "" if rest.startswith(" ") or cut_at_width(prev) else " "
                 head.cont += ((i, raw),)
-                head.text = f"{head.text}{'' if raw.startswith(' ') else ' '}{raw}"
+                head.text = f"{head.text}{glue}{rest}"
                 line.severity = head.severity
             else:
                 head = line
+            prev = c
             self.lines.append(line)
         self.total = len(self.lines)
         # Lines of superseded revisions are history: kept (numbered, in windows) but never matched.
