@@ -27,6 +27,7 @@ from graph.analyzers.base import (
     SHUTDOWN,
     START_MARK,
     Line,
+    LogView,
     condition_texts,
     cut_words,
     excerpt,
@@ -266,7 +267,7 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
 def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     v = view(obs)
     fatal = [ln for ln in v.grep(FATAL, prefilter=FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
-    unresolved = [ln for ln in fatal if started_between(v, after=ln.n) is None]
+    unresolved = [ln for ln in fatal if not _ran_after(v, ln.n)]
     # Cite what failed, not the banner of the traceback that reports it.
     unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved
     bad_conditions = [
@@ -356,6 +357,15 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         evidence=evidence,
         notes=notes,
     )
+
+
+def _ran_after(v: LogView, n: int) -> bool:
+    """Did the server run after the failure at line ``n``? A start completed after it (the engine
+    ready, the API up), or it failed while this life was already serving and answers went on: one
+    request's error. Answers alone after a failure in the start-up are another instance's."""
+    if started_between(v, after=n, phases=UP_PHASES) is not None:
+        return True
+    return v.phase_at(n) >= Phase.API_UP and started_between(v, after=n) is not None
 
 
 def _after_shutdown(obs: Observation, n: int) -> bool:

@@ -259,6 +259,7 @@ class Outcome:
 class Row:
     transform: str
     cases: int = 0
+    failures: int = 0  # cases diagnosed as something other than healthy (evidence is counted on them)
     category_kept: int = 0
     evidence_kept: int = 0
     plan_kept: int = 0
@@ -270,7 +271,7 @@ class Row:
             "transform": self.transform,
             "cases": self.cases,
             "category_kept": round(self.category_kept / d, 3),
-            "evidence_kept": round(self.evidence_kept / d, 3),
+            "evidence_kept": round(self.evidence_kept / max(1, self.failures), 3),
             "plan_kept": round(self.plan_kept / d, 3),
         }
 
@@ -317,9 +318,15 @@ def stability(incidents: Iterable[Incident], names: Sequence[str] | None = None)
             row = rows[name]
             row.cases += 1
             row.category_kept += got.category == base.category
-            row.evidence_kept += got.first_cited == base.first_cited
+            # The cause's line: a healthy answer cites where the server came up, which burying it
+            # among another instance's answers rightly moves.
+            if base.category != "healthy":
+                row.failures += 1
+                row.evidence_kept += got.first_cited == base.first_cited
             row.plan_kept += got.kinds == base.kinds
-            if got.category != base.category or got.first_cited != base.first_cited:
+            if got.category != base.category or (
+                base.category != "healthy" and got.first_cited != base.first_cited
+            ):
                 row.changed.append(
                     f"{inc.id}: {base.category}@{base.first_cited} -> {got.category}@{got.first_cited}"
                 )

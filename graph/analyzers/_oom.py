@@ -62,7 +62,8 @@ def oom_events(obs: Observation) -> list[OomEvent]:
     seen_tracebacks: set[int] = set()
     for ln in v.grep(OOM):
         frames = _frames_before(v, ln.n, ln.text)
-        key = frames[-1].n if frames else ln.n
+        # The traceback it ends (its head), else the line itself: a window with no head is no traceback.
+        key = frames[-1].n if frames and "Traceback (most recent call last)" in frames[-1].text else ln.n
         if key in seen_tracebacks and "\n" not in ln.text:
             continue  # the same traceback printed its OOM line twice (message + re-raise)
         seen_tracebacks.add(key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -399,16 +399,19 @@ def finding(
 # Markers shared by several analyzers ---------------------------------------------------------------
 
 
-def started_between(v: LogView, after: int, before: int | None = None) -> Line | None:
+def started_between(
+    v: LogView, after: int, before: int | None = None, *, phases: Collection[Phase] | None = None
+) -> Line | None:
     """The last sign of a running server in (after, before): the engine ready, the API up, or an
-    answer that is not a server error (``LogView.milestones``)."""
+    answer that is not a server error (``LogView.milestones``; ``phases`` narrows which count)."""
     best = None
+    running = _RUNNING if phases is None else phases
     for n, ph in v.milestones:
         if n <= after:
             continue
         if before is not None and n >= before:
             break
-        if ph in _RUNNING:
+        if ph in running:
             best = n
     return v.lines[best - 1] if best is not None else None
 
