@@ -301,7 +301,12 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             notes=notes,
         )
     last_start = v.last(START_MARK)
-    if last_start is not None and obs.health is not True and started_between(v, after=last_start.n) is None:
+    # A start that began must be seen completing: answers meanwhile are another instance's.
+    if (
+        last_start is not None
+        and obs.health is not True
+        and started_between(v, after=last_start.n, phases=UP_PHASES) is None
+    ):
         return RootCause(
             category="unknown",
             confidence=0.35,

@@ -151,9 +151,11 @@ def severity_of(c: Clean, field: str | None) -> str:
 
 #: A line that starts something of its own: a traceback, a frame, code, an exception, a table row.
 _OWN_START = re.compile(
-    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception|[\w.]+(?:Error|Exception|Warning)\b"
+    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception|[\w.]*(?:Error|Exception|Warning)\b"
     r"|\[|\(|\{|-{3,}|={3,}|\d{4}[-/]\d\d[-/]\d\d|[A-Z][A-Z_]+:|Killed$|Segmentation)"
 )
+#: A record that ends where it says so: an access line's status.
+_WHOLE = re.compile(r"HTTP/\d(?:\.\d)?\" \d{3}(?: [A-Z][\w ]*)?$")
 #: A physical line this long may have been cut by a terminal or a console copy.
 WRAP_MIN_CHARS = 60
 
@@ -171,6 +173,8 @@ def continues(prev: Clean, cur: Clean) -> bool:
         return False
     if "\n" in prev.body or "\n" in cur.body or prev.body.rstrip()[-1:] in (".", "!", "?", ";", "}"):
         return False  # a whole record per entry, or one that ended its sentence
+    if _WHOLE.search(prev.body) and not cut_at_width(prev):
+        return False  # an access line is whole: what follows is another process's record
     body = cur.body.lstrip(" ") if cur.body.startswith(" ") and not cur.body.startswith("  ") else cur.body
     if _OWN_START.match(body) is not None:
         return False

@@ -167,6 +167,7 @@ FATAL = re.compile(
     r"|Container called exit\((?!0\))"
     r"|exited with (?:status|code) (?!0\b)|EngineCore failed to start|Worker failed|fatal error|^Killed$"
     r"|Segmentation fault|OOMKilled|CrashLoopBackOff|Back-off restarting failed container"
+    r"|^\s*exitCode: (?!0\b)\d+"  # a Kubernetes container state (kubectl get pod -o yaml)
     # An exception reported by repr: asyncio's "future: <Future finished exception=AssertionError('...')>",
     # vLLM's "IndexError('Error in model execution: ...')"
     r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]",

@@ -286,7 +286,13 @@ class LogView:
     def is_source(self, n: int) -> bool:
         """Line ``n`` is a traceback's quotation of source code (the line after ``File "...", line N,
         in f``), not a record: ``raise ValueError("No available memory for the cache blocks. "``."""
-        return 1 < n <= self.total and FRAME.match(self.lines[n - 2].text) is not None
+        if not 1 < n <= self.total:
+            return False
+        proc = self.lines[n - 1].proc
+        for ln in reversed(self.lines[max(0, n - 5) : n - 1]):
+            if ln.proc == proc:  # the line before it from the same process (others interleave)
+                return FRAME.match(ln.text) is not None
+        return False
 
     def records_first(self, hits: list[Line]) -> list[Line]:
         """``hits`` without the traceback's quoted source, unless nothing else matched: the exception
