@@ -70,9 +70,13 @@ class Clean:
     #: The line without the stream's decorations (colour, quote markers, a compose column, a leading
     #: timestamp) and without its process tag, before any level prefix; leading spaces kept.
     body: str = ""
-    #: The printed width of the line as its terminal saw it: without colour codes, quote markers, a
-    #: compose column or a collector's timestamp, with its process tag.
+    #: The printed width of the line as its terminal saw it: without colour codes and quote markers
+    #: (a compose column, a leading timestamp and a process tag are printed).
     width: int = 0
+    #: The same width without the stream's columns (compose, a leading timestamp): what the process
+    #: printed, when the stream put its column on every line, continuations too.
+    inner: int = 0
+    framed: bool = False  # the stream put a column of its own (compose, a timestamp) before the line
 
 
 def clean(raw: str) -> Clean:
@@ -89,7 +93,7 @@ def clean(raw: str) -> Clean:
         s = _QUOTE.sub("", s)
     proc = ""
     level = ""
-    width = len(s)
+    width = inner = len(s)  # what the terminal printed: colour takes no column, quote markers came later
     for _ in range(4):  # prefixes nest: "vllm-1 | 2025-01-01T00:00:00Z (EngineCore pid=1) ERROR ..."
         before = s
         head = s[:1]
@@ -104,7 +108,7 @@ def clean(raw: str) -> Clean:
                 s = _KUBECTL_PREFIX.sub("", s, count=1)
             head = s[:1]
         if not proc:
-            width = len(s)  # the stream's columns are gone; a process tag is part of what was printed
+            inner = len(s)  # the stream's columns gone, the process tag still there
         if head in "([ ":
             m = _PROC.match(s)
             if m:
@@ -113,6 +117,7 @@ def clean(raw: str) -> Clean:
         if s == before:
             break
     body = s
+    framed = inner < width
     if "|" in s and "[" in s:
         m = _TQDM_GLUE.match(s)
         if m and m.end() < len(s):
@@ -130,7 +135,7 @@ def clean(raw: str) -> Clean:
             break
     if level == "WARN":
         level = "WARNING"
-    return Clean(text=s.strip(), proc=proc, level=level, body=body, width=width)
+    return Clean(text=s.strip(), proc=proc, level=level, body=body, width=width, inner=inner, framed=framed)
 
 
 def severity_of(c: Clean, field: str | None) -> str:
@@ -167,25 +172,31 @@ def continues(prev: Clean, cur: Clean) -> bool:
     compose column, a collector's timestamp) are on every physical line, so they say nothing. Only a
     line with no level and no process tag of its own (or the same process's, as Ray repeats it), that
     does not start a traceback, frame, code line or table row, after a long line."""
-    if cur.level or prev.width < WRAP_MIN_CHARS or not cur.text:
+    if cur.level or _width(prev, cur) < WRAP_MIN_CHARS or not cur.text:
         return False
     if cur.proc and cur.proc != prev.proc:
         return False
     if "\n" in prev.body or "\n" in cur.body or prev.body.rstrip()[-1:] in (".", "!", "?", ";", "}"):
         return False  # a whole record per entry, or one that ended its sentence
-    if _WHOLE.search(prev.body) and not cut_at_width(prev):
+    if _WHOLE.search(prev.body) and not cut_at_width(prev, cur):
         return False  # an access line is whole: what follows is another process's record
     body = cur.body.lstrip(" ") if cur.body.startswith(" ") and not cur.body.startswith("  ") else cur.body
     if _OWN_START.match(body) is not None:
         return False
     # A cut falls mid-word or mid-phrase: the rest starts lower-case, with a digit or punctuation, or
     # the line before is exactly as long as a terminal's width.
-    return not body[:1].isupper() or cut_at_width(prev)
+    return not body[:1].isupper() or cut_at_width(prev, cur)
 
 
-def cut_at_width(prev: Clean) -> bool:
-    """The line was cut by a terminal at its width (mid-word: its rest joins without a space)."""
-    return prev.width in _TERMINAL_WIDTHS
+def _width(prev: Clean, cur: Clean) -> int:
+    # A rest with the stream's column was cut before the stream added it (the process printed it so);
+    # a rest without was cut by the terminal that showed the stream.
+    return prev.inner if cur.framed else prev.width
+
+
+def cut_at_width(prev: Clean, cur: Clean) -> bool:
+    """``prev`` was cut by a terminal at its width (mid-word: ``cur`` joins it without a space)."""
+    return _width(prev, cur) in _TERMINAL_WIDTHS
 
 
 _TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})

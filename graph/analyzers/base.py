@@ -69,6 +69,7 @@ class Line:
     #: A hard-wrapped record: the physical lines after this one that continue it (its ``text`` is the
     #: whole record; each continuation line is also a line of its own).
     cont: tuple[tuple[int, str], ...] = ()
+    head: int = 0  # for a continuation line: the line whose record it continues
 
 
 _SHAPE = re.compile(r"\d[\da-f]*")
@@ -94,6 +95,7 @@ class LogView:
         head: Line | None = None
         last_ts: str | None = None
         prev: Clean | None = None
+        joined = ""  # the head's words and its continuations, as printed
         for i, entry in enumerate(obs.logs, start=1):
             raw = entry.message
             c = clean(raw)
@@ -109,12 +111,16 @@ class LogView:
             ):
                 # Cut at a terminal's width the record goes on mid-word; cut elsewhere, at a space.
                 rest = c.body.rstrip()
-                glue = "" if rest.startswith(" ") or cut_at_width(prev) else " "
+                glue = "" if rest.startswith(" ") or cut_at_width(prev, c) else " "
                 head.cont += ((i, raw),)
-                head.text = f"{head.text}{glue}{rest}"
+                # Cleaned whole again: what the head's cut hid (a tqdm bar glued in front) shows now.
+                joined = f"{joined}{glue}{rest}"
+                head.text = clean(joined).text
                 line.severity = head.severity
+                line.head = head.n
             else:
                 head = line
+                joined = c.body
             prev = c
             self.lines.append(line)
         self.total = len(self.lines)
@@ -291,7 +297,8 @@ class LogView:
         proc = self.lines[n - 1].proc
         for ln in reversed(self.lines[max(0, n - 5) : n - 1]):
             if ln.proc == proc:  # the line before it from the same process (others interleave)
-                return FRAME.match(ln.text) is not None
+                record = self.lines[ln.head - 1] if ln.head else ln  # a wrapped frame: its whole record
+                return FRAME.match(record.text) is not None
         return False
 
     def records_first(self, hits: list[Line]) -> list[Line]:
