@@ -27,11 +27,13 @@ _BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
 _CR = re.compile(r"\r(?!\n)")
 _QUOTE = re.compile(r"^(?:\s{0,3}>(?: |$))+")
 #: ``docker compose`` output: "vllm-1  | INFO ..." / "deepseek  | ...".
-_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s+\|\s?(?=\S|$)")
+_COMPOSE = re.compile(
+    r"^[A-Za-z0-9][\w.-]{0,62}\s+\|(?: |$)"
+)  # one space: indentation after it is the line's
 #: A leading timestamp added by kubectl --timestamps, docker logs -t, journald or a console copy.
 _LEAD_TS = re.compile(
-    r"^(?:\[)?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| ?[A-Z]{3,4})?(?:\])?\s+"
-)
+    r"^(?:\[)?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| ?[A-Z]{3,4})?(?:\])?(?:\s|$)"
+)  # one space: indentation after it is the line's
 _KUBECTL_PREFIX = re.compile(r"^\[pod/[^\]]+\]\s+")
 #: A tqdm bar with a record glued after it ("... 4/4 [00:02<00:00,  1.5it/s]INFO 05-01 ...").
 _TQDM_GLUE = re.compile(r"^.*?\|\s*\d+/\d+\s*\[[^\]]*\](?=\S)")
@@ -126,12 +128,13 @@ def clean(raw: str) -> Clean:
             if m2:
                 proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
                 s = s[m2.end() :]
-    for pat in (_VLLM, _GLOG, _PYLOG) if s[:1].isupper() else ():
-        m = pat.match(s)
+    lead = s.lstrip()  # a collector's column may leave more than one space before the level
+    for pat in (_VLLM, _GLOG, _PYLOG) if lead[:1].isupper() else ():
+        m = pat.match(lead)
         if m:
             lv = m.group("level")
             level = _GLOG_LEVEL.get(lv, lv)
-            s = s[m.end() :]
+            s = lead[m.end() :]
             break
     if level == "WARN":
         level = "WARNING"

@@ -238,7 +238,7 @@ TRANSFORMS: dict[str, Transform] = {
     "bury-3000": bury(3000),
     "tqdm-glue": tqdm_glue(),
     "pasted-thread": compose(
-        severity(lambda ln, r: "DEFAULT"), _per_line(_ansi), wrap(120), _per_line(lambda t, r: f"> {t}")
+        severity(lambda ln, r: "DEFAULT"), wrap(120), _per_line(_ansi), _per_line(lambda t, r: f"> {t}")
     ),
 }
 
