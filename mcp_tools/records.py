@@ -194,6 +194,8 @@ def continues(prev: Clean, cur: Clean) -> bool:
 def _width(prev: Clean, cur: Clean) -> int:
     # A rest with the stream's column was cut before the stream added it (the process printed it so);
     # a rest without was cut by the terminal that showed the stream.
+    if cur.proc:  # the process's tag on the rest too: it was cut before the tag was put on
+        return len(prev.body)
     return prev.inner if cur.framed else prev.width
 
 

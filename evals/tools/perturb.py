@@ -97,13 +97,26 @@ def _ansi(text: str, rng: random.Random) -> str:
     return text
 
 
-def _tagged(tag: str) -> Callable[[str, random.Random], str]:
-    """Every line printed by one more process in the stream: its tag in front (unless it has one)."""
+def tagged(tag: str) -> Transform:
+    """Every record printed by one more process in the stream: its tag in front of each record's
+    first line (unless it has one). The rest of a hard-wrapped record stays as the terminal cut it."""
+    from graph.analyzers.base import LogView
+    from graph.observation import Observation
 
-    def run(text: str, rng: random.Random) -> str:
+    def one(text: str) -> str:
         if not text or _PROC_TAG.match(text) or text.startswith("[rank"):
             return text
         return f"{tag} {text}"
+
+    def run(lines: Sequence[LogLine], rng: random.Random) -> Perturbed:
+        rest = {ln.n - 1 for ln in LogView(Observation(logs=list(lines))).lines if ln.head}
+        out = [
+            ln
+            if i in rest or not ln.message
+            else _line(ln, "\n".join(one(p) for p in ln.message.split("\n")))
+            for i, ln in enumerate(lines)
+        ]
+        return out, list(range(len(lines)))
 
     return run
 
@@ -225,9 +238,9 @@ TRANSFORMS: dict[str, Transform] = {
     "wrap160": wrap(160),
     "ansi": _per_line(_ansi),
     "quote": _per_line(lambda t, r: f"> {t}" if t else ">"),
-    "engine-tag": _per_line(_tagged("(EngineCore_DP0 pid=1234)")),
-    "ray-tag": _per_line(_tagged("(RayWorkerWrapper pid=5678, ip=10.0.0.3)")),
-    "rank-tag": _per_line(_tagged("[rank0]:")),
+    "engine-tag": tagged("(EngineCore_DP0 pid=1234)"),
+    "ray-tag": tagged("(RayWorkerWrapper pid=5678, ip=10.0.0.3)"),
+    "rank-tag": tagged("[rank0]:"),
     "severity-default": severity(lambda ln, r: "DEFAULT"),
     "severity-stderr": severity(lambda ln, r: "ERROR"),
     "severity-scrambled": severity(lambda ln, r: r.choice(("DEFAULT", "INFO", "ERROR"))),
