@@ -79,6 +79,7 @@ class Clean:
     #: printed, when the stream put its column on every line, continuations too.
     inner: int = 0
     framed: bool = False  # the stream put a column of its own (compose, a timestamp) before the line
+    spaced: bool = False  # the line ended in a space (cut after a word: its rest joins with one)
 
 
 def clean(raw: str) -> Clean:
@@ -90,7 +91,7 @@ def clean(raw: str) -> Clean:
     if "\r" in s:  # a progress bar redrawn in place: the last state is what was printed last
         parts = [p for p in _CR.split(s) if p.strip()]
         s = parts[-1] if parts else ""
-    s = s.rstrip()
+    tail = len(s) - len(s := s.rstrip())  # trailing spaces take columns too (a cut after a word)
     if s.lstrip().startswith(">"):
         s = _QUOTE.sub("", s)
     proc = ""
@@ -120,6 +121,7 @@ def clean(raw: str) -> Clean:
             break
     body = s
     framed = inner < width
+    width, inner = width + tail, inner + tail
     if "|" in s and "[" in s:
         m = _TQDM_GLUE.match(s)
         if m and m.end() < len(s):
@@ -138,7 +140,16 @@ def clean(raw: str) -> Clean:
             break
     if level == "WARN":
         level = "WARNING"
-    return Clean(text=s.strip(), proc=proc, level=level, body=body, width=width, inner=inner, framed=framed)
+    return Clean(
+        text=s.strip(),
+        proc=proc,
+        level=level,
+        body=body,
+        width=width,
+        inner=inner,
+        framed=framed,
+        spaced=tail > 0,
+    )
 
 
 def severity_of(c: Clean, field: str | None) -> str:

@@ -111,7 +111,7 @@ class LogView:
             ):
                 # Cut at a terminal's width the record goes on mid-word; cut elsewhere, at a space.
                 rest = c.body.rstrip()
-                glue = "" if rest.startswith(" ") or cut_at_width(prev, c) else " "
+                glue = "" if rest.startswith(" ") or (cut_at_width(prev, c) and not prev.spaced) else " "
                 head.cont += ((i, raw),)
                 # Cleaned whole again: what the head's cut hid (a tqdm bar glued in front) shows now.
                 joined = f"{joined}{glue}{rest}"
