@@ -261,21 +261,12 @@ class LogView:
             found = current or found
             # The chain goes on: a connector right after this traceback, then the next one.
             nxt = next(
-                (
-                    i
-                    for i in range(end + 1, min(self.total, end + 4) + 1)
-                    if CHAINED.search(self.lines[i - 1].text)
-                ),
-                None,
+                (i for i in self._records_after(end, 3) if CHAINED.search(self.lines[i - 1].text)), None
             )
             if nxt is None:
                 return found
             head = next(
-                (
-                    i
-                    for i in range(nxt + 1, min(self.total, nxt + 4) + 1)
-                    if TRACEBACK_HEAD.search(self.lines[i - 1].text)
-                ),
+                (i for i in self._records_after(nxt, 3) if TRACEBACK_HEAD.search(self.lines[i - 1].text)),
                 None,
             )
             if head is None:
@@ -288,6 +279,16 @@ class LogView:
                 ),
                 min(self.total, head + reach),
             )
+
+    def _records_after(self, n: int, k: int) -> Iterator[int]:
+        """The numbers of the next ``k`` records after line ``n`` (the rest of a wrapped record is
+        part of it, not a record of its own)."""
+        i = n + 1
+        while k > 0 and i <= self.total:
+            if not self.lines[i - 1].head:
+                k -= 1
+                yield i
+            i += 1
 
     def is_source(self, n: int) -> bool:
         """Line ``n`` is a traceback's quotation of source code (the line after ``File "...", line N,
