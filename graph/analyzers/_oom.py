@@ -43,7 +43,13 @@ def _frames_before(v: LogView, n: int, text: str) -> list[Line]:
     # Tracebacks of several processes (TP ranks, the engine core, the API server) interleave: read
     # only the frames the same process printed.
     proc = v.lines[n - 1].proc if 0 < n <= len(v.lines) else ""
-    for ln in reversed(v.window(n, before=60)[:-1]):
+    records = 0
+    for ln in reversed(v.window(n, before=240)[:-1]):
+        if ln.head:
+            continue  # the rest of a wrapped record: its words are in its head's text
+        records += 1
+        if records > 60:
+            break
         if proc and ln.proc and ln.proc != proc:
             continue
         out.append(ln)

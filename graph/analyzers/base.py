@@ -128,8 +128,8 @@ class LogView:
         self.history = obs.history_lines()
         groups: dict[str, list[Line]] = {}
         for ln in self.lines:
-            if ln.n in self.history:
-                continue
+            if ln.n in self.history or ln.head:
+                continue  # history is never matched; the rest of a wrapped record is in its head's text
             groups.setdefault(_SHAPE.sub("0", ln.text[:4000]), []).append(ln)
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
