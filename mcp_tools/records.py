@@ -80,6 +80,7 @@ class Clean:
     inner: int = 0
     framed: bool = False  # the stream put a column of its own (compose, a timestamp) before the line
     spaced: bool = False  # the line ended in a space (cut after a word: its rest joins with one)
+    glued: bool = False  # a tqdm bar was glued in front of it (a record starts after the bar)
 
 
 def clean(raw: str) -> Clean:
@@ -122,10 +123,13 @@ def clean(raw: str) -> Clean:
     body = s
     framed = inner < width
     width, inner = width + tail, inner + tail
+    glued = False
     if "|" in s and "[" in s:
         m = _TQDM_GLUE.match(s)
         if m and m.end() < len(s):
             s = s[m.end() :]
+            glued = True  # a progress bar, then a record of its own: its columns start after the bar
+            width, inner = width - m.end(), inner - m.end()
             m2 = _PROC.match(s)
             if m2:
                 proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
@@ -149,6 +153,7 @@ def clean(raw: str) -> Clean:
         inner=inner,
         framed=framed,
         spaced=tail > 0,
+        glued=glued,
     )
 
 
@@ -186,7 +191,7 @@ def continues(prev: Clean, cur: Clean) -> bool:
     compose column, a collector's timestamp) are on every physical line, so they say nothing. Only a
     line with no level and no process tag of its own (or the same process's, as Ray repeats it), that
     does not start a traceback, frame, code line or table row, after a long line."""
-    if cur.level or _width(prev, cur) < WRAP_MIN_CHARS or not cur.text:
+    if cur.level or cur.glued or _width(prev, cur) < WRAP_MIN_CHARS or not cur.text:
         return False
     if cur.proc and cur.proc != prev.proc:
         return False

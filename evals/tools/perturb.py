@@ -130,7 +130,7 @@ def _lead_ts(formats: Sequence[str]) -> Transform:
         out = []
         for ln in lines:
             t += timedelta(milliseconds=rng.randint(1, 900))
-            stamp = t.strftime(fmt).replace("%f3", f"{t.microsecond // 1000:03d}")
+            stamp = t.strftime(fmt.replace("{ms}", f"{t.microsecond // 1000:03d}"))
             out.append(
                 _line(ln, "\n".join(f"{stamp} {p}" if p else p for p in ln.message.split("\n")))
                 if ln.message
@@ -245,15 +245,25 @@ TRANSFORMS: dict[str, Transform] = {
     "severity-stderr": severity(lambda ln, r: "ERROR"),
     "severity-scrambled": severity(lambda ln, r: r.choice(("DEFAULT", "INFO", "ERROR"))),
     "compose-prefix": _per_line(lambda t, r: f"gemma-1  | {t}" if t else t),
-    "kubectl-ts": _lead_ts(["%Y-%m-%dT%H:%M:%S.%f3000000Z"]),
-    "console-ts": _lead_ts(["%Y-%m-%d %H:%M:%S,%f3", "[%Y-%m-%d %H:%M:%S]"]),
+    "kubectl-ts": _lead_ts(["%Y-%m-%dT%H:%M:%S.{ms}000000Z"]),
+    "console-ts": _lead_ts(["%Y-%m-%d %H:%M:%S,{ms}", "[%Y-%m-%d %H:%M:%S]"]),
     "interleave": interleave("(APIServer pid=1)"),
     "bury-3000": bury(3000),
     "tqdm-glue": tqdm_glue(),
     "pasted-thread": compose(
         severity(lambda ln, r: "DEFAULT"), wrap(120), _per_line(_ansi), _per_line(lambda t, r: f"> {t}")
     ),
+    "busy-stream": compose(
+        severity(lambda ln, r: "ERROR"),
+        tagged("(EngineCore_DP0 pid=1234)"),
+        interleave("(APIServer pid=1)"),
+        tqdm_glue(0.1),
+        _lead_ts(["%Y-%m-%dT%H:%M:%S.{ms}000000Z"]),
+        bury(600),
+    ),
 }
+#: What ``tests/test_evals_perturb.py`` holds a floor for: every shape at once, in two streams.
+COMPOSITES = ("pasted-thread", "busy-stream")
 
 
 # --------------------------------------------------------------------------------------------------
