@@ -175,7 +175,8 @@ def severity_of(c: Clean, field: str | None) -> str:
 
 #: A line that starts something of its own: a traceback, a frame, code, an exception, a table row.
 _OWN_START = re.compile(
-    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception|[\w.]+(?:Error|Exception|Warning)\b|(?:Error|Exception|Warning):"
+    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception"
+    r"|[\w.]+(?:Error|Exception|Warning)\b|(?:Error|Exception|Warning):"
     r"|\[|\(|\{|-{3,}|={3,}|\d{4}[-/]\d\d[-/]\d\d|[A-Z][A-Z_]+:|Killed$|Segmentation)"
 )
 #: A record that ends where it says so: an access line's status.

@@ -154,7 +154,8 @@ _BENIGN = [
     "INFO {ts} [metrics.py:96] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s",
     'INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK',
     "DEBUG {ts} [client.py:212] Waiting for 1 local, 0 remote core engine proc(s) to start.",
-    "INFO {ts} [shm_broadcast.py:289] vLLM message queue communication handle: Handle(local_reader_ranks=[0])",
+    "INFO {ts} [shm_broadcast.py:289] vLLM message queue communication handle: "
+    "Handle(local_reader_ranks=[0])",
 ]
 
 
