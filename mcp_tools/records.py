@@ -159,6 +159,11 @@ def clean(raw: str) -> Clean:
 
 def severity_of(c: Clean, field: str | None) -> str:
     """The record's severity: the level its text carries, else its shape, else the field."""
+    return told_severity(c) or field or "DEFAULT"
+
+
+def told_severity(c: Clean) -> str:
+    """The severity the text itself tells, by its level or its shape ("" when it tells none)."""
     if c.level:
         return c.level
     t = c.text
@@ -170,7 +175,7 @@ def severity_of(c: Clean, field: str | None) -> str:
         return "WARNING" if lv == "WARN" else ("CRITICAL" if lv == "FATAL" else lv)
     if _WARN_SHAPE.search(t):
         return "WARNING"
-    return field or "DEFAULT"
+    return ""
 
 
 #: A line that starts something of its own: a traceback, a frame, code, an exception, a table row.

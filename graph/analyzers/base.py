@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from graph.observation import Observation
-from mcp_tools.records import Clean, clean, continues, cut_at_width, severity_of
+from mcp_tools.records import Clean, clean, continues, cut_at_width, told_severity
 from mcp_tools.vocabulary import (
     ANY_MILESTONE,
     CHAINED,
@@ -70,6 +70,9 @@ class Line:
     #: whole record; each continuation line is also a line of its own).
     cont: tuple[tuple[int, str], ...] = ()
     head: int = 0  # for a continuation line: the line whose record it continues
+    #: The text itself says it is an error (its level or its shape), not only the entry's field, which
+    #: a platform sets for a whole stream (Cloud Run: everything on stderr is ERROR).
+    said_error: bool = False
 
 
 _SHAPE = re.compile(r"\d[\da-f]*")
@@ -99,7 +102,15 @@ class LogView:
         for i, entry in enumerate(obs.logs, start=1):
             raw = entry.message
             c = clean(raw)
-            line = Line(n=i, text=c.text, severity=severity_of(c, entry.severity), raw=raw, proc=c.proc)
+            told = told_severity(c)
+            line = Line(
+                n=i,
+                text=c.text,
+                severity=told or entry.severity,
+                raw=raw,
+                proc=c.proc,
+                said_error=told in ("ERROR", "CRITICAL"),
+            )
             joinable = entry.json_payload is None and (entry.timestamp is None or entry.timestamp == last_ts)
             last_ts = entry.timestamp
             if (
@@ -116,7 +127,7 @@ class LogView:
                 # Cleaned whole again: what the head's cut hid (a tqdm bar glued in front) shows now.
                 joined = f"{joined}{glue}{rest}"
                 head.text = clean(joined).text
-                line.severity = head.severity
+                line.severity, line.said_error = head.severity, head.said_error
                 line.head = head.n
             else:
                 head = line

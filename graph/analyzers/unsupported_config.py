@@ -39,7 +39,7 @@ def analyze(obs: Observation) -> list[Finding]:
         hits = [
             ln
             for ln in v.grep(UNSUPPORTED_GENERIC)
-            if ln.severity in ("ERROR", "CRITICAL")
+            if ln.said_error  # generic words: only a record that says it is an error, not its stream
             and not UNSUPPORTED_WARNING.search(ln.text)
             and v.phase_at(ln.n) < Phase.API_UP
         ]
