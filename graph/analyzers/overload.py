@@ -114,6 +114,8 @@ def analyze(obs: Observation) -> list[Finding]:
 
     busiest = None
     peak: tuple[Line, int, float] | None = None
+    peak_wait: tuple[Line, int] | None = None
+    peak_kv: tuple[Line, float] | None = None
     last_busy: Line | None = None
     busy_periods = 0
     run = longest_run = 0  # consecutive busy stats periods
@@ -135,6 +137,11 @@ def analyze(obs: Observation) -> list[Finding]:
                 busiest = (ln, waiting_l, kv_l)  # the first busy stats line: when it started
             if peak is None or (waiting_l, kv_l) > peak[1:]:
                 peak = (ln, waiting_l, kv_l)
+            # Where the queue, and where the KV cache, first reached their highest (cited both).
+            if peak_wait is None or waiting_l > peak_wait[1]:
+                peak_wait = (ln, waiting_l)
+            if peak_kv is None or kv_l > peak_kv[1]:
+                peak_kv = (ln, kv_l)
             last_busy = ln
     # Saturation that lasts: most stats periods (at least SUSTAINED of them) busy, or a stretch of
     # RUN_SUSTAINED busy periods in a row (a queue that stood for a minute, in a long quiet log).
@@ -152,7 +159,8 @@ def analyze(obs: Observation) -> list[Finding]:
             signals.append("kv_full")
         cited = {
             ln.n: ln,
-            **({peak[0].n: peak[0]} if peak else {}),
+            **({peak_wait[0].n: peak_wait[0]} if peak_wait else {}),
+            **({peak_kv[0].n: peak_kv[0]} if peak_kv else {}),
             **({last_busy.n: last_busy} if last_busy else {}),
         }
         for i, c in enumerate(sorted(cited.values(), key=lambda x: x.n)):
