@@ -44,6 +44,7 @@ from mcp_tools.vocabulary import (
     FAMILY_WORDING,
     FATAL,
     FATAL_PREFILTER,
+    HEALTH_ANSWERED,
     KIND_CHECKPOINT,
     KIND_CONFIG,
     KIND_DENIED,
@@ -335,10 +336,17 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
-    # Cite when it came up (its first sign, the server listening) and the last sign of it running.
+    # Cite when it came up (its first sign, and where its start completed: the last of the API
+    # server's start-up lines), the last health check it answered and the last sign of it running.
     first_up = next((n for n, ph in v.milestones if ph in (*UP_PHASES, Phase.SERVING)), None)
-    first_api = next((n for n, ph in v.milestones if ph is Phase.API_UP), None)
-    cited = [v.lines[n - 1] for n in (first_up, first_api) if n is not None] + [up]
+    api_done = None
+    for n, ph in v.milestones:
+        if ph is Phase.API_UP:
+            api_done = n
+        elif api_done is not None:
+            break
+    health = v.last(HEALTH_ANSWERED)
+    cited = [v.lines[n - 1] for n in (first_up, api_done) if n is not None] + [health, up]
     evidence = [
         Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text), 300))
         for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)

@@ -249,6 +249,9 @@ STARTED = re.compile(
 #: An answer that is a server error (a 5xx after a crash is the failure, not service).
 SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
 
+#: A health check the server answered (a healthy server's most direct evidence).
+HEALTH_ANSWERED = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)\S* HTTP/\d(?:\.\d)?\" 200\b")
+
 #: A fresh server start (not just traffic, which other instances may be serving).
 RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)
 
