@@ -151,10 +151,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 confidence=0.75,
                 summary=f"An exception no known failure family explains (line {exc.n}) killed the engine "
                 f"(line {died.first_line}).",
-                evidence=[
-                    Evidence(line=exc.n, text=cut_words(excerpt(exc.raw or exc.text, EXCEPTION), 300)),
-                    *died.evidence,
-                ],
+                evidence=[*_exception_evidence(obs, exc), *died.evidence],
                 finding=died,
                 notes=notes,
             )
@@ -168,7 +165,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 summary=f"The first failure (line {exc.n}) matches no known failure family; what followed "
                 f"({', '.join(sorted({f.category for f in active}))}) is its consequence. "
                 "A person should read the cited lines.",
-                evidence=[Evidence(line=exc.n, text=cut_words(excerpt(exc.raw or exc.text, EXCEPTION), 300))],
+                evidence=_exception_evidence(obs, exc),
                 notes=notes,
             )
     pool = specific or active
@@ -248,9 +245,19 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
         confidence=0.55,
         summary=f"The first failure (line {ln.n}) matches no known wording; it happened while the server was "
         f"at '{phase.name.lower()}', and an error of that kind there means {category}.",
-        evidence=[Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300))],
+        evidence=_exception_evidence(obs, ln),
         notes=notes,
     )
+
+
+def _exception_evidence(obs: Observation, ln: Line) -> list[Evidence]:
+    """An exception as evidence: its line (the cause), and when it starts a chain, the exception
+    that ends it (what failed because of it: the fetch, the step, the request)."""
+    out = [Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300))]
+    end = view(obs).chain_end(ln.n)
+    if end is not None and end.n != ln.n:
+        out.append(Evidence(line=end.n, text=cut_words(excerpt(end.raw or end.text, EXCEPTION), 300)))
+    return out
 
 
 def first_unexplained_failure(obs: Observation, findings: list[Finding], before: int) -> Line | None:

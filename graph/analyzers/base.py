@@ -291,6 +291,33 @@ class LogView:
                 min(self.total, head + reach),
             )
 
+    def chain_end(self, n: int, reach: int = 400) -> Line | None:
+        """The exception that ends the chain an exception at line ``n`` starts ("The above exception
+        was the direct cause of the following exception", "During handling of the above exception"):
+        what failed because of it, often the line that says what was being done. None when ``n``
+        starts no chain. Only the same process's lines are read (others interleave)."""
+        proc = self.lines[n - 1].proc if 0 < n <= self.total else ""
+        end, last = n, None
+        while True:
+            nxt = next(
+                (i for i in self._records_after(end, 3) if CHAINED.search(self.lines[i - 1].text)), None
+            )
+            if nxt is None:
+                return last
+            end = next(
+                (
+                    i
+                    for i in range(nxt + 1, min(self.total, nxt + reach) + 1)
+                    if not self.lines[i - 1].head
+                    and self.lines[i - 1].proc == proc
+                    and EXCEPTION.match(self.lines[i - 1].text)
+                ),
+                0,
+            )
+            if not end:
+                return last
+            last = self.lines[end - 1]
+
     def _records_after(self, n: int, k: int) -> Iterator[int]:
         """The numbers of the next ``k`` records after line ``n`` (the rest of a wrapped record is
         part of it, not a record of its own)."""
