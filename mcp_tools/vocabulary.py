@@ -374,7 +374,10 @@ CRASH = re.compile(
     # C++ aborts and the distributed backend: "terminate called after throwing an instance of
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
     r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
-    r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported",
+    r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported"
+    # Ray: a worker process that died under a task ("Worker exit type: SYSTEM_ERROR")
+    r"|A worker died or was killed while executing a task by an unexpected system error"
+    r"|Worker exit type: SYSTEM_ERROR",
     _I,
 )
 #: The engine is dead, without saying of what: a symptom of whatever failed before it (the root-cause
