@@ -319,11 +319,13 @@ class LogView:
             last = self.lines[end - 1]
 
     def _records_after(self, n: int, k: int) -> Iterator[int]:
-        """The numbers of the next ``k`` records after line ``n`` (the rest of a wrapped record is
-        part of it, not a record of its own)."""
+        """The numbers of the next ``k`` records after line ``n`` that the same process printed (the
+        rest of a wrapped record is part of it, not a record of its own; other processes interleave)."""
+        proc = self.lines[n - 1].proc if 0 < n <= self.total else ""
         i = n + 1
         while k > 0 and i <= self.total:
-            if not self.lines[i - 1].head:
+            ln = self.lines[i - 1]
+            if not ln.head and ln.proc == proc:
                 k -= 1
                 yield i
             i += 1
