@@ -27,7 +27,6 @@ from graph.analyzers.base import (
     SHUTDOWN,
     START_MARK,
     Line,
-    LogView,
     condition_texts,
     cut_words,
     excerpt,
@@ -45,6 +44,7 @@ from mcp_tools.vocabulary import (
     FATAL,
     FATAL_PREFILTER,
     HEALTH_ANSWERED,
+    HEALTH_PREFILTER,
     KIND_CHECKPOINT,
     KIND_CONFIG,
     KIND_DENIED,
@@ -275,7 +275,7 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
 def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     v = view(obs)
     fatal = [ln for ln in v.grep(FATAL, prefilter=FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
-    unresolved = [ln for ln in fatal if not _ran_after(v, ln.n)]
+    unresolved = [ln for ln in fatal if not _ran_after(obs, ln.n)]
     # Cite what failed, not the banner of the traceback that reports it.
     unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved
     bad_conditions = [
@@ -352,7 +352,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             api_done = n
         elif api_done is not None:
             break
-    health = v.last(HEALTH_ANSWERED)
+    health = v.last(HEALTH_ANSWERED, prefilter=HEALTH_PREFILTER)
     cited = [v.lines[n - 1] for n in (first_up, api_done) if n is not None] + [health, up]
     evidence = [
         Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text), 300))
@@ -379,13 +379,16 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     )
 
 
-def _ran_after(v: LogView, n: int) -> bool:
+def _ran_after(obs: Observation, n: int) -> bool:
     """Did the server run after the failure at line ``n``? A start completed after it (the engine
-    ready, the API up), or it failed while this life was already serving and answers went on: one
-    request's error. Answers alone after a failure in the start-up are another instance's."""
+    ready, the API up), or answers went on after a failure while this life was serving (by its
+    milestones, else its stack): one request's error. Answers after any other failure may be another
+    instance's: ``healthy`` is earned by a completed start."""
+    v = view(obs)
     if started_between(v, after=n, phases=UP_PHASES) is not None:
         return True
-    return v.phase_at(n) >= Phase.API_UP and started_between(v, after=n) is not None
+    serving = _phase_of(obs, v.lines[n - 1]) >= Phase.API_UP
+    return serving and started_between(v, after=n) is not None
 
 
 def _after_shutdown(obs: Observation, n: int) -> bool:

@@ -251,6 +251,7 @@ SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
 
 #: A health check the server answered (a healthy server's most direct evidence).
 HEALTH_ANSWERED = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)\S* HTTP/\d(?:\.\d)?\" 200\b")
+HEALTH_PREFILTER = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)")
 
 #: A fresh server start (not just traffic, which other instances may be serving).
 RESTARTED = re.compile("|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in UP_PHASES), _I)

@@ -419,7 +419,14 @@ def test_patterns_with_literal_digits_are_known() -> None:
     from graph.analyzers import base
     from mcp_tools import vocabulary
 
-    allowed = {"AUTH", "HOST_MEMORY_WEAK", "OVERLOAD_REJECT", "FATAL", "SERVER_ERROR_STATUS"}
+    allowed = {
+        "AUTH",
+        "HOST_MEMORY_WEAK",
+        "OVERLOAD_REJECT",
+        "FATAL",
+        "SERVER_ERROR_STATUS",
+        "HEALTH_ANSWERED",
+    }
     found = {
         name
         for name, value in vars(vocabulary).items()
@@ -501,8 +508,11 @@ def test_an_unexplained_exception_is_unknown_unless_the_engine_died_of_it() -> N
     rc = choose_root_cause(run_analyzers(o), o)
     assert rc.category == "engine_crash"  # SPEC: the engine died for another reason
     assert [e.line for e in rc.evidence][:2] == [1, 2]  # the exception first, then the death
-    alive = obs([bug, 'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK'])
+    answer = 'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK'
+    alive = obs([*STARTUP_OK, *STARTUP_FIGURES, bug, answer])
     assert root(alive) == "healthy"  # the server went on answering: not an outage
+    # nothing says the failure happened while serving: the answers may be another instance's
+    assert root(obs([bug, answer])) == "unknown"
     only = obs([bug])
     rc = choose_root_cause(run_analyzers(only), only)
     assert rc.category == "unknown" and [e.line for e in rc.evidence] == [1]
@@ -696,5 +706,9 @@ def test_a_queue_that_stood_for_a_minute_is_overload_in_a_long_quiet_log() -> No
     quiet = [_stats(0) for _ in range(40)]
     o = obs([*STARTUP_OK, *quiet, _stats(5), *[_stats(12) for _ in range(5)], _stats(3)])
     assert choose_root_cause(run_analyzers(o), o).category == "overload"
-    o = obs([*STARTUP_OK, *quiet[:20], _stats(6), *quiet[:10], _stats(6), *quiet[:10]])
+    o = obs([*STARTUP_OK, *STARTUP_FIGURES, *quiet[:20], _stats(6), *quiet[:10], _stats(6), *quiet[:10]])
     assert choose_root_cause(run_analyzers(o), o).category == "healthy"
+    # healthy is earned by a completed start: answers after a start that never completed may be
+    # another instance's
+    o = obs([*STARTUP_OK, *quiet[:20]])
+    assert choose_root_cause(run_analyzers(o), o).category == "unknown"
