@@ -24,9 +24,9 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from graph.analyzers import Evidence, Finding, run_analyzers, view
 from graph.analyzers.base import (
     RESTARTED,
-    SHUTDOWN,
     START_MARK,
     Line,
+    after_shutdown,
     condition_texts,
     cut_words,
     excerpt,
@@ -392,11 +392,7 @@ def _ran_after(obs: Observation, n: int) -> bool:
 
 
 def _after_shutdown(obs: Observation, n: int) -> bool:
-    v = view(obs)
-    sd = v.last(SHUTDOWN, before=n + 1)
-    if sd is None:
-        return False
-    return v.last(START_MARK, after=sd.n, before=n) is None
+    return after_shutdown(view(obs), n + 1)  # a shutdown line itself counts as after it
 
 
 # --------------------------------------------------------------------------------------------------

@@ -473,6 +473,26 @@ def started_between(
 _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
 
 
+def after_shutdown(v: LogView, n: int) -> bool:
+    """Line ``n`` follows an orderly shutdown (SIGTERM, Ctrl-C, a scale-down) with no restart in
+    between: what fails then is the teardown, not a cause. A shutdown right after an exception (within
+    a few records) is not orderly: it is that failure's own teardown ("Shutting down Ray distributed
+    executor" after a ModuleNotFoundError)."""
+    sd = v.last(SHUTDOWN, before=n)
+    if sd is None or v.last(START_MARK, after=sd.n, before=n) is not None:
+        return False
+    lo = sd.n
+    for _ in range(4):  # the records just before the shutdown
+        lo -= 1
+        while lo >= 1 and (v.lines[lo - 1].head or not v.lines[lo - 1].text):
+            lo -= 1
+        if lo < 1:
+            break
+        if EXCEPTION.match(v.lines[lo - 1].text):
+            return False
+    return True
+
+
 def evidence_text(f: Finding) -> str:
     """The finding's cited text, joined (what its facts are read from)."""
     return "\n".join(e.text for e in f.evidence)

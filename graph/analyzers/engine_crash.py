@@ -10,7 +10,7 @@ unexpectedly" are symptoms: they yield to any cause, and tracebacks after an ord
 
 from __future__ import annotations
 
-from graph.analyzers.base import SHUTDOWN, Finding, finding, view
+from graph.analyzers.base import SHUTDOWN, Finding, after_shutdown, finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import CRASH, CRASH_DIED, FACT_CUDA_FAULT
 
@@ -19,7 +19,7 @@ def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
     shutdown = v.first(SHUTDOWN)
     cutoff = shutdown.n if shutdown else None
-    hits = [ln for ln in v.grep(CRASH) if cutoff is None or ln.n < cutoff or not _after_shutdown(v, ln.n)]
+    hits = [ln for ln in v.grep(CRASH) if cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n)]
     if hits:
         return [
             finding(
@@ -32,7 +32,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts={"cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits)},
             )
         ]
-    died = [ln for ln in v.grep(CRASH_DIED) if not _after_shutdown(v, ln.n)]
+    died = [ln for ln in v.grep(CRASH_DIED) if not after_shutdown(v, ln.n)]
     if died:
         return [
             finding(
@@ -46,14 +46,3 @@ def analyze(obs: Observation) -> list[Finding]:
             )
         ]
     return []
-
-
-def _after_shutdown(v, n: int) -> bool:  # type: ignore[no-untyped-def]
-    """A crash line that follows an orderly shutdown with no restart in between."""
-    from graph.analyzers.base import START_MARK
-
-    sd = v.last(SHUTDOWN, before=n)
-    if sd is None:
-        return False
-    restart = v.last(START_MARK, after=sd.n, before=n)
-    return restart is None
