@@ -465,12 +465,22 @@ def started_between(
             continue
         if before is not None and n >= before:
             break
-        if ph in running:
+        if ph in running and not (ph in UP_PHASES and unfinished_bar(v.lines[n - 1].text)):
             best = n
     return v.lines[best - 1] if best is not None else None
 
 
 _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
+
+
+_BAR = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+
+
+def unfinished_bar(text: str) -> bool:
+    """A progress bar short of its total ("Processed prompts:  54%|...| 1078/2000 [...]"): the last
+    state of a run that stopped, not a run that finished."""
+    m = _BAR.search(text)
+    return m is not None and int(m.group(1)) < int(m.group(2))
 
 
 def after_shutdown(v: LogView, n: int) -> bool:
