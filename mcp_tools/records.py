@@ -51,6 +51,12 @@ _VLLM = re.compile(
 )
 #: Other loggers: uvicorn "INFO:     ", Python logging "WARNING:root:", glog "E0501 12:00:00.123 ...".
 _PYLOG = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL):(?:\s+|[\w.]+:)")
+#: A pipe-separated logger column, as FastChat's and loguru's formats print it after their timestamp:
+#: "| ERROR | stderr | ...", "| WARNING  | module:func:12 - ...".
+_PIPE = re.compile(
+    r"^\|?\s*(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\s*\|\s?"
+    r"(?:(?:stdout|stderr)\s*\|\s?|[\w.<>]+:[\w.<>]+:\d+ - )?"
+)
 _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?")
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
@@ -135,12 +141,14 @@ def clean(raw: str) -> Clean:
                 proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
                 s = s[m2.end() :]
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
-    for pat in (_VLLM, _GLOG, _PYLOG) if lead[:1].isupper() else ():
+    for pat in (_VLLM, _GLOG, _PYLOG) if lead[:1].isupper() else (_PIPE,) if lead[:1] == "|" else ():
         m = pat.match(lead)
         if m:
             lv = m.group("level")
             level = _GLOG_LEVEL.get(lv, lv)
+            level = "INFO" if level in ("SUCCESS", "TRACE") else level
             s = lead[m.end() :]
+            body = s  # what the logger was given: its indentation is the line's
             break
     if level == "WARN":
         level = "WARNING"
