@@ -341,6 +341,18 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             "listened, answered or served /metrics): not calling that healthy.",
             notes=notes,
         )
+    # Records that say they are errors (a traceback's frames without its exception line, say) with no
+    # start seen completing: answers may be another instance's; not calling that healthy either.
+    said = next((ln for ln in v.lines if ln.said_error and ln.n not in v.history), None)
+    if said is not None and obs.health is not True and started_between(v, after=0, phases=UP_PHASES) is None:
+        return RootCause(
+            category="unknown",
+            confidence=0.3,
+            summary=f"Line {said.n} says it is an error, and no start of the server is seen completing: "
+            "not calling that healthy. A person should read the cited line.",
+            evidence=[Evidence(line=said.n, text=cut_words(excerpt(said.raw or said.text), 300))],
+            notes=notes,
+        )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
     # Cite when it came up (its first sign, and where its start completed: the last of the API
