@@ -214,6 +214,10 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     """
     phase = _phase_of(obs, ln)
     text = ln.text
+    if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
+        # Where nothing says the server was serving, an import that fails is the image's code not
+        # matching the model's (a lazy import while serving is seen serving first).
+        return "unsupported_config"
     if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.ENGINE_READY:
         return None
     if KIND_NO_DEVICE.search(text) or KIND_UNSUPPORTED.search(text):

@@ -216,7 +216,9 @@ KIND_CHECKPOINT = re.compile(
 #: or a device that is not implemented or not supported): during start-up, whatever the phase, that is
 #: a configuration this build does not run.
 KIND_UNSUPPORTED = re.compile(
-    r"NotImplementedError|\bNot Implemented\b|\bnot (?:yet )?(?:supported|implemented)\b|\bis unsupported\b",
+    r"NotImplementedError|\bNot Implemented\b|\bnot (?:yet )?(?:supported|implemented)\b|\bis unsupported\b"
+    # a compiled kernel this build does not have (torch's custom-op namespace lacks the op)
+    r"|'_OpNamespace' '\w+' object has no attribute",
     _I,
 )
 #: No accelerator where the engine was built: the process was given no GPU (a scheduler, a Ray
@@ -376,6 +378,8 @@ CRASH = re.compile(
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
     r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
     r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported"
+    # Gloo, the CPU side of torch.distributed (metadata broadcast between TP / PP ranks)
+    r"|gloo/transport/\S+\] (?:Read|Write) error|Gloo connectFullMesh failed"
     # Ray: a worker process that died under a task ("Worker exit type: SYSTEM_ERROR")
     r"|A worker died or was killed while executing a task by an unexpected system error"
     r"|Worker exit type: SYSTEM_ERROR",
