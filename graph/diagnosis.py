@@ -30,6 +30,7 @@ from graph.analyzers.base import (
     condition_texts,
     cut_words,
     excerpt,
+    phase_of,
     started_between,
 )
 from graph.observation import Observation
@@ -188,16 +189,6 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
     return _no_finding(obs, notes)
 
 
-def _phase_of(obs: Observation, ln: Line) -> Phase:
-    """How far the start-up had come at ``ln``: its milestones, else (a paste that begins at the
-    traceback) the functions on the traceback's stack."""
-    v = view(obs)
-    phase = v.phase_at(ln.n)
-    if phase in (Phase.NONE, Phase.CONTAINER):
-        phase = v.phase_of_stack(ln.n) or phase
-    return phase
-
-
 def classify_by_life(obs: Observation, ln: Line) -> str | None:
     """The family of an exception no family's wording names, from where in the server's life it
     happened and what kind of error it is (None: the life and the kind do not say).
@@ -212,7 +203,7 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     (unsupported_config); a remote (the hub) that does not answer while the config or the weights are
     fetched means the model cannot be had from here (model_not_found).
     """
-    phase = _phase_of(obs, ln)
+    phase = phase_of(view(obs), ln.n)
     text = ln.text
     if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
         # Where nothing says the server was serving, an import that fails is the image's code not
@@ -243,7 +234,7 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
     category = classify_by_life(obs, ln)
     if category is None:
         return None
-    phase = _phase_of(obs, ln)
+    phase = phase_of(view(obs), ln.n)
     return RootCause(
         category=category,
         confidence=0.55,
@@ -403,7 +394,7 @@ def _ran_after(obs: Observation, n: int) -> bool:
     v = view(obs)
     if started_between(v, after=n, phases=UP_PHASES) is not None:
         return True
-    serving = _phase_of(obs, v.lines[n - 1]) >= Phase.API_UP
+    serving = phase_of(v, n) >= Phase.API_UP
     return serving and started_between(v, after=n) is not None
 
 

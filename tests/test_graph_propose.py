@@ -126,3 +126,36 @@ def test_a_plans_why_never_carries_the_models_words() -> None:
                 assert step.why and "IGNORE" not in step.why, (c, step.why)
     unknown = propose_options(_diag("unknown", "ERROR one", "ERROR two"), obs)[0].steps[0]
     assert unknown.why == "no known failure family matches the evidence (cited log lines: 1, 2)"
+
+
+def test_a_crash_in_the_start_up_goes_to_a_person_and_one_while_serving_restarts() -> None:
+    from graph.analyzers.engine_crash import analyze
+
+    obs = Observation(id="x", service=L4)
+    crash = "RuntimeError: NCCL error: unhandled system error"
+    starting = [
+        "INFO 03-02 10:00:01 [api_server.py:912] vLLM API server version 0.7.3",
+        "INFO 03-02 10:00:09 [model_runner.py:1110] Starting to load model deepseek-ai/DeepSeek-R1...",
+        crash,
+    ]
+    serving = [
+        "INFO 03-02 10:00:01 [api_server.py:912] vLLM API server version 0.7.3",
+        "INFO:     Application startup complete.",
+        'INFO:     10.0.0.7:5123 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        crash,
+    ]
+    kinds = {}
+    for name, lines in (("starting", starting), ("serving", serving)):
+        o = Observation.model_validate({"id": name, "service": L4, "logs": [{"text": t} for t in lines]})
+        (f,) = analyze(o)
+        d = Diagnosis(
+            id=name,
+            category="engine_crash",
+            confidence=f.confidence,
+            summary=f.summary,
+            evidence=f.evidence,
+            findings=[f],
+        )
+        kinds[name] = [o_.steps[0].kind for o_ in propose_options(d, obs)]
+    assert kinds["starting"][:2] == [K.ESCALATE, K.RESTART]
+    assert kinds["serving"][0] is K.RESTART

@@ -453,6 +453,24 @@ def finding(
 # Markers shared by several analyzers ---------------------------------------------------------------
 
 
+def phase_of(v: LogView, n: int) -> Phase:
+    """How far the start-up had come at line ``n``: its milestones, else (a paste that begins at the
+    traceback) the functions on the traceback's stack."""
+    phase = v.phase_at(n)
+    if phase in (Phase.NONE, Phase.CONTAINER):
+        phase = v.phase_of_stack(n) or phase
+    return phase
+
+
+def failed_in_startup(v: LogView, n: int) -> bool:
+    """Line ``n`` fails a start that never completed: its phase is known, before the API server was up,
+    and no start completed after it. The same start fails the same way again, so a restart repeats it."""
+    phase = phase_of(v, n)
+    if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.API_UP:
+        return False
+    return started_between(v, after=n, phases=UP_PHASES) is None
+
+
 def started_between(
     v: LogView, after: int, before: int | None = None, *, phases: Collection[Phase] | None = None
 ) -> Line | None:

@@ -10,7 +10,7 @@ unexpectedly" are symptoms: they yield to any cause, and tracebacks after an ord
 
 from __future__ import annotations
 
-from graph.analyzers.base import SHUTDOWN, Finding, after_shutdown, finding, view
+from graph.analyzers.base import SHUTDOWN, Finding, after_shutdown, failed_in_startup, finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import CRASH, CRASH_DIED, FACT_CUDA_FAULT
 
@@ -29,7 +29,10 @@ def analyze(obs: Observation) -> list[Finding]:
                 hits[:3],
                 pattern=CRASH,
                 analyzer="engine_crash",
-                facts={"cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits)},
+                facts={
+                    "cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits),
+                    "in_startup": failed_in_startup(v, hits[0].n),
+                },
             )
         ]
     died = [ln for ln in v.grep(CRASH_DIED) if not after_shutdown(v, ln.n)]
@@ -43,6 +46,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 pattern=CRASH_DIED,
                 analyzer="engine_crash",
                 specific=False,
+                facts={"in_startup": failed_in_startup(v, died[0].n)},
             )
         ]
     return []

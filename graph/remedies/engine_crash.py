@@ -1,17 +1,31 @@
-"""engine_crash: a fresh revision; eager mode when the crash is a CUDA fault."""
+"""engine_crash: a fresh revision for a crash while serving; a person first for a crash in the start-up
+(the same start crashes the same way again); eager mode when the crash is a CUDA fault."""
 
 from __future__ import annotations
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import fact
+from graph.remedies.base import escalate, fact
 from graph.remedies.engine_hung import restart
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
-    out = [restart("the engine died for a reason its configuration does not explain: start a fresh revision")]
+    fresh = restart("the engine died for a reason its configuration does not explain: start a fresh revision")
+    out = [fresh]
+    if fact(diag, "in_startup"):
+        # A start that crashes before the server is up repeats on a restart: the image, the driver or
+        # the flags of this revision do not start, and a person must compare them with the last start.
+        out = [
+            escalate(
+                "The engine crashes during its start-up, before the server is up, so a restart repeats "
+                "the same start. Compare this revision's image, driver and flags with the last revision "
+                "that started, roll back to it if one served, and report the traceback upstream.",
+                "the engine crashed in its start-up: a restart starts it the same way",
+            ),
+            fresh,
+        ]
     if fact(diag, "cuda_fault"):
         out.append(
             flags_option(
