@@ -14,10 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mcp_tools.errors import UserError
-from mcp_tools.google_api import READ, CallPolicy, build_client, call
+from mcp_tools.google_api import ApiReader, build_client, call
 from mcp_tools.incident import SEVERITIES, LogLine
 from mcp_tools.names import validate_revision_name, validate_service_name
-from mcp_tools.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -147,32 +146,26 @@ def entry_to_logline(entry: Any) -> LogLine:
         return LogLine.model_validate(data)
 
 
-class CloudLogging:
+class CloudLogging(ApiReader):
     """Read Cloud Run service logs from Cloud Logging."""
-
-    def __init__(self, settings: Settings | None = None, *, policy: CallPolicy | None = None) -> None:
-        self.settings = settings or get_settings()
-        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
-        self._client: Any = None
 
     @property
     def client(self) -> Any:
-        if self._client is None:
+        def make() -> Any:
             from google.cloud import logging as gcl
 
-            if not self.settings.project:
-                raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
-            self._client = build_client(
+            return build_client(
                 gcl.Client,
                 self.settings,
                 endpoint=self.settings.logging_api_endpoint,
                 handwritten=True,
                 timeout_s=self.policy.timeout_s,
                 deadline=self.policy.deadline,
-                project=self.settings.project,
+                project=self.project,
                 _use_grpc=False,
             )
-        return self._client
+
+        return self.lazy_client("logging", make)
 
     def list_entries(
         self,
@@ -215,7 +208,7 @@ class CloudLogging:
             lambda: [
                 entry_to_logline(e)
                 for e in self.client.list_entries(
-                    resource_names=[f"projects/{self.settings.project}"],
+                    resource_names=[f"projects/{self.project}"],
                     filter_=filt,
                     order_by=order,
                     max_results=limit,

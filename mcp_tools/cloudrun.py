@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError, short_error
-from mcp_tools.google_api import READ, CallPolicy, build_client, call
+from mcp_tools.google_api import ApiReader, build_client, call
 from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.names import validate_bucket, validate_revision_name, validate_service_name
-from mcp_tools.settings import Settings, get_settings
 
 if TYPE_CHECKING:  # the client libraries are heavy: import them where they are used
     from google.cloud import run_v2
@@ -360,28 +359,10 @@ def _check_approval(approval_id: str) -> str:
     return approval_id
 
 
-class CloudRun:
+class CloudRun(ApiReader):
     """Cloud Run services and revisions in one project and region."""
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        policy: CallPolicy | None = None,
-    ) -> None:
-        self.settings = settings or get_settings()
-        #: how each read is tried; mutations use the same attempts but retry only what was not processed
-        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
-        self._services: Any = None
-        self._revisions: Any = None
-
     # -- plumbing --
-
-    @property
-    def project(self) -> str:
-        if not self.settings.project:
-            raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
-        return self.settings.project
 
     @property
     def location(self) -> str:
@@ -393,25 +374,23 @@ class CloudRun:
     def parent(self) -> str:
         return f"projects/{self.project}/locations/{self.location}"
 
-    @property
-    def services(self) -> Any:
-        if self._services is None:
+    def _run_client(self, cls_name: str) -> Any:
+        def make() -> Any:
             from google.cloud import run_v2
 
-            self._services = build_client(
-                run_v2.ServicesClient, self.settings, endpoint=self.settings.run_api_endpoint
+            return build_client(
+                getattr(run_v2, cls_name), self.settings, endpoint=self.settings.run_api_endpoint
             )
-        return self._services
+
+        return self.lazy_client(cls_name, make)
+
+    @property
+    def services(self) -> Any:
+        return self._run_client("ServicesClient")
 
     @property
     def revisions(self) -> Any:
-        if self._revisions is None:
-            from google.cloud import run_v2
-
-            self._revisions = build_client(
-                run_v2.RevisionsClient, self.settings, endpoint=self.settings.run_api_endpoint
-            )
-        return self._revisions
+        return self._run_client("RevisionsClient")
 
     def service_path(self, name: str) -> str:
         """The full resource name for a short service name (or a full one in this project/region)."""

@@ -9,6 +9,9 @@
   ``CallPolicy``: a bounded number of attempts with exponential backoff on one set of transient
   failures, a timeout per attempt. The library's own retry is switched off (``policy.rpc``), so a
   call is tried ``policy.attempts`` times in all, never retries inside retries.
+- ``ApiReader``: the base of the classes that read one Google API (Cloud Run, Logging, Monitoring):
+  the settings, the call policy (reads time out after the settings' ``http_timeout_s``), the project,
+  and each client built on first use.
 - A ``Deadline`` (optional, on the policy): the time one piece of work (a loop's cycle) has in all.
   Each attempt's timeout is the smaller of ``timeout_s`` and what is left of it, no attempt starts
   and no backoff sleeps past it, and a call it cuts short raises ``DeadlineExceeded``: a hung
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from mcp_tools.errors import AuthError, ExternalError, NotFoundError, UserError, short_error
-from mcp_tools.settings import Settings
+from mcp_tools.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -320,3 +323,34 @@ def _insecure_grpc(cls: Any, endpoint: str) -> tuple[Any, dict[str, str]]:
         return transport_cls(channel=grpc.insecure_channel(target))
 
     return _make, {"api_endpoint": target}
+
+
+class ApiReader:
+    """The base of a class that talks to one Google API: its settings, how each read is tried
+    (``policy``; a mutation uses the same attempts but retries only what was not processed), and its
+    clients, each built once, on first use (``lazy_client``), so constructing one costs nothing."""
+
+    def __init__(self, settings: Settings | None = None, *, policy: CallPolicy | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
+        self._clients: dict[str, Any] = {}
+
+    @property
+    def project(self) -> str:
+        if not self.settings.project:
+            raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
+        return self.settings.project
+
+    def lazy_client(self, key: str, make: Callable[[], Any]) -> Any:
+        """The client named ``key``, made by ``make()`` the first time it is asked for (every call
+        names the project: without one, a clear error before any client is built)."""
+        client = self._clients.get(key)
+        if client is None and self.project:
+            client = self._clients[key] = make()
+        return client
+
+    def drop_clients(self) -> list[Any]:
+        """Forget every client built so far (the next call builds new ones): the clients, to close."""
+        dropped = list(self._clients.values())
+        self._clients.clear()
+        return dropped

@@ -32,8 +32,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.google_api import READ, CallPolicy, build_client, call
-from mcp_tools.settings import Settings, get_settings
+from mcp_tools.google_api import ApiReader, CallPolicy, build_client, call
+from mcp_tools.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -351,34 +351,27 @@ def parse_keys(keys: list[str] | str | None) -> list[MetricDef]:
     return [BY_KEY[k] for k in names]
 
 
-class CloudMonitoring:
+class CloudMonitoring(ApiReader):
     """Read a Cloud Run service's time series from Cloud Monitoring."""
-
-    def __init__(self, settings: Settings | None = None, *, policy: CallPolicy | None = None) -> None:
-        self.settings = settings or get_settings()
-        self.policy = policy or READ.with_(timeout_s=self.settings.http_timeout_s)
-        self._client: Any = None
 
     @property
     def client(self) -> Any:
-        if self._client is None:
+        def make() -> Any:
             from google.cloud import monitoring_v3
 
-            if not self.settings.project:
-                raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
-            self._client = build_client(
+            return build_client(
                 monitoring_v3.MetricServiceClient,
                 self.settings,
                 endpoint=self.settings.monitoring_api_endpoint,
                 transport="grpc",
             )
-        return self._client
+
+        return self.lazy_client("monitoring", make)
 
     def close(self) -> None:
-        if self._client is not None:
+        for client in self.drop_clients():
             with contextlib.suppress(Exception):  # best effort
-                self._client.transport.close()
-            self._client = None
+                client.transport.close()
 
     def read(
         self,
@@ -445,7 +438,7 @@ class CloudMonitoring:
             group_by_fields=list(m.group_by),
         )
         request = monitoring_v3.ListTimeSeriesRequest(
-            name=f"projects/{self.settings.project}",
+            name=f"projects/{self.project}",
             filter=build_filter(m, metric_type, service, revision),
             interval=interval,
             aggregation=agg,
