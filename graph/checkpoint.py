@@ -27,6 +27,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -134,52 +135,95 @@ def _setup_once(pg: Any, url: str) -> None:
 # the row is an approval carrying the same claim as the state's approval, so a process that resumed
 # without winning can never send a change.
 
-DECISIONS_TABLE = "gemma_sre_decisions"
 
-_DDL = f"""CREATE TABLE IF NOT EXISTS {DECISIONS_TABLE} (
-    thread_id TEXT NOT NULL,
-    plan_key TEXT NOT NULL,
-    decision TEXT NOT NULL,
-    principal TEXT NOT NULL,
-    note TEXT,
-    reason TEXT,
-    approval_id TEXT NOT NULL,
-    claim TEXT NOT NULL,
-    at TEXT NOT NULL,
-    PRIMARY KEY (thread_id, plan_key)
-)"""
+@dataclass(frozen=True)
+class Table:
+    """One of our tables: its columns as SQL writes them (``name TYPE [NOT NULL]``, comma-separated)
+    and its primary key. Its ``ddl`` runs at open (``CREATE TABLE IF NOT EXISTS``, the same text in
+    SQLite and Postgres); ``column_names`` is the order rows are read and written in."""
 
-APPLIES_TABLE = "gemma_sre_applies"
+    name: str
+    columns: str
+    key: str
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.split()[0] for c in self.columns.split(","))
+
+    @property
+    def ddl(self) -> str:
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({self.columns}, PRIMARY KEY ({self.key}))"
+
+
+DECISIONS = Table(
+    "gemma_sre_decisions",
+    "thread_id TEXT NOT NULL, plan_key TEXT NOT NULL, decision TEXT NOT NULL, principal TEXT NOT NULL, "
+    "note TEXT, reason TEXT, approval_id TEXT NOT NULL, claim TEXT NOT NULL, at TEXT NOT NULL",
+    key="thread_id, plan_key",
+)
+DECISIONS_TABLE = DECISIONS.name
 
 # One row per plan applied: written when the change was made (the new revision is known), read before
 # apply sends anything. A replayed run (a fork of the thread from before apply, a retried run on another
 # replica) finds it and sends nothing, whatever the service's template says by then.
-_DDL_APPLIES = f"""CREATE TABLE IF NOT EXISTS {APPLIES_TABLE} (
-    thread_id TEXT NOT NULL,
-    apply_key TEXT NOT NULL,
-    approval_id TEXT NOT NULL,
-    revision TEXT NOT NULL,
-    at TEXT NOT NULL,
-    PRIMARY KEY (thread_id, apply_key)
-)"""
-
-AUDIT_TABLE = "gemma_sre_audit"
+APPLIES = Table(
+    "gemma_sre_applies",
+    "thread_id TEXT NOT NULL, apply_key TEXT NOT NULL, approval_id TEXT NOT NULL, revision TEXT NOT NULL, "
+    "at TEXT NOT NULL",
+    key="thread_id, apply_key",
+)
+APPLIES_TABLE = APPLIES.name
 
 # The audit log's copy in a shared ledger (``GEMMA_SRE_LEDGER_URL``): the state directory is one
 # process's disk, and under LangGraph Server a run retried on another replica must still find the
 # approval it carries out (``graph.audit.approved_ids``). Keyed by the event's id: a re-run adds nothing.
-_DDL_AUDIT = f"""CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
-    event_id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    event TEXT NOT NULL,
-    approval_id TEXT,
-    at TEXT NOT NULL,
-    record TEXT NOT NULL
-)"""
+AUDIT = Table(
+    "gemma_sre_audit",
+    "event_id TEXT NOT NULL, thread_id TEXT NOT NULL, event TEXT NOT NULL, approval_id TEXT, "
+    "at TEXT NOT NULL, record TEXT NOT NULL",
+    key="event_id",
+)
+AUDIT_TABLE = AUDIT.name
 
-_DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
+_COLUMNS = DECISIONS.column_names
+_APPLY_COLUMNS = APPLIES.column_names
 
-_COLUMNS = ("thread_id", "plan_key", "decision", "principal", "note", "reason", "approval_id", "claim", "at")
+
+class SqlStore:
+    """Our tables on one autocommit DB-API connection (``open_connection``): each statement is its own
+    transaction, one at a time. ``TABLES`` are created at open; in Postgres under an advisory lock
+    (``DDL_LOCK``), because concurrent ``CREATE TABLE IF NOT EXISTS`` can collide in its catalog."""
+
+    TABLES: tuple[Table, ...] = ()
+    DDL_LOCK = 0
+
+    def __init__(self, conn: Any, *, postgres: bool) -> None:
+        self._conn = conn
+        self.postgres = postgres
+        self._ph = "%s" if postgres else "?"
+        self._lock = threading.Lock()
+        if postgres:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.DDL_LOCK,))
+                for table in self.TABLES:
+                    conn.execute(table.ddl)
+        else:
+            for table in self.TABLES:
+                self._execute(table.ddl)
+
+    def _sql(self, sql: str) -> str:
+        """The statement as this database takes it (a subclass's own placeholders filled in)."""
+        return sql
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], int]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(self._sql(sql), params)
+                rows = cur.fetchall() if cur.description else []
+                return list(rows), cur.rowcount
+            finally:
+                cur.close()
 
 
 class DecisionRecord(BaseModel):
@@ -203,34 +247,11 @@ class DecisionRecord(BaseModel):
         return "approved" if self.decision == "approve" else "rejected"
 
 
-class Decisions:
-    """The decisions table on one DB-API connection (autocommit: each statement is its own transaction)."""
+class Decisions(SqlStore):
+    """The decisions, applies and audit tables (the ledger)."""
 
-    def __init__(self, conn: Any, *, postgres: bool) -> None:
-        self._conn = conn
-        self._ph = "%s" if postgres else "?"
-        self._lock = threading.Lock()
-        if postgres:
-            # Concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres' catalog: serialise it.
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-                conn.execute(_DDL)
-                conn.execute(_DDL_APPLIES)
-                conn.execute(_DDL_AUDIT)
-        else:
-            self._execute(_DDL)
-            self._execute(_DDL_APPLIES)
-            self._execute(_DDL_AUDIT)
-
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                cur.execute(sql, params)
-                rows = cur.fetchall() if cur.description else []
-                return rows, cur.rowcount
-            finally:
-                cur.close()
+    TABLES = (DECISIONS, APPLIES, AUDIT)
+    DDL_LOCK = 0x67656D6D61  # an advisory-lock key of our own ("gemma")
 
     def claim(self, record: DecisionRecord) -> tuple[bool, DecisionRecord]:
         """Record ``record`` unless this plan already has a decision: (won, the decision that stands)."""
@@ -304,9 +325,6 @@ class Decisions:
         return {str(r[0] if not isinstance(r, dict) else r["approval_id"]) for r in rows}
 
 
-_APPLY_COLUMNS = ("thread_id", "apply_key", "approval_id", "revision", "at")
-
-
 class AppliedRecord(BaseModel):
     """A plan's change, made: the revision it created under its approval."""
 
@@ -328,22 +346,30 @@ def _is_postgres(url: str | None) -> bool:
 
 
 @contextmanager
-def open_decisions(url: str | None, state_dir: Path) -> Iterator[Decisions]:
-    """The decisions table in the database the checkpointer uses, for the ``with`` block."""
+def open_connection(url: str | None, state_dir: Path) -> Iterator[tuple[Any, bool]]:
+    """An autocommit connection to the checkpoint store's database (``url``: a postgresql:// URL, a
+    SQLite path or None for the state directory's file), and whether it is Postgres, for the block."""
     if _is_postgres(url):
         import psycopg
 
         with psycopg.connect(str(url), autocommit=True) as pg:
-            yield Decisions(pg, postgres=True)
+            yield pg, True
         return
     path = sqlite_path(url, state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        yield Decisions(conn, postgres=False)
+        yield conn, False
     finally:
         conn.close()
+
+
+@contextmanager
+def open_decisions(url: str | None, state_dir: Path) -> Iterator[Decisions]:
+    """The decisions table in the database the checkpointer uses, for the ``with`` block."""
+    with open_connection(url, state_dir) as (conn, postgres):
+        yield Decisions(conn, postgres=postgres)
 
 
 def ledger_url(settings: Any = None) -> str | None:

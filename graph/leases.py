@@ -29,24 +29,19 @@ costs one row per service.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from graph.checkpoint import _is_postgres, sqlite_path
+from graph.checkpoint import SqlStore, Table, open_connection
 from mcp_tools.errors import UserError
 
 log = logging.getLogger(__name__)
-
-LEASES_TABLE = "gemma_sre_leases"
-RUNS_TABLE = "gemma_sre_cycle_runs"
-STATE_TABLE = "gemma_sre_watch_state"
 
 RunStatus = Literal["running", "done", "failed", "skipped", "interrupted"]
 
@@ -54,51 +49,29 @@ RunStatus = Literal["running", "done", "failed", "skipped", "interrupted"]
 #: mid-cycle and the round's deadline passed before another took it over (the next round runs it).
 SETTLED: tuple[RunStatus, ...] = ("done", "failed", "skipped", "interrupted")
 
-_DDL = (
-    f"""CREATE TABLE IF NOT EXISTS {LEASES_TABLE} (
-        key TEXT PRIMARY KEY,
-        holder TEXT NOT NULL,
-        token BIGINT NOT NULL,
-        expires_at DOUBLE PRECISION NOT NULL
-    )""",
-    f"""CREATE TABLE IF NOT EXISTS {RUNS_TABLE} (
-        service_key TEXT NOT NULL,
-        period BIGINT NOT NULL,
-        holder TEXT NOT NULL,
-        token BIGINT NOT NULL,
-        attempts INTEGER NOT NULL,
-        previous_holder TEXT,
-        status TEXT NOT NULL,
-        started_at DOUBLE PRECISION NOT NULL,
-        finished_at DOUBLE PRECISION,
-        detail TEXT,
-        PRIMARY KEY (service_key, period)
-    )""",
-    f"""CREATE TABLE IF NOT EXISTS {STATE_TABLE} (
-        key TEXT PRIMARY KEY,
-        state TEXT NOT NULL,
-        token BIGINT NOT NULL,
-        saved_at DOUBLE PRECISION NOT NULL
-    )""",
+LEASES = Table(
+    "gemma_sre_leases",
+    "key TEXT NOT NULL, holder TEXT NOT NULL, token BIGINT NOT NULL, expires_at DOUBLE PRECISION NOT NULL",
+    key="key",
 )
+RUNS = Table(
+    "gemma_sre_cycle_runs",
+    "service_key TEXT NOT NULL, period BIGINT NOT NULL, holder TEXT NOT NULL, token BIGINT NOT NULL, "
+    "attempts INTEGER NOT NULL, previous_holder TEXT, status TEXT NOT NULL, "
+    "started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION, detail TEXT",
+    key="service_key, period",
+)
+STATE = Table(
+    "gemma_sre_watch_state",
+    "key TEXT NOT NULL, state TEXT NOT NULL, token BIGINT NOT NULL, saved_at DOUBLE PRECISION NOT NULL",
+    key="key",
+)
+LEASES_TABLE, RUNS_TABLE, STATE_TABLE = LEASES.name, RUNS.name, STATE.name
 
 #: The fence of a write: the caller's lease (key, token) is the live one.
 _HELD = f"EXISTS (SELECT 1 FROM {LEASES_TABLE} WHERE key = ? AND token = ? AND expires_at >= {{now}})"
 
-_DDL_LOCK = 0x67656D6D6C  # an advisory-lock key of our own, for the CREATE TABLEs only
-
-_RUN_COLUMNS = (
-    "service_key",
-    "period",
-    "holder",
-    "token",
-    "attempts",
-    "previous_holder",
-    "status",
-    "started_at",
-    "finished_at",
-    "detail",
-)
+_RUN_COLUMNS = RUNS.column_names
 
 
 class LeaseLost(RuntimeError):
@@ -126,43 +99,23 @@ class RunRecord(BaseModel):
     detail: str | None = None
 
 
-class LeaseStore:
+class LeaseStore(SqlStore):
     """Leases, the ledger and the watch state on one DB-API connection (autocommit)."""
 
+    TABLES = (LEASES, RUNS, STATE)
+    DDL_LOCK = 0x67656D6D6C  # an advisory-lock key of our own, for the CREATE TABLEs only
+
     def __init__(self, conn: Any, *, postgres: bool) -> None:
-        self._conn = conn
-        self.postgres = postgres
-        self._ph = "%s" if postgres else "?"
         # The database's clock in epoch seconds (statement time in both).
         self._now = (
             "extract(epoch from clock_timestamp())"
             if postgres
             else "((julianday('now') - 2440587.5) * 86400.0)"
         )
-        self._lock = threading.Lock()
-        if postgres:
-            # Concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres' catalog: serialise it.
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-                for ddl in _DDL:
-                    conn.execute(ddl)
-        else:
-            for ddl in _DDL:
-                self._execute(ddl)
+        super().__init__(conn, postgres=postgres)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("{now}", self._now).replace("?", self._ph)
-
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], int]:
-        sql = self._sql(sql)
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                cur.execute(sql, params)
-                rows = cur.fetchall() if cur.description else []
-                return list(rows), cur.rowcount
-            finally:
-                cur.close()
 
     def now(self) -> float:
         rows, _ = self._execute("SELECT {now}")
@@ -321,27 +274,17 @@ def _run(row: Any) -> RunRecord:
 @contextmanager
 def open_leases(url: str | None, state_dir: Path) -> Iterator[LeaseStore]:
     """The lease tables in the checkpoint store's database, for the ``with`` block."""
-    if _is_postgres(url):
-        import psycopg
-
+    with ExitStack() as stack:
         try:
-            conn = psycopg.connect(str(url), autocommit=True)
-        except psycopg.Error as e:
+            conn, postgres = stack.enter_context(open_connection(url, state_dir))
+        except Exception as e:
+            if not type(e).__module__.startswith("psycopg"):
+                raise
             why = " ".join(str(e).split())[:200]
             raise UserError(
                 f"GEMMA_SRE_CHECKPOINT_URL: cannot open the Postgres lease store ({why})"
             ) from None
-        with conn:
-            yield LeaseStore(conn, postgres=True)
-        return
-    path = sqlite_path(url, state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lite = sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
-    try:
-        lite.execute("PRAGMA journal_mode=WAL")
-        yield LeaseStore(lite, postgres=False)
-    finally:
-        lite.close()
+        yield LeaseStore(conn, postgres=postgres)
 
 
 @contextmanager
