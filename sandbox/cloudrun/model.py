@@ -126,6 +126,12 @@ def parse_quantity(q: str) -> float:
     return float(s)
 
 
+def _check_etag(etag: str | None, resource: dict[str, Any], what: str, hint: str = "") -> None:
+    """ABORTED, as Cloud Run answers it, when a request's etag is not the resource's current one."""
+    if etag and etag != resource.get("etag"):
+        raise ApiError("ABORTED", f"The etag '{etag}' does not match the current etag of {what}.{hint}")
+
+
 @dataclass
 class Revision:
     project: str
@@ -788,13 +794,12 @@ class CloudRunBackend:
                     f"Resource 'projects/{project}/locations/{location}/services/{service}' was not found"
                 )
             cur = self.services[key]
-            if data.get("etag") and data["etag"] != cur.get("etag"):
-                raise ApiError(
-                    "ABORTED",
-                    f"The etag '{data['etag']}' does not match the current etag of service "
-                    f"'projects/{project}/locations/{location}/services/{service}'. "
-                    "Read the service again and retry.",
-                )
+            _check_etag(
+                data.get("etag"),
+                cur,
+                f"service 'projects/{project}/locations/{location}/services/{service}'",
+                " Read the service again and retry.",
+            )
             new = self._merge(cur, data, update_mask)
             new_template = self._default_template(new.get("template") or {})
             self._validate_template(new_template)
@@ -874,11 +879,7 @@ class CloudRunBackend:
         with self.lock:
             key = (project, location, service)
             svc = self._get_service(project, location, service)
-            if etag and etag != svc.get("etag"):
-                raise ApiError(
-                    "ABORTED",
-                    f"The etag '{etag}' does not match the current etag of service '{svc['name']}'.",
-                )
+            _check_etag(etag, svc, f"service '{svc['name']}'")
             name, op = self._deleted_operation(project, location, SERVICE_TYPE, self._public(svc))
             if validate_only:
                 return op
@@ -964,10 +965,7 @@ class CloudRunBackend:
         with self.lock:
             key = (project, location, service)
             rev = self._get_revision(project, location, service, revision)
-            if etag and etag != rev.data.get("etag"):
-                raise ApiError(
-                    "ABORTED", f"The etag '{etag}' does not match the current etag of revision '{revision}'."
-                )
+            _check_etag(etag, rev.data, f"revision '{revision}'")
             if revision in dict(self.serving_revisions(key)) or any(
                 t.get("revision") == revision for t in self.services[key].get("traffic", [])
             ):

@@ -165,10 +165,8 @@ class Instance:
 
 
 @dataclass
-class RawSeries:
-    """One raw time series: labels and points ``(start, end, value, delta)``, oldest first. For a
-    cumulative metric ``value`` is the running total and ``delta`` the increase since the previous
-    point; for gauge and delta metrics ``delta`` is ``value``."""
+class SeriesHead:
+    """What a time series is, apart from its points: its metric, kind, labels, resource and unit."""
 
     metric_type: str
     kind: str
@@ -177,6 +175,14 @@ class RawSeries:
     resource_type: str
     resource_labels: dict[str, str]
     unit: str
+
+
+@dataclass
+class RawSeries(SeriesHead):
+    """One raw time series: labels and points ``(start, end, value, delta)``, oldest first. For a
+    cumulative metric ``value`` is the running total and ``delta`` the increase since the previous
+    point; for gauge and delta metrics ``delta`` is ``value``."""
+
     points: list[tuple[float, float, Any, Any]]
 
 

@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.errors import ApiError, bad_request
-from sandbox.monitoring.model import CUMULATIVE, DELTA, DISTRIBUTION, DOUBLE, GAUGE, INT64, Dist, RawSeries
+from sandbox.monitoring.model import (
+    CUMULATIVE,
+    DELTA,
+    DISTRIBUTION,
+    DOUBLE,
+    GAUGE,
+    INT64,
+    Dist,
+    RawSeries,
+    SeriesHead,
+)
 
 MAX_PAGE_SIZE = 100_000
 MAX_POINTS_PER_SERIES = 100_000
@@ -58,16 +68,25 @@ def _selector(name: str) -> Callable[[RawSeries], str | None]:
         return lambda s: s.resource_type
     if name == "project":
         return lambda s: s.resource_labels.get("project_id")
-    for prefix, attr in (
-        ("metric.labels.", "metric_labels"),
-        ("metric.label.", "metric_labels"),
-        ("resource.labels.", "resource_labels"),
-        ("resource.label.", "resource_labels"),
+    label = _label_field(name)
+    if label is not None:
+        attr, key = f"{label[0]}_labels", label[1]
+        return lambda s, a=attr, k=key: getattr(s, a).get(k)  # type: ignore[misc]
+    raise ValueError(name)
+
+
+def _label_field(name: str) -> tuple[str, str] | None:
+    """A label field (``metric.labels.KEY``, ``resource.label.KEY``, ...) as ("metric" or
+    "resource", KEY); None for any other field."""
+    for prefix, where in (
+        ("metric.labels.", "metric"),
+        ("metric.label.", "metric"),
+        ("resource.labels.", "resource"),
+        ("resource.label.", "resource"),
     ):
         if name.startswith(prefix) and len(name) > len(prefix):
-            key = name[len(prefix) :]
-            return lambda s, a=attr, k=key: getattr(s, a).get(k)  # type: ignore[misc]
-    raise ValueError(name)
+            return where, name[len(prefix) :]
+    return None
 
 
 class _Parser:
@@ -219,14 +238,7 @@ class Aggregation:
 
 
 @dataclass
-class OutSeries:
-    metric_type: str
-    kind: str
-    value_type: str
-    metric_labels: dict[str, str]
-    resource_type: str
-    resource_labels: dict[str, str]
-    unit: str
+class OutSeries(SeriesHead):
     points: list[tuple[float, float, Any]]  # (start, end, value), newest first
 
 
@@ -334,14 +346,9 @@ def _percentile(vals: list[float], q: float) -> float:
 
 
 def _group_key(field_name: str) -> tuple[str, str]:
-    for prefix, where in (
-        ("metric.labels.", "metric"),
-        ("metric.label.", "metric"),
-        ("resource.labels.", "resource"),
-        ("resource.label.", "resource"),
-    ):
-        if field_name.startswith(prefix) and len(field_name) > len(prefix):
-            return where, field_name[len(prefix) :]
+    label = _label_field(field_name)
+    if label is not None:
+        return label
     if field_name == "resource.type":
         return "resource_type", ""
     raise bad_request(
