@@ -78,115 +78,155 @@ PARAMS: dict[str, str] = {
     "approver": "an optional note of who you act for (the decision is recorded as this server's principal)",
 }
 
-#: By (tool, parameter), where the shared wording does not fit.
-TOOL_PARAMS: dict[tuple[str, str], str] = {
+#: By tool, then parameter, where the shared wording does not fit.
+TOOL_PARAMS: dict[str, dict[str, str]] = {
     # Cloud Run and the endpoint
-    ("status_vllm", "max_revisions"): "most revisions listed, newest first, 1 to 100",
-    ("list_revisions", "limit"): "most revisions listed, newest first, 1 to 100",
-    ("verify_model_health", "smoke_test"): "also send a one-line completion and time it (true / false)",
+    "status_vllm": {
+        "max_revisions": "most revisions listed, newest first, 1 to 100",
+    },
+    "list_revisions": {
+        "limit": "most revisions listed, newest first, 1 to 100",
+    },
+    "verify_model_health": {
+        "smoke_test": "also send a one-line completion and time it (true / false)",
+    },
     # benchmark
-    ("run_benchmark", "concurrencies"): "concurrent requests per load point, e.g. [1, 4, 8]; default [1, 4]",
-    ("run_benchmark", "context_lengths"): "prompt lengths in tokens, e.g. [256, 2048]; default [256]",
-    ("run_benchmark", "output_tokens"): "tokens generated per request, 1 to 4096",
-    ("run_benchmark", "requests_per_point"): "requests per load point, 1 to 500 (at most 2000 in all)",
-    ("run_benchmark", "seconds_per_point"): "longest time one load point may take, seconds, 1 to 300",
-    ("run_benchmark", "ttft_slo_ms"): "time-to-first-token goal for goodput, milliseconds, e.g. 500",
+    "run_benchmark": {
+        "concurrencies": "concurrent requests per load point, e.g. [1, 4, 8]; default [1, 4]",
+        "context_lengths": "prompt lengths in tokens, e.g. [256, 2048]; default [256]",
+        "output_tokens": "tokens generated per request, 1 to 4096",
+        "requests_per_point": "requests per load point, 1 to 500 (at most 2000 in all)",
+        "seconds_per_point": "longest time one load point may take, seconds, 1 to 300",
+        "ttft_slo_ms": "time-to-first-token goal for goodput, milliseconds, e.g. 500",
+    },
     # capacity planner
-    ("plan_capacity", "model"): "Hugging Face model id or checkpoint name, e.g. 'google/gemma-3-12b-it'",
-    ("plan_capacity", "gpu"): "GPU type, e.g. 'nvidia-l4', 'nvidia-h100-80gb'; or give gpu_memory_gib",
-    ("plan_capacity", "gpu_memory_gib"): "memory of one GPU, GiB (instead of a known gpu), e.g. 24",
-    ("plan_capacity", "vllm_args"): "the service's vLLM arguments, e.g. ['--max-model-len=8192']",
-    ("plan_capacity", "gpu_memory_used_gib"): "memory other processes hold on each GPU, GiB, e.g. 1.5",
-    ("plan_capacity", "vllm_version"): "account as this vLLM release does, e.g. '0.11.0'; default: current",
+    "plan_capacity": {
+        "model": "Hugging Face model id or checkpoint name, e.g. 'google/gemma-3-12b-it'",
+        "gpu": "GPU type, e.g. 'nvidia-l4', 'nvidia-h100-80gb'; or give gpu_memory_gib",
+        "gpu_memory_gib": "memory of one GPU, GiB (instead of a known gpu), e.g. 24",
+        "vllm_args": "the service's vLLM arguments, e.g. ['--max-model-len=8192']",
+        "gpu_memory_used_gib": "memory other processes hold on each GPU, GiB, e.g. 1.5",
+        "vllm_version": "account as this vLLM release does, e.g. '0.11.0'; default: current",
+    },
     # logs
-    ("get_service_logs", "revision"): "only this revision's entries, e.g. 'gemma-4-12b-00002-abc'",
-    ("get_service_logs", "limit"): "most log entries read (the newest in the window), 1 to 5000",
-    ("analyze_cloud_logging", "limit"): "most log entries read (the newest in the window), 1 to 5000",
-    ("analyze_cloud_logging", "max_tokens"): "most tokens of the model's summary, 1 to 8192",
-    ("analyze_cloud_logging", "filter_query"): (
-        "not accepted (raw Cloud Logging filters were pasted unchecked): leave empty and use "
-        "since, severity and text_filter"
-    ),
+    "get_service_logs": {
+        "revision": "only this revision's entries, e.g. 'gemma-4-12b-00002-abc'",
+        "limit": "most log entries read (the newest in the window), 1 to 5000",
+    },
+    "analyze_cloud_logging": {
+        "limit": "most log entries read (the newest in the window), 1 to 5000",
+        "max_tokens": "most tokens of the model's summary, 1 to 8192",
+        "filter_query": (
+            "not accepted (raw Cloud Logging filters were pasted unchecked): leave empty and use "
+            "since, severity and text_filter"
+        ),
+    },
     # deployment configs (text only)
-    ("get_vllm_deployment_config", "model"): "Hugging Face model id 'org/name'; default: MODEL_NAME",
-    ("get_vllm_deployment_config", "service"): "name of the Cloud Run service to deploy, e.g. 'gemma-4-12b'",
-    ("get_vllm_deployment_config", "bucket"): "bucket with the weights (mounted read-only); default: the hub",
-    ("get_vllm_deployment_config", "weights_path"): "folder in the bucket; default: the model's name",
-    ("get_vllm_deployment_config", "mount_path"): "where the bucket is mounted in the container",
-    ("get_vllm_deployment_config", "zonal_redundancy"): "GPU zonal redundancy (needs more quota)",
-    ("get_vllm_deployment_config", "memory_gib"): "memory per instance, GiB, e.g. 32",
-    ("get_vllm_deployment_config", "request_timeout_s"): "Cloud Run request timeout, seconds, e.g. 600",
-    ("get_vllm_deployment_config", "hf_token_secret"): (
-        "Secret Manager secret with the Hugging Face token (when loading from the hub); null leaves it out"
-    ),
-    ("get_vllm_deployment_config", "service_account"): "service account email the service runs as",
-    ("get_vllm_deployment_config", "allow_unauthenticated"): "let anyone call the URL (no IAM check)",
-    ("get_vllm_gpu_deployment_config", "model"): "Hugging Face model id 'org/name'; default: MODEL_NAME",
-    ("get_vllm_gpu_deployment_config", "cluster"): "GKE cluster name",
-    ("get_vllm_gpu_deployment_config", "location"): (
-        "the cluster's region or zone, e.g. 'us-central1'; default: GOOGLE_CLOUD_LOCATION"
-    ),
-    ("get_vllm_gpu_deployment_config", "node_pool"): "name of the GPU node pool to create",
-    ("get_vllm_gpu_deployment_config", "accelerator"): (
-        "GKE accelerator: nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100, nvidia-a100-80gb or nvidia-h100-80gb"
-    ),
-    ("get_vllm_gpu_deployment_config", "machine_type"): "node machine type, e.g. 'g2-standard-8'; default: "
-    "the accelerator's usual one (required when gpu_count is above 1)",
-    ("get_vllm_gpu_deployment_config", "max_nodes"): "most nodes the pool autoscales to",
-    ("get_vllm_gpu_deployment_config", "spot"): "use Spot VMs (cheaper, can be preempted)",
-    ("get_vllm_gpu_deployment_config", "name"): "name of the Deployment and Service",
-    ("get_vllm_gpu_deployment_config", "namespace"): "Kubernetes namespace",
-    ("get_vllm_gpu_deployment_config", "replicas"): "Deployment replicas (one GPU node each)",
-    ("get_vllm_gpu_deployment_config", "hf_secret_name"): (
-        "Kubernetes secret with the Hugging Face token; null leaves it out"
-    ),
-    ("get_vllm_gpu_deployment_config", "hf_secret_key"): "key of the token inside that secret",
-    ("get_vllm_gpu_deployment_config", "shm_size_gib"): "shared memory (/dev/shm) for the container, GiB",
+    "get_vllm_deployment_config": {
+        "model": "Hugging Face model id 'org/name'; default: MODEL_NAME",
+        "service": "name of the Cloud Run service to deploy, e.g. 'gemma-4-12b'",
+        "bucket": "bucket with the weights (mounted read-only); default: the hub",
+        "weights_path": "folder in the bucket; default: the model's name",
+        "mount_path": "where the bucket is mounted in the container",
+        "zonal_redundancy": "GPU zonal redundancy (needs more quota)",
+        "memory_gib": "memory per instance, GiB, e.g. 32",
+        "request_timeout_s": "Cloud Run request timeout, seconds, e.g. 600",
+        "hf_token_secret": (
+            "Secret Manager secret with the Hugging Face token (when loading from the hub); "
+            "null leaves it out"
+        ),
+        "service_account": "service account email the service runs as",
+        "allow_unauthenticated": "let anyone call the URL (no IAM check)",
+    },
+    "get_vllm_gpu_deployment_config": {
+        "model": "Hugging Face model id 'org/name'; default: MODEL_NAME",
+        "cluster": "GKE cluster name",
+        "location": ("the cluster's region or zone, e.g. 'us-central1'; default: GOOGLE_CLOUD_LOCATION"),
+        "node_pool": "name of the GPU node pool to create",
+        "accelerator": (
+            "GKE accelerator: nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100, nvidia-a100-80gb or "
+            "nvidia-h100-80gb"
+        ),
+        "machine_type": "node machine type, e.g. 'g2-standard-8'; default: "
+        "the accelerator's usual one (required when gpu_count is above 1)",
+        "max_nodes": "most nodes the pool autoscales to",
+        "spot": "use Spot VMs (cheaper, can be preempted)",
+        "name": "name of the Deployment and Service",
+        "namespace": "Kubernetes namespace",
+        "replicas": "Deployment replicas (one GPU node each)",
+        "hf_secret_name": ("Kubernetes secret with the Hugging Face token; null leaves it out"),
+        "hf_secret_key": "key of the token inside that secret",
+        "shm_size_gib": "shared memory (/dev/shm) for the container, GiB",
+    },
     # buckets, Vertex AI, the hub
-    ("list_bucket_models", "prefix"): "only folders under this path in the bucket, e.g. 'models/'",
-    ("list_bucket_models", "max_objects"): "most objects scanned, 1 to 100000",
-    ("list_vertex_models", "limit"): "most models listed, 1 to 1000",
-    ("get_vertex_ai_model_copy_instructions", "model"): (
-        "Model Garden id ('publishers/google/models/gemma3' or just its name) or a registry model's "
-        "resource name"
-    ),
-    ("get_vertex_ai_model_copy_instructions", "source_uri"): (
-        "gs:// URI of the model's artifacts when known (from list_vertex_models or the model card)"
-    ),
-    ("get_huggingfacehub_download_path", "filename"): "one file in the repo, e.g. 'config.json'",
-    ("save_hf_token", "secret_id"): "Secret Manager secret id to add a version to, e.g. 'hf-token'",
-    ("save_hf_token", "from_env"): "environment variable of the server holding the token, e.g. 'HF_TOKEN'",
-    ("save_hf_token", "from_file"): "path of a file on the server holding the token (instead of from_env)",
+    "list_bucket_models": {
+        "prefix": "only folders under this path in the bucket, e.g. 'models/'",
+        "max_objects": "most objects scanned, 1 to 100000",
+    },
+    "list_vertex_models": {
+        "limit": "most models listed, 1 to 1000",
+    },
+    "get_vertex_ai_model_copy_instructions": {
+        "model": (
+            "Model Garden id ('publishers/google/models/gemma3' or just its name) or a registry model's "
+            "resource name"
+        ),
+        "source_uri": (
+            "gs:// URI of the model's artifacts when known (from list_vertex_models or the model card)"
+        ),
+    },
+    "get_huggingfacehub_download_path": {
+        "filename": "one file in the repo, e.g. 'config.json'",
+    },
+    "save_hf_token": {
+        "secret_id": "Secret Manager secret id to add a version to, e.g. 'hf-token'",
+        "from_env": "environment variable of the server holding the token, e.g. 'HF_TOKEN'",
+        "from_file": "path of a file on the server holding the token (instead of from_env)",
+    },
     # mutations
-    ("rollback_service", "revision"): (
-        "Ready revision to send all traffic to, e.g. 'gemma-4-12b-00001-xyz'; default: the newest Ready "
-        "revision that is not serving"
-    ),
-    ("update_vllm_scaling", "concurrency"): "most requests per instance at once, 1 to 1000; default: kept",
-    ("deploy_vllm", "model_path"): (
-        "a folder in bucket_name (e.g. 'models/gemma-3-12b-it', mounted at /mnt/models) or, without a "
-        "bucket, a Hugging Face repo id 'org/name'"
-    ),
-    ("deploy_vllm", "bucket_name"): "Cloud Storage bucket with the weights, without gs://; omit for the hub",
-    ("deploy_vllm", "memory"): "memory per instance, Kubernetes style, e.g. '32Gi'",
-    ("deploy_vllm", "max_model_len"): "vLLM --max-model-len, in tokens, at least 256; default: the model's",
-    ("deploy_vllm", "extra_vllm_args"): "more vLLM arguments, one per item, e.g. ['--kv-cache-dtype=fp8']",
+    "rollback_service": {
+        "revision": (
+            "Ready revision to send all traffic to, e.g. 'gemma-4-12b-00001-xyz'; default: the newest Ready "
+            "revision that is not serving"
+        ),
+    },
+    "update_vllm_scaling": {
+        "concurrency": "most requests per instance at once, 1 to 1000; default: kept",
+    },
+    "deploy_vllm": {
+        "model_path": (
+            "a folder in bucket_name (e.g. 'models/gemma-3-12b-it', mounted at /mnt/models) or, without a "
+            "bucket, a Hugging Face repo id 'org/name'"
+        ),
+        "bucket_name": "Cloud Storage bucket with the weights, without gs://; omit for the hub",
+        "memory": "memory per instance, Kubernetes style, e.g. '32Gi'",
+        "max_model_len": "vLLM --max-model-len, in tokens, at least 256; default: the model's",
+        "extra_vllm_args": "more vLLM arguments, one per item, e.g. ['--kv-cache-dtype=fp8']",
+    },
     # the agent
-    ("suggest_sre_remediation", "error_message"): (
-        "log text or an error message to diagnose, e.g. 'torch.OutOfMemoryError: CUDA out of memory'; "
-        "or leave empty and give service_name to read the live service"
-    ),
-    ("suggest_sre_remediation", "since"): _SINCE + " (how far back to read the service's logs)",
-    ("analyze_gpu_logs", "since"): _SINCE + " (how far back to read the service's logs)",
-    ("analyze_gpu_logs", "log_text"): "pasted log text to analyse instead of the service's logs",
-    ("investigate", "service"): "Cloud Run service to look at, e.g. 'gemma-4-12b'; empty: GEMMA_SRE_SERVICE",
-    ("investigate", "question"): "a question for the model about the incident, e.g. 'why did it stop?'",
-    ("reject_remediation", "reason"): "why the plan is rejected (recorded in the report)",
+    "suggest_sre_remediation": {
+        "error_message": (
+            "log text or an error message to diagnose, e.g. 'torch.OutOfMemoryError: CUDA out of memory'; "
+            "or leave empty and give service_name to read the live service"
+        ),
+        "since": _SINCE + " (how far back to read the service's logs)",
+    },
+    "analyze_gpu_logs": {
+        "since": _SINCE + " (how far back to read the service's logs)",
+        "log_text": "pasted log text to analyse instead of the service's logs",
+    },
+    "investigate": {
+        "service": "Cloud Run service to look at, e.g. 'gemma-4-12b'; empty: GEMMA_SRE_SERVICE",
+        "question": "a question for the model about the incident, e.g. 'why did it stop?'",
+    },
+    "reject_remediation": {
+        "reason": "why the plan is rejected (recorded in the report)",
+    },
 }
 
 
 def description(tool: str, param: str) -> str | None:
-    return TOOL_PARAMS.get((tool, param)) or PARAMS.get(param)
+    return TOOL_PARAMS.get(tool, {}).get(param) or PARAMS.get(param)
 
 
 def _has_description(annotation: Any) -> bool:
