@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from graph.state import ApprovalRequest
 from mcp_tools.errors import UserError
-from mcp_tools.server import READ_ONLY, ServerState, result, tool
+from mcp_tools.server import READ_ONLY, ServerState, SharedResult, result, tool
 from mcp_tools.settings import Policy
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class InvestigateOut(BaseModel):
     request: ApprovalRequest | None = Field(default=None, exclude=True)  # rendered into the text
 
 
-class OutcomeOut(BaseModel):
+class OutcomeOut(SharedResult):
     thread_id: str
     status: str
     summary: str = ""

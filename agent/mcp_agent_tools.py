@@ -19,7 +19,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.server import READ_ONLY, ServerState, result, tool
+from mcp_tools.server import READ_ONLY, ServerState, SharedResult, result, tool
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
@@ -35,7 +35,7 @@ class FindingOut(BaseModel):
     evidence: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class DiagnosisOut(BaseModel):
+class DiagnosisOut(SharedResult):
     source: str
     category: str
     confidence: float

@@ -24,7 +24,16 @@ extras, save_hf_token), ``tools_mutate`` (the two-step mutations).
 
 from mcp_tools.server.build import SERVER_NAME, Registrar, build_server
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore
-from mcp_tools.server.core import MAX_TEXT_CHARS, MUTATING, READ_ONLY, bounded, result, tool, tool_errors
+from mcp_tools.server.core import (
+    MAX_TEXT_CHARS,
+    MUTATING,
+    READ_ONLY,
+    SharedResult,
+    bounded,
+    result,
+    tool,
+    tool_errors,
+)
 from mcp_tools.server.state import EndpointResult, ServerState
 from mcp_tools.server.tools_capacity import BenchRunResult
 from mcp_tools.server.tools_endpoint import (
@@ -64,6 +73,7 @@ __all__ = [
     "Registrar",
     "RevisionsResult",
     "ServerState",
+    "SharedResult",
     "StatsResult",
     "StatusResult",
     "SystemStatus",

@@ -3,6 +3,7 @@ the tool annotations (read-only or mutating)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -25,6 +26,23 @@ MAX_TEXT_CHARS = 12_000
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True)
 MUTATING = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True)
+
+
+_SCHEMAS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+class SharedResult(BaseModel):
+    """The structured result of several tools. FastMCP asks each tool's result model for its JSON
+    schema when the tool is registered, and pydantic builds it anew each time; this one is built once
+    per class (and arguments) and each caller gets its own copy, so the server starts sooner."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        key = (cls, args, tuple(sorted(kwargs.items())))
+        schema = _SCHEMAS.get(key)
+        if schema is None:
+            schema = _SCHEMAS[key] = super().model_json_schema(*args, **kwargs)
+        return copy.deepcopy(schema)
 
 
 def bounded(text: str, limit: int = MAX_TEXT_CHARS, more: str = "") -> str:

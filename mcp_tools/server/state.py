@@ -7,11 +7,10 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from pydantic import BaseModel
-
 from mcp_tools.cloudrun import ServiceInfo
 from mcp_tools.errors import UserError
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore
+from mcp_tools.server.core import SharedResult
 from mcp_tools.settings import Settings
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 _C = TypeVar("_C")
 
 
-class EndpointResult(BaseModel):
+class EndpointResult(SharedResult):
     service: str | None = None
     url: str
     source: Literal["VLLM_BASE_URL", "cloud_run"]

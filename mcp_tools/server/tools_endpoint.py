@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.metrics import VllmMetrics
-from mcp_tools.server.core import READ_ONLY, result, tool
+from mcp_tools.server.core import READ_ONLY, SharedResult, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -49,7 +49,7 @@ class ModelDetails(BaseModel):
     kv_cache_usage: float | None = None
 
 
-class QueryResult(BaseModel):
+class QueryResult(SharedResult):
     text: str
     model: str
     finish_reason: str | None = None

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcp_tools.cloudrun import MutationResult, ServiceInfo
 from mcp_tools.cloudrun_limits import MAX_CONCURRENCY, MAX_INSTANCES, MIN_CONCURRENCY
@@ -19,7 +19,7 @@ from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
 from mcp_tools.server.confirm import digest
-from mcp_tools.server.core import MUTATING, result, tool
+from mcp_tools.server.core import MUTATING, SharedResult, result, tool
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
@@ -30,7 +30,7 @@ DEFAULT_DEPLOY_IMAGE = "vllm/vllm-openai:latest"
 DEFAULT_DEADLINE_S = 540.0
 
 
-class MutationPlan(BaseModel):
+class MutationPlan(SharedResult):
     tool: str
     service: str
     # planned: nothing changed yet (a token is offered); applied: the change is live and Ready;
