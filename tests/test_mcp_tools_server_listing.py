@@ -30,7 +30,9 @@ async def test_listed_tools_are_fastmcps_own_listing() -> None:
     assert len(names) == len(set(names)) and len(names) >= 30
     shared = 0
     for t in listed:
-        fn = server._tool_manager.get_tool(t.name).fn
+        registered = server._tool_manager.get_tool(t.name)
+        assert registered is not None
+        fn = registered.fn
         ctx = find_context_parameter(fn)
         meta = func_metadata(fn, skip_names=[ctx] if ctx else [])
         assert t.inputSchema == meta.arg_model.model_json_schema(by_alias=True), t.name
