@@ -10,7 +10,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from mcp_tools.capacity.planner import CapacityPlan
+from mcp_tools.capacity.plan import CapacityPlan
 from mcp_tools.errors import UserError
 from mcp_tools.server.core import READ_ONLY, result, tool
 from mcp_tools.server.state import ServerState
