@@ -225,6 +225,17 @@ class SqlStore:
             finally:
                 cur.close()
 
+    def _insert_new(self, table: Table, row: dict[str, Any]) -> bool:
+        """Insert ``row`` (by column name) unless a row with its key is there: first one wins.
+        Whether this one was written."""
+        cols = table.column_names
+        _, count = self._execute(
+            f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join([self._ph] * len(cols))}) "
+            f"ON CONFLICT ({table.key}) DO NOTHING",
+            tuple(row[c] for c in cols),
+        )
+        return bool(count and count > 0)
+
 
 class DecisionRecord(BaseModel):
     """The decision recorded for one plan of one thread (the first one made)."""
@@ -255,13 +266,7 @@ class Decisions(SqlStore):
 
     def claim(self, record: DecisionRecord) -> tuple[bool, DecisionRecord]:
         """Record ``record`` unless this plan already has a decision: (won, the decision that stands)."""
-        values = tuple(getattr(record, c) for c in _COLUMNS)
-        marks = ", ".join([self._ph] * len(_COLUMNS))
-        self._execute(
-            f"INSERT INTO {DECISIONS_TABLE} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
-            "ON CONFLICT (thread_id, plan_key) DO NOTHING",
-            values,
-        )
+        self._insert_new(DECISIONS, record.model_dump())
         standing = self.get(record.thread_id, record.plan_key)
         if standing is None:  # cannot happen: the row was just written or was there
             raise RuntimeError(f"decision for thread {record.thread_id!r} vanished")
@@ -297,25 +302,15 @@ class Decisions(SqlStore):
 
     def record_applied(self, rec: AppliedRecord) -> AppliedRecord:
         """Record that ``rec``'s change was made, unless one was already: the record that stands."""
-        values = tuple(getattr(rec, c) for c in _APPLY_COLUMNS)
-        marks = ", ".join([self._ph] * len(_APPLY_COLUMNS))
-        self._execute(
-            f"INSERT INTO {APPLIES_TABLE} ({', '.join(_APPLY_COLUMNS)}) VALUES ({marks}) "
-            "ON CONFLICT (thread_id, apply_key) DO NOTHING",
-            values,
-        )
+        self._insert_new(APPLIES, rec.model_dump())
         return self.applied(rec.thread_id, rec.apply_key) or rec
 
     def audit_append(
         self, event_id: str, thread_id: str, event: str, approval_id: str | None, at: str, record: str
     ) -> bool:
         """Add one audit record (its JSON line) unless its event id is there: whether it was added."""
-        _, count = self._execute(
-            f"INSERT INTO {AUDIT_TABLE} (event_id, thread_id, event, approval_id, at, record) VALUES "
-            f"({', '.join([self._ph] * 6)}) ON CONFLICT (event_id) DO NOTHING",
-            (event_id, thread_id, event, approval_id, at, record),
-        )
-        return bool(count and count > 0)
+        row = {"event_id": event_id, "thread_id": thread_id, "event": event, "approval_id": approval_id}
+        return self._insert_new(AUDIT, {**row, "at": at, "record": record})
 
     def audit_approved_ids(self) -> set[str]:
         rows, _ = self._execute(

@@ -456,6 +456,13 @@ class CloudRun(ApiReader):
         op = self._call(what, fn, metadata=[(APPROVAL_HEADER, approval_id)], mutation=True, **kwargs)
         return self._wait(what, op, deadline_s)
 
+    def _update(self, name: str, svc: Any, what: str, approval_id: str, deadline_s: float) -> MutationResult:
+        """Send ``svc`` as the service's new spec (a new revision) and follow the rollout."""
+        result, message = self._mutate(
+            what, self.services.update_service, approval_id, deadline_s, service=svc
+        )
+        return self._rollout("update", name, result, message, approval_id)
+
     def _rollout(
         self, operation: str, name: str, result: Any, message: str, approval_id: str
     ) -> MutationResult:
@@ -513,11 +520,7 @@ class CloudRun(ApiReader):
                     percent=100,
                 )
             ]
-        what = f"update {_short(current.name)!r}"
-        result, message = self._mutate(
-            what, self.services.update_service, approval_id, deadline_s, service=svc
-        )
-        return self._rollout("update", name, result, message, approval_id)
+        return self._update(name, svc, f"update {_short(current.name)!r}", approval_id, deadline_s)
 
     def deploy_tagged(
         self,
@@ -540,10 +543,7 @@ class CloudRun(ApiReader):
         svc.template.revision = revision
         svc.traffic = _targets({validate_revision_name(_short(serving)): 100, revision: 0}, {revision: tag})
         what = f"deploy {revision!r} to {_short(current.name)!r} with no traffic (tag {tag!r})"
-        result, message = self._mutate(
-            what, self.services.update_service, approval_id, deadline_s, service=svc
-        )
-        return self._rollout("update", name, result, message, approval_id)
+        return self._update(name, svc, what, approval_id, deadline_s)
 
     def set_traffic(
         self,

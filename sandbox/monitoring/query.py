@@ -307,14 +307,9 @@ def _align(s: RawSeries, agg: Aggregation, start: float, end: float) -> OutSerie
                 if out_vt == INT64:
                     value = round(value)
         elif pct:
-            q = float(pct.group(2))
-            if vt == DISTRIBUTION:
-                merged = _merge(deltas)
-                if merged.count <= 0:
-                    continue  # nothing was observed in this period: no point, not a zero
-                value = merged.percentile(q)
-            else:
-                value = _percentile([_num(v) for v in vals], q)
+            value = _percentile_of(deltas if vt == DISTRIBUTION else vals, float(pct.group(2)))
+            if value is None:
+                continue  # nothing was observed in this period: no point, not a zero
         elif a == "ALIGN_NEXT_OLDER":
             value = vals[-1]
             out_kind, out_vt = kind if kind != CUMULATIVE else GAUGE, vt
@@ -327,6 +322,15 @@ def _align(s: RawSeries, agg: Aggregation, start: float, end: float) -> OutSerie
         return None
     return OutSeries(s.metric_type, out_kind, out_vt, dict(s.metric_labels), s.resource_type,
                      dict(s.resource_labels), s.unit, out)  # fmt: skip
+
+
+def _percentile_of(vals: list[Any], q: float) -> float | None:
+    """The ``q``-th percentile of numbers, or of distributions merged into one (None: they observed
+    nothing)."""
+    if vals and isinstance(vals[0], Dist):
+        merged = _merge(vals)
+        return merged.percentile(q) if merged.count > 0 else None
+    return _percentile([float(v) for v in vals], q)
 
 
 def _merge(dists: list[Any]) -> Dist:
@@ -399,14 +403,9 @@ def _reduce(series: list[OutSeries], agg: Aggregation) -> list[OutSeries]:
             elif r == "REDUCE_COUNT":
                 value, out_vt = len(vals), INT64
             elif pct:
-                q = float(pct.group(2))
-                if dist:
-                    merged = _merge(vals)
-                    if merged.count <= 0:
-                        continue  # nothing was observed in this period: no point, not a zero
-                    value = merged.percentile(q)
-                else:
-                    value = _percentile([float(v) for v in vals], q)
+                value = _percentile_of(vals, float(pct.group(2)))
+                if value is None:
+                    continue  # nothing was observed in this period: no point, not a zero
             else:
                 raise bad_request(
                     f"Unsupported reducer {r} in the sandbox.", field="aggregation.crossSeriesReducer"
