@@ -59,6 +59,16 @@ def _has(module: str) -> bool:
     return Path(_py()).exists() and subprocess.run([_py(), "-c", code], check=False).returncode == 0
 
 
+def _server_loads() -> bool:
+    """Does llama-cpp-python's server import, its shared library included? (``find_spec`` is not
+    enough: a wheel without ``libllama.so`` installs fine and fails only on import.)"""
+    if not Path(_py()).exists():
+        return False
+    code = "import llama_cpp, llama_cpp.server.app, uvicorn"
+    # (LLAMA_CPP_LIB_PATH, llama-cpp-python's own override, counts: the server is started with it too)
+    return subprocess.run([_py(), "-c", code], check=False, capture_output=True).returncode == 0
+
+
 def _pip(*args: str, build: bool = False) -> None:
     cmd = [_py(), "-m", "pip", "install", "--quiet", *args]
     env = dict(os.environ)
@@ -76,8 +86,25 @@ def setup(models: list[str]) -> dict[str, Path]:
     if not Path(_py()).exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         _pip("--upgrade", "pip")
-    if not _has("llama_cpp") or not _has("uvicorn"):
+    if not _server_loads():
+        t0 = time.monotonic()
         _pip("--no-binary", "llama-cpp-python", LLAMA_CPP, build=True)
+        if not _server_loads():
+            # pip reused a wheel from its cache that carries no libllama.so (one built with
+            # -DLLAMA_BUILD=OFF, say): build it from the source distribution for real.
+            print("llama_cpp does not load its shared library: rebuilding without pip's cache", flush=True)
+            _pip(
+                "--no-binary",
+                "llama-cpp-python",
+                "--no-cache-dir",
+                "--force-reinstall",
+                "--no-deps",
+                LLAMA_CPP,
+                build=True,
+            )
+        if not _server_loads():
+            raise SystemExit(f"llama-cpp-python's server does not load in {VENV}; see the build output above")
+        print(f"llama-cpp-python's server ready in {time.monotonic() - t0:.0f} s", flush=True)
     paths = {}
     for name in models:
         spec = MODELS[name]
