@@ -800,9 +800,15 @@ def prompt_messages(context: str, *, system_role: bool) -> list[Any]:
 
     rules = load_prompt("diagnose_system").strip()
     user = load_prompt("diagnose_user").replace("{context}", context)
-    if system_role:
-        return [SystemMessage(rules), HumanMessage(user)]
-    return [HumanMessage(f"{rules}\n\n{user}")]
+    return as_sent([SystemMessage(rules), HumanMessage(user)], system_role=system_role)
+
+
+def as_sent(messages: list[Any], *, system_role: bool) -> list[Any]:
+    """The conversation as it goes to the server: as it is where the template has system and tool
+    roles, else folded into alternating user / model turns (``prompts.turns``: Gemma 2 and 3)."""
+    from prompts.turns import alternating
+
+    return list(messages) if system_role else alternating(messages)
 
 
 def prompt_size(messages: list[Any], tools: list[Any] | None = None) -> int:
@@ -894,7 +900,8 @@ def ask_model(
     deadline_s = ep.deadline_s if ep is not None else None
     deadline = time.monotonic() + deadline_s if deadline_s else None
     context, tools = _fit(obs, context, ep, tools, findings, run.notes)
-    messages: list[Any] = prompt_messages(context, system_role=bool(ep and ep.system_role))
+    system_role = bool(ep and ep.system_role)
+    messages: list[Any] = prompt_messages(context, system_role=system_role)
     run.prompt_size = prompt_size(messages, tools)
     by_name = {t.name: t for t in tools or []}
     # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
@@ -918,7 +925,8 @@ def ask_model(
         run.calls += 1
         try:
             # Our own client streams (and reports usage in the last chunk); a caller's is invoked as built.
-            reply = _streamed(bound, messages, deadline) if ep is not None else bound.invoke(messages)
+            sent = as_sent(messages, system_role=system_role)
+            reply = _streamed(bound, sent, deadline) if ep is not None else bound.invoke(sent)
         except TimeoutError:
             raise ModelTimedOut(
                 f"{where}: the answer was cut at the {deadline_s:g} s deadline", name, run
@@ -962,7 +970,9 @@ def ask_model(
                         out = f"tool error: {e.__class__.__name__}: {e}"
                 messages.append(
                     ToolMessage(
-                        content=f"{FENCE_OPEN}\n{redact(out)[:4000]}\n{FENCE_CLOSE}", tool_call_id=call["id"]
+                        content=f"{FENCE_OPEN}\n{redact(out)[:4000]}\n{FENCE_CLOSE}",
+                        tool_call_id=call["id"],
+                        name=call["name"],
                     )
                 )
             continue

@@ -57,7 +57,8 @@ class ModelEndpoint(BaseModel):
     deadline_s: float | None = None
     #: Send the rules as a separate system message. Off by default: Gemma 2's template raises on a
     #: system role, llama.cpp's ``gemma`` chat format drops it, Gemma 3's folds it into the first user
-    #: turn; one user turn reads the same under all of them.
+    #: turn; one user turn reads the same under all of them. On, a tool round goes as ``tool_calls`` and
+    #: ``tool`` messages too; off, it is folded into user / model turns (``prompts.turns``).
     system_role: bool = False
     #: The context the server serves (vLLM's ``max_model_len`` from /v1/models), None when not said.
     max_model_len: int | None = None

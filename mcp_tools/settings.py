@@ -203,7 +203,8 @@ class Settings(BaseSettings):
     model_timeout_s: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
     # A diagnosis's whole time with the model (attempts, tool rounds); the answer streams and is cut there.
     model_deadline_s: float = Field(default=120.0, gt=0, le=3600, allow_inf_nan=False)
-    # Send the rules as a system message (only for a served template that has a system role).
+    # Send the rules as a system message and tool rounds as tool messages (only for a served template
+    # that has those roles, as Gemma 4's); off: user / model turns only (prompts/turns.py).
     model_system_role: bool = False
     http_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
     # One cycle's overall deadline (observe and diagnose: every read and the model inside it).

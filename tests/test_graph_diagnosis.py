@@ -287,7 +287,9 @@ def test_model_with_read_only_tool_bounded(model_server: Any) -> None:
     d = assess(oom_obs(), model=ep(url), tools=[get_metrics], max_steps=2, policy="approve")
     assert calls == ["get_metrics"] and d.category == "weights_oom"
     tool_msg = script.requests[1]["messages"][-1]
-    assert tool_msg["role"] == "tool" and FENCE_OPEN in tool_msg["content"]
+    # the result, fenced, in the next user turn (one user turn by default: Gemma 2/3 have no tool role)
+    assert tool_msg["role"] == "user" and FENCE_OPEN in tool_msg["content"]
+    assert tool_msg["content"].startswith("[tool result] get_metrics:")
     # a model that keeps calling tools is stopped at the bound
     url2, script2 = model_server([{"tool_calls": [{"name": "get_metrics"}]}])
     d2 = assess(oom_obs(), model=ep(url2), tools=[get_metrics], max_steps=2, policy="approve")

@@ -283,9 +283,12 @@ def test_model_diagnoses_with_read_only_mcp_tools(sandbox_factory: Any) -> None:
     assert diag["model_used"] == "gemma-4-12b-it"
     assert diag["category"] == "weights_oom"
     assert any(ev["line"] == oom_line for ev in diag["evidence"])
-    # The tool ran through the in-process MCP server against the sandbox: its answer names the revision.
+    # The tool ran through the in-process MCP server against the sandbox: its answer names the revision
+    # (in the next user turn: by default the conversation is the user / model turns Gemma 2 and 3 take).
     revision = r.values["observation_summary"]["latest_created_revision"]
-    tool_msgs = [m for m in requests[1]["messages"] if m.get("role") == "tool"]
+    tool_msgs = [
+        m for m in requests[1]["messages"] if "[tool result] list_revisions" in str(m.get("content"))
+    ]
     assert tool_msgs and revision in json.dumps(tool_msgs)
     assert r.status == "awaiting_approval" and mutations(sb) == []
 
