@@ -184,9 +184,12 @@ def test_free_form_answer_streams_and_its_figures_come_from_a_tool() -> None:
     # The model was offered read-only tools only, and got the planner's figure back.
     offered = {t["function"]["name"] for t in script.requests[0]["tools"]}
     assert "plan_capacity" in offered and not offered & {"update_service", "apply_change", "rollback_service"}
-    system = script.requests[0]["messages"][0]
-    assert system["role"] == "system" and "0.123" in system["content"]  # the REPL's /bench figures
-    tool_msgs = [m for m in script.requests[1]["messages"] if m["role"] == "tool"]
+    # one user turn (the rules first: Gemma 2/3 have no system role) with the REPL's /bench figures
+    first = script.requests[0]["messages"]
+    assert [m["role"] for m in first] == ["user"] and "0.123" in first[0]["content"]
+    assert first[0]["content"].index("0.123") < first[0]["content"].index("what is the bottleneck")
+    # the tool's result came back in the next user turn
+    tool_msgs = [m for m in script.requests[1]["messages"][1:] if m["role"] == "user"]
     weights = plan_capacity(MODEL, gpu="nvidia-l4").weights_gib
     assert tool_msgs and f"{weights}" in tool_msgs[0]["content"]
 

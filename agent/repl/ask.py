@@ -123,8 +123,10 @@ async def _answer(
 ) -> Answer:
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
+    from graph.diagnosis import as_sent
     from graph.tools import read_only_tools
 
+    system_role = cfg.settings().model_system_role  # off: user / model turns only (Gemma 2 and 3)
     name = str(getattr(model, "model_name", None) or "model")
     history: list[Any] = [
         SystemMessage(content=SYSTEM + f"\nService in focus: {cfg.service or 'none'}." + _context(figures)),
@@ -138,7 +140,7 @@ async def _answer(
         for rounds in range(1, MAX_TOOL_ROUNDS + 2):
             runnable = bound if rounds <= MAX_TOOL_ROUNDS else model  # last round: no tools
             agg: Any = None
-            async for chunk in runnable.astream(history):
+            async for chunk in runnable.astream(as_sent(history, system_role=system_role)):
                 agg = chunk if agg is None else agg + chunk
                 piece = chunk.content if isinstance(chunk.content, str) else ""
                 if piece:
