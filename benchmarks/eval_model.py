@@ -262,7 +262,23 @@ def table(label: str, r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def evaluate(label: str, url: str, parts: dict[str, list[Any]], args: argparse.Namespace) -> dict[str, Any]:
+def report(label: str, split: str, r: dict[str, Any]) -> None:
+    """One split's table (printed as soon as the split is done: a long run cut short keeps it)."""
+    print(f"\n### {label}, {split}{' (never tuned on)' if split == 'blind' else ''}\n")
+    print(table(f"{label} ({split})", r))
+    for key in ("right_to_wrong", "wrong_to_right", "errors"):
+        if r[key]:
+            print(f"{key.replace('_', ' ')}: {', '.join(r[key])}")
+    print(flush=True)
+
+
+def evaluate(
+    label: str,
+    url: str,
+    parts: dict[str, list[Any]],
+    args: argparse.Namespace,
+    figures: dict[str, Any],
+) -> dict[str, Any]:
     from mcp_tools.model_endpoint import endpoint_from_settings
     from mcp_tools.settings import get_settings
 
@@ -275,13 +291,19 @@ def evaluate(label: str, url: str, parts: dict[str, list[Any]], args: argparse.N
             "max_retries": 0,
         }
     )
-    results = {}
+    results: dict[str, Any] = figures.setdefault(label, {})
     for split, incidents in parts.items():
         base = run(incidents, None)
         print(f"[{label}] {split}: {len(incidents)} incidents with the model ...", flush=True)
+        t0 = time.monotonic()
         with_model = run(incidents, ep)
         results[split] = compare(base, with_model)
         results[split]["notes"] = {c.id: c.error for c in with_model if c.error}
+        results[split]["wall_seconds"] = round(time.monotonic() - t0)
+        results[split]["load_average"] = os.getloadavg()[0]
+        report(label, split, results[split])
+        if args.json:  # after every split, so a run cut short keeps what it measured
+            args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return results
 
 
@@ -309,7 +331,7 @@ def main() -> int:
     parts = {s: subset(s, args.per_split) for s in splits}
     figures: dict[str, Any] = {}
     if args.model_url:
-        figures[args.model_url] = evaluate(args.model_url, args.model_url, parts, args)
+        evaluate(args.model_url, args.model_url, parts, args, figures)
     else:
         names = args.model or sorted(MODELS)
         ggufs = setup(names)
@@ -320,16 +342,7 @@ def main() -> int:
             n_ctx = args.n_ctx or MODELS[name]["n_ctx"]
             with serve(name, ggufs[name], n_ctx, ROOT / "bench-runs", args.threads) as url:
                 args.max_model_len = n_ctx  # llama-cpp-python's /v1/models does not say
-                figures[name] = evaluate(name, url, parts, args)
-    for label, per_split in figures.items():
-        for split, r in per_split.items():
-            print(f"\n### {label}, {split}{' (never tuned on)' if split == 'blind' else ''}\n")
-            print(table(f"{label} ({split})", r))
-            for key in ("right_to_wrong", "wrong_to_right", "errors"):
-                if r[key]:
-                    print(f"{key.replace('_', ' ')}: {', '.join(r[key])}")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+                evaluate(name, url, parts, args, figures)
     worse = [
         f"{label} {split}"
         for label, per_split in figures.items()
