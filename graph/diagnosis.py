@@ -598,31 +598,47 @@ class ModelAnswer(BaseModel):
         return out
 
 
-def answer_schema(n_lines: int) -> dict[str, Any]:
+#: The confidences a model may answer: an enum, which every structured-output backend enforces
+#: (llama-cpp-python's grammar drops a number's ``minimum`` / ``maximum``: any number passes it).
+CONFIDENCES = [round(i * 0.05, 2) for i in range(21)]
+_NAMED_LINE = re.compile(r"\bL(\d{1,7})\b")
+
+
+def shown_lines(context: str, n_lines: int) -> list[int]:
+    """The log line numbers the context names (``L<n>``: raw lines, template ranges, the findings'
+    citations) that exist: the lines a model can have read, so the only ones it may cite."""
+    return sorted({int(m) for m in _NAMED_LINE.findall(context) if 1 <= int(m) <= n_lines})
+
+
+def answer_schema(n_lines: int, context: str | None = None) -> dict[str, Any]:
     """The JSON schema of ``ModelAnswer`` as a server can enforce it (vLLM's structured-output
-    backends, llama.cpp's grammar): the taxonomy as an enum, evidence as line numbers in range."""
+    backends, llama.cpp's grammar): the taxonomy as an enum, the confidence as an enum of steps of 0.05,
+    evidence as the line numbers the ``context`` shows (an enum; without a context, numbers in range,
+    which a grammar that drops bounds does not enforce)."""
+    if context is not None:
+        lines = shown_lines(context, n_lines)
+        item: dict[str, Any] = {"type": "integer", "enum": lines} if lines else {"type": "integer"}
+        max_items = 6 if lines else 0
+    else:
+        item, max_items = {"type": "integer", "minimum": 1, "maximum": max(1, n_lines)}, 6 if n_lines else 0
     return {
         "type": "object",
         "properties": {
             "category": {"type": "string", "enum": list(Category.values())},
-            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "confidence": {"type": "number", "enum": CONFIDENCES},
             "summary": {"type": "string", "minLength": 1, "maxLength": 600},
-            "evidence": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 1, "maximum": max(1, n_lines)},
-                "maxItems": 6,
-            },
+            "evidence": {"type": "array", "items": item, "maxItems": max_items},
         },
         "required": ["category", "confidence", "summary", "evidence"],
         "additionalProperties": False,
     }
 
 
-def _response_formats(n_lines: int) -> list[dict[str, Any]]:
+def _response_formats(n_lines: int, context: str | None = None) -> list[dict[str, Any]]:
     """The answer's schema in the forms servers enforce, tried in order while refused: OpenAI's
     ``json_schema`` (vLLM, llama.cpp's own server), then ``json_object`` with a ``schema`` (the form
     llama-cpp-python's server takes, which refuses the first with a 422)."""
-    schema = answer_schema(n_lines)
+    schema = answer_schema(n_lines, context)
     return [
         {"type": "json_schema", "json_schema": {"name": "diagnosis", "schema": schema, "strict": True}},
         {"type": "json_object", "schema": schema},
@@ -906,7 +922,7 @@ def ask_model(
     by_name = {t.name: t for t in tools or []}
     # The final answer is asked for with the answer's JSON schema (structured outputs); tool rounds go
     # without it, and a server that refuses every form of the schema gets free text, validated as before.
-    formats = _response_formats(len(obs.logs))
+    formats = _response_formats(len(obs.logs), context)
     fmt = 0
     final_only = not tools
     attempts = 0

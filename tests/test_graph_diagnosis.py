@@ -458,7 +458,15 @@ def test_the_answer_is_asked_for_with_its_json_schema(model_server: Any) -> None
     assert rf["type"] == "json_schema"
     schema = rf["json_schema"]["schema"]
     assert "weights_oom" in schema["properties"]["category"]["enum"]
-    assert schema["properties"]["evidence"]["items"]["maximum"] == len(oom_obs().logs)
+    # Every bound is an enum: llama-cpp-python's grammar drops a number's minimum / maximum (any
+    # integer or number passes it), an enum every backend enforces.
+    assert "minimum" not in json.dumps(schema) and "maximum" not in json.dumps(schema)
+    confidences = schema["properties"]["confidence"]["enum"]
+    assert min(confidences) == 0 and max(confidences) == 1 and 0.95 in confidences
+    # evidence: the lines the prompt names (the only ones the model can have read), all of them real
+    lines = schema["properties"]["evidence"]["items"]["enum"]
+    sent = script.requests[0]["messages"][0]["content"]
+    assert OOM_LINE in lines and all(1 <= n <= len(oom_obs().logs) and f"L{n}" in sent for n in lines)
 
 
 def test_a_server_that_refuses_the_schema_gets_free_text_once(model_server: Any) -> None:
