@@ -501,7 +501,25 @@ IMAGE_PULL = re.compile(
     # Docker / containerd: "pullImage error: failed pulling", "failed to register layer",
     # "error pulling image configuration", "toomanyrequests: You have reached your pull rate limit"
     r"|pullImage error|failed pulling|failed to register layer|error pulling image|pull rate limit"
-    r"|Back-off pulling image|ErrImageNeverPull|InvalidImageName",
+    r"|Back-off pulling image|ErrImageNeverPull|InvalidImageName"
+    # A wrapper that resolves the runner image itself (GPUStack, KServe runtimes): "Failed to get vLLM
+    # backend image", "could not find the image for ...", "unable to resolve image"
+    r"|(?:failed to|unable to|could not|couldn't) (?:get|fetch|find|obtain|resolve|locate) (?:the |an? )?"
+    r"(?:[\w.-]+ ){0,3}image\b",
+    _I,
+)
+
+# kubelet: a pull that began ("Pulling image \"x\"") and its completion ("Successfully pulled image").
+IMAGE_PULLING = re.compile(r"\bPulling image \"?(?P<image>[^\s\"]+)", _I)
+IMAGE_PULLED = re.compile(
+    r"Successfully pulled image \"?(?P<image>[^\s\"]+)|Container image \"?(?P<present>[^\s\"]+)\"? already",
+    _I,
+)
+# The node's disk filled (a pull unpacks the image's layers onto it): "The node was low on resource:
+# ephemeral-storage.", "no space left on device", the DiskPressure condition / taint.
+NODE_DISK_FULL = re.compile(
+    r"low on resource: ephemeral-storage|no space left on device|DiskPressure|disk-pressure"
+    r"|ephemeral-storage (?:usage|limit) exceeded|ephemeral local storage usage exceeds",
     _I,
 )
 

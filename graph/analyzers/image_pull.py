@@ -3,14 +3,45 @@
 Wordings: Cloud Run "Revision '...' is not ready and cannot serve traffic. Image
 'us-docker.pkg.dev/p/r/vllm:tag' not found."; "Failed to pull image", Kubernetes "ErrImagePull",
 "ImagePullBackOff", registry "manifest unknown", Artifact Registry "denied: Permission
-\"artifactregistry.repositories.downloadArtifacts\" denied".
+\"artifactregistry.repositories.downloadArtifacts\" denied"; a wrapper's "Failed to get vLLM backend
+image".
+
+A pull can also fail without saying so: kubelet logs "Pulling image X", never "Successfully pulled
+image X", and the node reports its disk full ("The node was low on resource: ephemeral-storage", "no
+space left on device") — the image's layers did not fit the node's disk. That is a platform event
+(kubelet's), so its severity is a ``Warning`` and it is matched whatever the severity says.
 """
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, simple
+from graph.analyzers.base import Finding, finding, simple, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import IMAGE_PULL
+from mcp_tools.vocabulary import IMAGE_PULL, IMAGE_PULLED, IMAGE_PULLING, NODE_DISK_FULL
+
+
+def _pull_out_of_disk(obs: Observation) -> list[Finding]:
+    """A pull still pending when the node's disk filled."""
+    v = view(obs)
+    done = {
+        m.group("image") or m.group("present")
+        for ln in v.grep(IMAGE_PULLED)
+        if (m := IMAGE_PULLED.search(ln.text))
+    }
+    for pull in v.grep(IMAGE_PULLING):
+        m = IMAGE_PULLING.search(pull.text)
+        if m is None or m.group("image") in done:
+            continue
+        disk = v.first(NODE_DISK_FULL, after=pull.n)
+        if disk is None:
+            continue
+        summary = (
+            f"The pull of image {m.group('image')} (line {pull.n}) never completed: the node ran out of "
+            f"disk while unpacking it (line {disk.n}): {disk.text.strip()[:160]}"
+        )
+        return [
+            finding("image_pull", 0.85, summary, [disk, pull], pattern=NODE_DISK_FULL, analyzer="image_pull")
+        ]
+    return []
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -20,4 +51,4 @@ def analyze(obs: Observation) -> list[Finding]:
         pattern=IMAGE_PULL,
         summary="The container image could not be pulled (line {line}): {text}",
         confidence=0.92,
-    )
+    ) or _pull_out_of_disk(obs)
