@@ -602,6 +602,22 @@ STARTUP_EXITED = re.compile(
     r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
     _I,
 )
+#: A stop sent from outside the server (not a crash of its own): a worker ended by SIGTERM ("Worker
+#: VllmWorkerProcess pid 1221546 died, exit code: -15", "terminated by signal SIGTERM"), or a
+#: Kubernetes container state SIGKILLed (``exitCode: 137``) whose ``reason`` is not ``OOMKilled`` —
+#: the kubelet's kill after a failed liveness probe.
+KILLED_FROM_OUTSIDE = re.compile(
+    r"exit code:? -15\b|terminated by signal (?:15|SIGTERM)|^\s*exitCode: 137\s*$", _I | re.MULTILINE
+)
+KILLED_FROM_OUTSIDE_PREFILTER = re.compile(r"exit code|terminated by signal|exitCode", _I)
+K8S_STATE_REASON = re.compile(r"^\s*reason: (?P<reason>\w+)\s*$", re.MULTILINE)
+#: A supervisor (a wrapper, a CLI) polling for the server to come up.
+STARTUP_WAITING = re.compile(
+    r"Waiting for (?:the )?(?:[\w.-]+ )?(?:server|model server|engine|endpoint)"
+    r" to (?:start|be(?:come)? ready)"
+    r"|waiting for (?:the )?server to be up",
+    _I,
+)
 
 # --------------------------------------------------------------------------------------------------
 # unsupported_config  (graph/analyzers/unsupported_config.py)

@@ -422,6 +422,7 @@ def test_patterns_with_literal_digits_are_known() -> None:
     allowed = {
         "AUTH",
         "HOST_MEMORY_WEAK",
+        "KILLED_FROM_OUTSIDE",
         "OVERLOAD_REJECT",
         "FATAL",
         "SERVER_ERROR_STATUS",

@@ -6,15 +6,70 @@ the PORT=8080 environment variable within the allocated timeout." (googlecodelab
 The instance was not started."; Kubernetes "Startup probe failed". A probe that gives up after the
 server crashed is a symptom: the crash wins (it is earlier, and specific). The finding is a cause
 when the server was still loading (no crash) when the probe gave up.
+
+The probe's own line may be missing: what is left is a stop sent from outside while the server was
+still starting — a worker ended by SIGTERM while a supervisor was still waiting for the server, or a
+Kubernetes container SIGKILLed (exit 137) for a reason that is not ``OOMKilled`` — with no API server
+up before it and no out-of-memory wording anywhere (a kill for memory is host_memory_exceeded).
 """
 
 from __future__ import annotations
 
 import re
 
-from graph.analyzers.base import START_MARK, Finding, finding, match_conditions, view
+from graph.analyzers.base import START_MARK, Finding, LogView, finding, match_conditions, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import STARTUP, STARTUP_EXITED, STARTUP_LOADING
+from mcp_tools.vocabulary import (
+    HOST_MEMORY_STRONG,
+    K8S_STATE_REASON,
+    KILLED_FROM_OUTSIDE,
+    KILLED_FROM_OUTSIDE_PREFILTER,
+    OOM,
+    RESTARTED,
+    STARTUP,
+    STARTUP_EXITED,
+    STARTUP_LOADING,
+    STARTUP_WAITING,
+)
+
+
+def _killed_while_starting(v: LogView) -> list[Finding]:
+    """A stop from outside before the server was up, the probe's or supervisor's line not logged."""
+    if v.first(HOST_MEMORY_STRONG) or v.first(OOM):
+        return []
+    for kill in v.grep(KILLED_FROM_OUTSIDE, prefilter=KILLED_FROM_OUTSIDE_PREFILTER):
+        if v.first(RESTARTED, before=kill.n):
+            continue  # it had started: a stop after a completed start is a shutdown
+        lines = [kill]
+        if "exitCode" in kill.text:  # a Kubernetes state: its reason sits a few lines on
+            reason = v.first(K8S_STATE_REASON, after=kill.n, before=kill.n + 6)
+            if reason is None or reason.text.strip().endswith("OOMKilled"):
+                continue
+            lines.append(reason)
+        else:
+            waiting = v.first(STARTUP_WAITING)
+            if waiting is None:
+                continue  # nobody was waiting for a start: not a start that took too long
+            lines.append(waiting)
+        summary = (
+            f"The server was stopped from outside (line {kill.n}) before it was up, with no error of its "
+            "own: the start took longer than the probe or supervisor waiting for it allows."
+        )
+        pattern = re.compile(
+            KILLED_FROM_OUTSIDE.pattern + "|" + STARTUP_WAITING.pattern + "|reason: ", re.I | re.M
+        )
+        return [
+            finding(
+                "startup_timeout",
+                0.6,
+                summary,
+                lines,
+                pattern=pattern,
+                analyzer="startup_timeout",
+                specific=False,
+            )
+        ]
+    return []
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -22,7 +77,7 @@ def analyze(obs: Observation) -> list[Finding]:
     hits = list(v.grep(STARTUP))
     conds = match_conditions(obs, STARTUP)
     if not hits and not conds:
-        return []
+        return _killed_while_starting(v)
     # The probe gave up because the process had already died: that is not a slow start.
     first = hits[0].n if hits else v.total + 1
     start = v.last(START_MARK, before=first)
