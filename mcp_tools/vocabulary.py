@@ -199,8 +199,12 @@ KIND_MISSING = re.compile(
     r"FileNotFoundError|No such file or directory|does not exist|EntryNotFound|not found\b", _I
 )
 KIND_DENIED = re.compile(r"PermissionError|Permission denied|Unauthori[sz]ed|Forbidden|AccessDenied", _I)
+#: An error the engine's own code raises while it builds itself from its configuration: a rejected
+#: value, type or key, and equally an attribute it expected or arithmetic on a size it got (a tokenizer
+#: class without the attribute a feature reads, a parallel size of 0): this configuration does not run.
 KIND_CONFIG = re.compile(
-    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|KeyError|AssertionError|NotImplementedError|"
+    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|KeyError|AssertionError|NotImplementedError|AttributeError"
+    r"|ZeroDivisionError|"
     r"argparse\.ArgumentError|ValidationError|pydantic[\w.]*ValidationError)\b"
 )
 KIND_ENVIRONMENT = re.compile(
@@ -313,7 +317,15 @@ FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
             r"get_config|get_hf_file|AutoConfig|create_engine_config|create_model_config|get_tokenizer"
             r"|AutoTokenizer|_init_executor|_init_workers_ray|init_device|set_device|_cuda_init"
             r"|init_distributed_environment|init_worker"
+            # V1's engine-core process builds its engine here (then runs its busy loop, below)
+            r"|^run_engine_core$"
         ),
+    ),
+    # The engine's step loop: a frame below one of the start's is serving, not starting (its phase
+    # is left to the milestones).
+    (
+        Phase.NONE,
+        re.compile(r"^(?:run_busy_loop|_process_engine_step|step|step_with_batch_queue|execute_model)$"),
     ),
     (Phase.DOWNLOAD, re.compile(r"snapshot_download|hf_hub_download|download_weights_from_hf|_download")),
     (Phase.LOADING, OOM_WEIGHTS),
