@@ -406,6 +406,17 @@ CRASH_DIED = re.compile(
     _I,
 )
 
+#: What a restart of the same revision repeats: the image's code does not import (a module missing
+#: from it, a symbol its build lacks), or a GPU kernel rejects this device or these arguments (a
+#: kernel built without this architecture, "invalid argument" from a kernel's launch check).
+CRASH_REPEATS = re.compile(
+    r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|No module named|undefined symbol"
+    r"|cannot import name|no kernel image is available|invalid device function"
+    r"|cudaErrorNoKernelImageForDevice|cudaErrorInvalidValue"
+    r"|(?:failed with error|CUDA error:?) invalid argument",
+    _I,
+)
+
 # --------------------------------------------------------------------------------------------------
 # engine_hung  (graph/analyzers/engine_hung.py)
 # --------------------------------------------------------------------------------------------------

@@ -6,13 +6,22 @@ fatal error"; "Segmentation fault (core dumped)"; "CUDA error: unspecified launc
 "uncorrectable ECC error". "Engine core initialization failed. See root cause above." and "died
 unexpectedly" are symptoms: they yield to any cause, and tracebacks after an orderly shutdown
 (SIGTERM, CancelledError, KeyboardInterrupt) are not causes at all.
+
+A crash a restart repeats is marked (``repeats_on_restart``): before the engine died, the image's code
+failed to import or a GPU kernel rejected this device or its arguments — the same revision does the
+same thing again, whenever in its life it happened.
 """
 
 from __future__ import annotations
 
-from graph.analyzers.base import SHUTDOWN, Finding, after_shutdown, failed_in_startup, finding, view
+from graph.analyzers.base import SHUTDOWN, Finding, LogView, after_shutdown, failed_in_startup, finding, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import CRASH, CRASH_DIED, FACT_CUDA_FAULT
+from mcp_tools.vocabulary import CRASH, CRASH_DIED, CRASH_REPEATS, FACT_CUDA_FAULT
+
+
+def _repeats(v: LogView, n: int) -> bool:
+    """Did something a restart repeats happen before the engine died at line ``n``?"""
+    return v.first(CRASH_REPEATS, before=n + 1) is not None
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -32,6 +41,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts={
                     "cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits),
                     "in_startup": failed_in_startup(v, hits[0].n),
+                    "repeats_on_restart": _repeats(v, hits[0].n),
                 },
             )
         ]
@@ -46,7 +56,10 @@ def analyze(obs: Observation) -> list[Finding]:
                 pattern=CRASH_DIED,
                 analyzer="engine_crash",
                 specific=False,
-                facts={"in_startup": failed_in_startup(v, died[0].n)},
+                facts={
+                    "in_startup": failed_in_startup(v, died[0].n),
+                    "repeats_on_restart": _repeats(v, died[0].n),
+                },
             )
         ]
     return []

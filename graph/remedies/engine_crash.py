@@ -26,6 +26,18 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             ),
             fresh,
         ]
+    elif fact(diag, "repeats_on_restart"):
+        # The image's code or a kernel of this build fails on this device: a fresh start of the same
+        # revision reaches the same import or kernel and dies again.
+        out = [
+            escalate(
+                "The engine died of something a restart repeats (a module missing from the image, or a "
+                "GPU kernel that rejects this device or its arguments). Roll back to the last revision "
+                "that served, or fix the image or pick another kernel backend, and report it upstream.",
+                "the engine's crash comes from this revision's image or kernels: a restart repeats it",
+            ),
+            fresh,
+        ]
     if fact(diag, "cuda_fault"):
         out.append(
             flags_option(
