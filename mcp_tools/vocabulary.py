@@ -691,6 +691,16 @@ FACT_CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|cudaError")
 #: runtime_oom: where after loading
 FACT_OOM_IN_CUDA_GRAPHS = re.compile(r"capture_model|cuda_graph|CUDAGraph|capture_graph")
 FACT_OOM_IN_SAMPLER = re.compile(r"sampler|max_num_seqs")
+#: What the weights took once loaded ("Model loading took 15.4668 GiB memory", V0 "Loading model
+#: weights took 1.5874 GB"), what the GPU holds (PyTorch's OOM: "GPU 0 has a total capacity of 15.92
+#: GiB"), and the share vLLM may use ("'gpu_memory_utilization': 0.75", "gpu_memory_utilization=0.75").
+FACT_WEIGHTS_GIB = re.compile(
+    r"(?:Model loading|Loading model weights) took ([\d.]+) ?GiB|weights took ([\d.]+) GB"
+)
+FACT_WEIGHTS_PREFILTER = re.compile(r"loading took|weights took", _I)
+FACT_GPU_TOTAL_GIB = re.compile(r"total capacity of ([\d.]+) GiB")
+FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
+FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported
 FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")

@@ -18,6 +18,11 @@ from dataclasses import dataclass
 from graph.analyzers.base import START_MARK, Finding, Line, LogView, finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    FACT_GPU_TOTAL_GIB,
+    FACT_GPU_UTIL,
+    FACT_GPU_UTIL_PREFILTER,
+    FACT_WEIGHTS_GIB,
+    FACT_WEIGHTS_PREFILTER,
     OOM,
     OOM_CREATE_WEIGHTS,
     OOM_KV,
@@ -74,6 +79,8 @@ def oom_events(obs: Observation) -> list[OomEvent]:
             continue  # the same traceback printed its OOM line twice (message + re-raise)
         seen_tracebacks.add(key)
         phase, frame, conf = _phase(v, ln, frames)
+        if phase == "runtime" and _weights_fill_budget(v, ln):
+            phase = "weights"
         events.append(OomEvent(line=ln, phase=phase, frame=frame, confidence=conf))
     # One failure is often reported by several ranks or processes, only some of which say where it
     # happened: within one life of the server, a phase read from frames or words beats a guess.
@@ -151,6 +158,27 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     if phase in (Phase.DOWNLOAD, Phase.LOADING):
         return "weights", None, 0.75
     return "weights", None, 0.55
+
+
+def _weights_fill_budget(v: LogView, ln: Line) -> bool:
+    """Did this life's weights alone take the GPU memory vLLM may use (its share of the GPU's total,
+    0.9 unless set)? Then an OOM after loading is the model not fitting, whatever allocated last."""
+    total = FACT_GPU_TOTAL_GIB.search(ln.text)
+    start = v.last(START_MARK, before=ln.n)
+    loaded = v.last(
+        FACT_WEIGHTS_GIB, after=start.n if start else 0, before=ln.n, prefilter=FACT_WEIGHTS_PREFILTER
+    )
+    if total is None or loaded is None:
+        return False
+    m = FACT_WEIGHTS_GIB.search(loaded.text)
+    util_line = v.last(FACT_GPU_UTIL, before=ln.n, prefilter=FACT_GPU_UTIL_PREFILTER)
+    u = FACT_GPU_UTIL.search(util_line.text) if util_line else None
+    try:
+        weights = float(next(g for g in m.groups() if g)) if m else 0.0
+        util = float(u.group(1)) if u else 0.9
+        return weights >= util * float(total.group(1))
+    except ValueError:
+        return False
 
 
 def _after_loading(v: LogView, ln: Line, phase: str) -> str:
