@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from graph.analyzers._oom import oom_finding, oom_in_phase
-from graph.analyzers.base import Finding
+from graph.analyzers.base import Finding, view
 from graph.observation import Observation
+from mcp_tools.vocabulary import Phase
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -13,6 +14,8 @@ def analyze(obs: Observation) -> list[Finding]:
         return []
     first = events[0]
     where = "while loading the weights" if first.frame else "during model loading"
+    if view(obs).phase_at(first.line.n) >= Phase.LOADED:
+        where = "right after the weights loaded (they alone took the share of the GPU vLLM may use)"
     summary = (
         f"CUDA ran out of memory {where} (line {first.line.n}): the model's weights do not fit the "
         "GPU memory vLLM may use."
