@@ -97,8 +97,7 @@ def test_langgraph_server_keeps_its_ledger_in_postgres(
     state directory of the server's own: decisions, applies and the audit's approvals are in Postgres,
     where another replica finds them; one apply, a replayed run sends nothing, a second decision is
     refused."""
-    pytest.importorskip("langgraph_api")
-    from tests.test_graph_server import langgraph_dev, one_cycle
+    from tests.test_graph_server import langgraph_dev, one_cycle  # skips when LangGraph Server is absent
 
     sb = sandbox_factory(scenario="kv-starvation")
     server_state = tmp_path / "server-state"

@@ -10,6 +10,7 @@ Skipped when the ``server`` extra is not installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -31,8 +32,10 @@ from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.scripted_openai import free_port
 
-pytest.importorskip("langgraph_api")
-pytest.importorskip("langgraph_runtime_inmem")
+# Checked, not imported: importing the in-memory runtime starts its flush thread in this process, writing
+# ``.langgraph_api/`` under the working directory that every pytest worker shares (they raced on its file).
+if not all(importlib.util.find_spec(m) for m in ("langgraph_api", "langgraph_runtime_inmem")):
+    pytest.skip("LangGraph Server is not installed (pip install -e '.[server]')", allow_module_level=True)
 sdk = pytest.importorskip("langgraph_sdk")
 
 ROOT = Path(__file__).resolve().parent.parent
