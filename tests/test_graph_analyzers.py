@@ -713,3 +713,47 @@ def test_a_queue_that_stood_for_a_minute_is_overload_in_a_long_quiet_log() -> No
     # another instance's
     o = obs([*STARTUP_OK, *quiet[:20]])
     assert choose_root_cause(run_analyzers(o), o).category == "unknown"
+
+
+def _root(lines: list[str]) -> str:
+    obs = Observation.model_validate({"id": "x", "logs": [{"text": t} for t in lines]})
+    return choose_root_cause(run_analyzers(obs), obs).category
+
+
+def test_a_stop_from_outside_before_the_server_was_up_is_a_slow_start() -> None:
+    """The probe's own line is missing; what is left is the kill. A SIGKILL for memory (OOMKilled) or
+    a kill after the server came up is not a slow start."""
+    starting = [
+        "INFO 05-29 19:08:40 [api_server.py:1885] vLLM API server version 0.10.1",
+        "INFO 05-29 19:08:52 [gpu_model_runner.py:1770] Starting to load model meta-llama/Llama-3.1-70B-Instruct...",
+    ]
+    state = ["    lastState:", "      terminated:", "        exitCode: 137", "        reason: Error"]
+    assert _root([*starting, *state]) == "startup_timeout"
+    assert _root([*starting, *state[:3], "        reason: OOMKilled"]) != "startup_timeout"
+    supervisor = [
+        "INFO 2024-08-21 10:01:02,123 instructlab.model.backends.vllm:120: Waiting for the vLLM server to start at http://127.0.0.1:8000/v1, this might take a moment...",
+        *starting,
+        "INFO 05-29 19:18:52 multiproc_worker_utils.py:123] Worker VllmWorkerProcess pid 1221546 died, exit code: -15",
+    ]
+    assert _root(supervisor) == "startup_timeout"
+    assert _root(supervisor[1:]) != "startup_timeout"  # nobody was waiting for a start
+
+
+def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> None:
+    from graph.analyzers.engine_crash import analyze
+
+    lines = [
+        "INFO 04-08 03:11:20 [api_server.py:1034] vLLM API server version 0.8.3",
+        "INFO:     Application startup complete.",
+        'INFO:     127.0.0.1:40012 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "(RayWorkerWrapper pid=1207) ModuleNotFoundError: No module named 'pyarrow'",
+        "ERROR 04-08 03:12:01 [engine.py:160] RuntimeError: NCCL error: unhandled system error",
+    ]
+
+    def facts(ls: list[str]) -> dict[str, object]:
+        (f,) = analyze(Observation.model_validate({"id": "x", "logs": [{"text": t} for t in ls]}))
+        return f.facts
+
+    assert facts(lines) == {"cuda_fault": False, "in_startup": False, "repeats_on_restart": True}
+    without_import = [ln for ln in lines if "ModuleNotFoundError" not in ln]
+    assert facts(without_import)["repeats_on_restart"] is False  # a crash while serving: restart first
