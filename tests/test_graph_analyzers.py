@@ -757,3 +757,31 @@ def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> Non
     assert facts(lines) == {"cuda_fault": False, "in_startup": False, "repeats_on_restart": True}
     without_import = [ln for ln in lines if "ModuleNotFoundError" not in ln]
     assert facts(without_import)["repeats_on_restart"] is False  # a crash while serving: restart first
+
+
+def test_an_image_a_wrapper_cannot_get_is_an_image_pull() -> None:
+    """Any wrapper that resolves its runner image itself says so in its own words."""
+    lines = [
+        "2025-11-02T08:14:11 INFO  gpustack.worker.backends.vllm: Preparing model instance qwen3-8b",
+        "2025-11-02T08:14:12 ERROR gpustack.worker.serve_manager: Failed to get vLLM backend image for ascend/0.11.2: not found",
+    ]
+    assert _root(lines) == "image_pull"
+
+
+def test_v1s_engine_core_building_itself_is_the_start_and_its_step_loop_is_not() -> None:
+    """An AttributeError while run_engine_core builds the engine is a configuration that does not run;
+    the same error under the engine's step loop is not placed in the start-up by the stack."""
+    head = [
+        f"{E} EngineCore failed to start.",
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core',
+    ]
+    error = f"{E} AttributeError: 'MistralTokenizer' object has no attribute 'vocab'"
+    assert _root([*head, error]) == "unsupported_config"
+    stepping = [
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 791, in run_busy_loop',
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 240, in step',
+        error,
+    ]
+    assert _root(stepping) != "unsupported_config"
