@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from _support import count
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -201,7 +203,8 @@ def compare(base: list[Any], with_model: list[Any]) -> dict[str, Any]:
     changed = [(by_id[c.id], c) for c in with_model if c.category != by_id[c.id].category]
     answers = sum(c.model_answers or 0 for c in with_model)
     valid = sum(c.model_valid_answers or 0 for c in with_model)
-    prompts = [c.prompt_tokens for c in with_model if c.prompt_tokens]
+    answered = [c for c in with_model if c.prompt_tokens]
+    prompts = [c.prompt_tokens for c in answered]
     sizes = [c.prompt_size for c in with_model if c.prompt_size]
     return {
         "cases": n,
@@ -217,8 +220,11 @@ def compare(base: list[Any], with_model: list[Any]) -> dict[str, Any]:
         "wrong_to_right": [b.id for b, m in changed if not b.category_ok and m.category_ok],
         "prompt_tokens_per_incident": round(sum(prompts) / len(prompts)) if prompts else None,
         "prompt_size_per_incident": round(sum(sizes) / len(sizes)) if sizes else None,
-        "completion_tokens_per_incident": round(sum(c.completion_tokens or 0 for c in with_model) / n)
-        if n
+        # both per incident the model was asked about (the prompt's size is known for those)
+        "completion_tokens_per_incident": round(
+            sum(c.completion_tokens or 0 for c in answered) / len(answered)
+        )
+        if answered
         else None,
         "seconds_without": round(sum(c.seconds for c in base) / n, 3) if n else 0.0,
         "seconds_with": round(sum(c.seconds for c in with_model) / n, 2) if n else 0.0,
@@ -316,9 +322,9 @@ def main() -> int:
         "--model-url", default=None, help="an OpenAI-compatible endpoint instead of a local model"
     )
     ap.add_argument(
-        "--max-model-len", type=int, default=None, help="the served context, when /v1/models does not say"
+        "--max-model-len", type=count, default=None, help="the served context, when /v1/models does not say"
     )
-    ap.add_argument("--per-split", type=int, default=12, help="incidents per split (default 12)")
+    ap.add_argument("--per-split", type=count, default=12, help="incidents per split (default 12)")
     ap.add_argument("--blind", action="store_true", help="also the blind split, reported apart")
     ap.add_argument(
         "--split",
@@ -327,10 +333,10 @@ def main() -> int:
         help="(repeatable) only these splits, in this order (default: composed, dev, and blind with --blind)",
     )
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per diagnosis with the model")
-    ap.add_argument("--max-tokens", type=int, default=300, help="the answer's limit (default 300)")
-    ap.add_argument("--n-ctx", type=int, default=None, help="the local server's context (default 8192)")
+    ap.add_argument("--max-tokens", type=count, default=300, help="the answer's limit (default 300)")
+    ap.add_argument("--n-ctx", type=count, default=None, help="the local server's context (default 8192)")
     ap.add_argument(
-        "--threads", type=int, default=1, help="local server threads (default 1: on a busy machine 2 spin)"
+        "--threads", type=count, default=1, help="local server threads (default 1: on a busy machine 2 spin)"
     )
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
