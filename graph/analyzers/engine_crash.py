@@ -14,14 +14,25 @@ same thing again, whenever in its life it happened.
 
 from __future__ import annotations
 
-from graph.analyzers.base import SHUTDOWN, Finding, LogView, after_shutdown, failed_in_startup, finding, view
+from graph.analyzers.base import (
+    SHUTDOWN,
+    START_MARK,
+    Finding,
+    LogView,
+    after_shutdown,
+    failed_in_startup,
+    finding,
+    view,
+)
 from graph.observation import Observation
 from mcp_tools.vocabulary import CRASH, CRASH_DIED, CRASH_REPEATS, FACT_CUDA_FAULT
 
 
 def _repeats(v: LogView, n: int) -> bool:
-    """Did something a restart repeats happen before the engine died at line ``n``?"""
-    return v.first(CRASH_REPEATS, before=n + 1) is not None
+    """Did something a restart repeats happen in this life of the server, before it died at line ``n``?
+    (An earlier life's import error is that life's; this one may have been started with a fixed image.)"""
+    life = v.last(START_MARK, before=n)
+    return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=n + 1) is not None
 
 
 def analyze(obs: Observation) -> list[Finding]:

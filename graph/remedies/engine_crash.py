@@ -10,34 +10,34 @@ from graph.remedies.engine_hung import restart
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
 
+#: Why a restart would crash the same way again, and what a person does instead: (action, why).
+_WHY_A_RESTART_REPEATS = {
+    # The start crashes before the server is up: the image, the driver or the flags of this revision
+    # do not start, and a person must compare them with the last start.
+    "in_startup": (
+        "The engine crashes during its start-up, before the server is up, so a restart repeats the same "
+        "start. Compare this revision's image, driver and flags with the last revision that started, roll "
+        "back to it if one served, and report the traceback upstream.",
+        "the engine crashed in its start-up: a restart starts it the same way",
+    ),
+    # The image's code or a kernel of this build fails on this device: a fresh start of the same
+    # revision reaches the same import or kernel and dies again.
+    "repeats_on_restart": (
+        "The engine died of something a restart repeats (a module missing from the image, or a GPU kernel "
+        "that rejects this device or its arguments). Roll back to the last revision that served, or fix "
+        "the image or pick another kernel backend, and report it upstream.",
+        "the engine's crash comes from this revision's image or kernels: a restart repeats it",
+    ),
+}
+
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     fresh = restart("the engine died for a reason its configuration does not explain: start a fresh revision")
     out = [fresh]
-    if fact(diag, "in_startup"):
-        # A start that crashes before the server is up repeats on a restart: the image, the driver or
-        # the flags of this revision do not start, and a person must compare them with the last start.
-        out = [
-            escalate(
-                "The engine crashes during its start-up, before the server is up, so a restart repeats "
-                "the same start. Compare this revision's image, driver and flags with the last revision "
-                "that started, roll back to it if one served, and report the traceback upstream.",
-                "the engine crashed in its start-up: a restart starts it the same way",
-            ),
-            fresh,
-        ]
-    elif fact(diag, "repeats_on_restart"):
-        # The image's code or a kernel of this build fails on this device: a fresh start of the same
-        # revision reaches the same import or kernel and dies again.
-        out = [
-            escalate(
-                "The engine died of something a restart repeats (a module missing from the image, or a "
-                "GPU kernel that rejects this device or its arguments). Roll back to the last revision "
-                "that served, or fix the image or pick another kernel backend, and report it upstream.",
-                "the engine's crash comes from this revision's image or kernels: a restart repeats it",
-            ),
-            fresh,
-        ]
+    # the first fact (in this order) that says a restart crashes the same way again
+    repeats = next((why for key, why in _WHY_A_RESTART_REPEATS.items() if fact(diag, key)), None)
+    if repeats:  # a person first; a restart stays an option below
+        out = [escalate(*repeats), fresh]
     if fact(diag, "cuda_fault"):
         out.append(
             flags_option(
