@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import re
 
-from graph.analyzers.base import START_MARK, Finding, LogView, finding, match_conditions, view
+from graph.analyzers.base import (
+    START_MARK,
+    UP_PHASES,
+    Finding,
+    LogView,
+    finding,
+    match_conditions,
+    started_between,
+    view,
+)
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     HOST_MEMORY_STRONG,
@@ -25,7 +34,6 @@ from mcp_tools.vocabulary import (
     KILLED_FROM_OUTSIDE,
     KILLED_FROM_OUTSIDE_PREFILTER,
     OOM,
-    RESTARTED,
     STARTUP,
     STARTUP_EXITED,
     STARTUP_LOADING,
@@ -38,8 +46,9 @@ def _killed_while_starting(v: LogView) -> list[Finding]:
     if v.first(HOST_MEMORY_STRONG) or v.first(OOM):
         return []
     for kill in v.grep(KILLED_FROM_OUTSIDE, prefilter=KILLED_FROM_OUTSIDE_PREFILTER):
-        if v.first(RESTARTED, before=kill.n):
-            continue  # it had started: a stop after a completed start is a shutdown
+        life = v.last(START_MARK, before=kill.n)
+        if started_between(v, after=life.n if life else 0, before=kill.n, phases=UP_PHASES) is not None:
+            continue  # this life had started: a stop after a completed start is a shutdown
         lines = [kill]
         if "exitCode" in kill.text:  # a Kubernetes state: its reason sits a few lines on
             reason = v.first(K8S_STATE_REASON, after=kill.n, before=kill.n + 6)
@@ -47,6 +56,7 @@ def _killed_while_starting(v: LogView) -> list[Finding]:
                 continue
             lines.append(reason)
         else:
+            # A supervisor that kills a start and tries again logs its waits on both sides of the kill.
             waiting = v.first(STARTUP_WAITING)
             if waiting is None:
                 continue  # nobody was waiting for a start: not a start that took too long
