@@ -606,14 +606,19 @@ def watch_fleet(
     fleet = load_fleet(path)
     s = get_settings()
     with open_leases(s.checkpoint_url, s.state_dir) as leases:
-        fw = FleetWatcher(
-            fleet, leases, holder=holder, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event
-        )
 
         def on_cycle(svc: str, summary: CycleSummary) -> None:
             print_line(f"{svc}: {status_line(summary)}")
 
-        fw.on_cycle = on_cycle
+        fw = FleetWatcher(
+            fleet,
+            leases,
+            holder=holder,
+            webhook=webhook,
+            quiet_cycles=quiet_cycles,
+            on_event=on_event,
+            on_cycle=on_cycle,
+        )
         print_line(
             f"replica {fw.holder}: watching {len(fw.configs)} service(s) every {fleet.fleet.interval:g}s "
             f"with {fleet.fleet.workers} worker(s), lease {fleet.fleet.lease:g}s, "

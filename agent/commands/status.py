@@ -13,19 +13,18 @@ from agent.params import bounded
 SERVICE_HELP = "The Cloud Run service (default: GEMMA_SRE_SERVICE or the profile's)."
 
 
-def readout_world(service: str | None, *, need_service: bool = True) -> tuple[Any, str]:
+def readout_world(service: str | None) -> tuple[Any, str]:
     """(the loop's ``World``, the service name) from the settings and ``--service``."""
     from graph.config import Configuration
     from graph.world import World
     from mcp_tools.errors import UserError
 
     cfg = Configuration.from_settings(service=service)
-    if need_service and not cfg.service:
+    if not cfg.service:
         raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
-    if cfg.service:
-        from mcp_tools.cloudrun import validate_service_name
+    from mcp_tools.cloudrun import validate_service_name
 
-        validate_service_name(cfg.service)
+    validate_service_name(cfg.service)
     return World(cfg), cfg.service
 
 

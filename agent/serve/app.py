@@ -265,8 +265,8 @@ class Serve:
         self.ledger.add_alert(
             rec.model_copy(update={"thread_id": thread, "evidence": evidence, "note": note})
         )
-        if evidence:
-            _record_evidence(thread, ev, self.base.state_path)
+        if evidence and res is not None:
+            _record_evidence(thread, ev, res.report)
         if finished and not self.ledger.open_alert_ids(thread):
             self.ledger.close_investigation(thread)
         return AlertOutcome(
@@ -424,13 +424,11 @@ def _before(a: str, b: str) -> bool:
         return False
 
 
-def _record_evidence(thread_id: str, ev: AlertEvent, state_dir: Path) -> None:
+def _record_evidence(thread_id: str, ev: AlertEvent, report: dict[str, str]) -> None:
     """A closed alert after the fix, added to the thread's report (JSON ``alert_verification``, and a
-    Markdown section)."""
-    from graph.runner import thread_result
+    Markdown section): ``report`` is the thread's, as its result says."""
     from mcp_tools.redact import redact
 
-    report = thread_result(thread_id, state_dir=state_dir).report
     entry = {
         "source": ev.source,
         "alert_id": ev.alert_id,

@@ -37,12 +37,6 @@ class ServeSettings(BaseSettings):
         except UserError as e:
             raise ValueError(str(e).removeprefix("value: ")) from None
 
-    @property
-    def slack_configured(self) -> bool:
-        """Slack's callbacks are accepted (the signing secret is set); messages are posted too when
-        the bot token and the channel are."""
-        return self.slack_signing_secret is not None
-
     def check(self) -> None:
         if self.serve_token is None:
             raise UserError(
