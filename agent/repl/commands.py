@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.display import current_user, render_request
+from agent.readouts import note as _note
 from graph.state import ApprovalRequest
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.settings import Policy
@@ -55,10 +56,6 @@ class Reply:
 
 def _err(msg: str) -> Reply:
     return Reply([Text(f"error: {msg}", style="red")], error=True)
-
-
-def _note(msg: str, style: str = "dim") -> Text:
-    return Text(msg, style=style)
 
 
 HELP: dict[str, str] = {
