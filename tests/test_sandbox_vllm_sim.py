@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import statistics
 import time
 from collections.abc import Iterator
 
@@ -193,17 +192,24 @@ async def _stream_tokens(client: httpx.AsyncClient, prompt: str, max_tokens: int
 
 
 def test_scheduler_queues_beyond_max_num_seqs() -> None:
+    itl = 0.03
     cfg = SimConfig(
-        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, itl_s=0.01
+        served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, itl_s=itl
     )
     sim, url, stop = _serve(cfg)
     try:
 
         async def main() -> tuple[list[list[float]], dict[str, float]]:
-            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
-                tasks = [asyncio.create_task(_stream_tokens(c, f"req {i}", 20)) for i in range(4)]
-                await asyncio.sleep(0.12)
-                mid = await asyncio.to_thread(_metrics, url)
+            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                tasks = [asyncio.create_task(_stream_tokens(c, f"req {i}", 40)) for i in range(4)]
+                # Wait for the moment all four have arrived (a loaded machine sends them late), not a
+                # fixed sleep: the scheduler's split is what is measured, not the client's speed.
+                mid: dict[str, float] = {}
+                for _ in range(200):
+                    mid = await asyncio.to_thread(_metrics, url)
+                    if mid["vllm:num_requests_running"] + mid["vllm:num_requests_waiting"] >= 4:
+                        break
+                    await asyncio.sleep(0.01)
                 return list(await asyncio.gather(*tasks)), mid
 
         results, mid = asyncio.run(main())
@@ -212,8 +218,8 @@ def test_scheduler_queues_beyond_max_num_seqs() -> None:
     assert mid["vllm:num_requests_running"] == 2 and mid["vllm:num_requests_waiting"] == 2
     assert 0 < mid["vllm:kv_cache_usage_perc"] < 0.02
     ttfts = sorted(r[1] - r[0] for r in results)
-    # two ran at once; the other two waited for a full request (~0.05 + 19 * 0.01 s)
-    assert ttfts[1] < 0.15 and ttfts[2] > 0.2
+    # two ran at once; the other two waited for a whole request (39 tokens at `itl` each) to finish
+    assert ttfts[2] - ttfts[1] > 30 * itl
 
 
 def test_kv_full_preempts_newest_and_everyone_finishes() -> None:
@@ -249,9 +255,12 @@ def test_container_concurrency_answers_429() -> None:
 
         async def main() -> list[int]:
             async with httpx.AsyncClient(base_url=url, timeout=10) as c:
-                body = {"model": MODEL, "prompt": "x", "max_tokens": 5}
+                body = {"model": MODEL, "prompt": "x", "max_tokens": 40}
                 first = asyncio.create_task(c.post("/v1/completions", json=body))
-                await asyncio.sleep(0.03)
+                for _ in range(200):  # until the first is in (a loaded machine sends it late)
+                    if sim.in_flight == 1:  # not /metrics: the gate answers that 429 too
+                        break
+                    await asyncio.sleep(0.01)
                 second = await c.post("/v1/completions", json=body)
                 return [(await first).status_code, second.status_code]
 
@@ -314,10 +323,12 @@ def test_injected_latency_measured_within_5_percent() -> None:
                 return [await _stream_tokens(c, f"latency {i}", 12) for i in range(5)]
 
         results = asyncio.run(main())
-    ttft = statistics.median(r[1] - r[0] for r in results)
-    itl = statistics.median((r[-1] - r[1]) / (len(r) - 2) for r in results)
-    assert abs(ttft - 0.2) / 0.2 < 0.05, ttft
-    assert abs(itl - 0.02) / 0.02 < 0.05, itl
+    # A busy machine only ever adds delay, so the fastest of five requests is the one that measures the
+    # server: it is never faster than what was injected, and within 5% of it.
+    ttft = min(r[1] - r[0] for r in results)
+    itl = min((r[-1] - r[1]) / (len(r) - 2) for r in results)
+    assert 0.2 * 0.99 < ttft < 0.2 * 1.05, ttft
+    assert 0.02 * 0.99 < itl < 0.02 * 1.05, itl
 
 
 def test_time_scale_and_zero_latency() -> None:
@@ -340,7 +351,7 @@ def test_time_scale_and_zero_latency() -> None:
     finally:
         stop()
     assert r.status_code == 200
-    assert 0.06 < took < 0.3  # (1.0 + 4 * 0.1) / 20 = 0.07 s
+    assert 0.06 < took < 0.7  # (1.0 + 4 * 0.1) / 20 = 0.07 s; unscaled it would be 1.4 s
     zl = SimConfig(
         served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=5, zero_latency=True
     )
