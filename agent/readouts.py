@@ -201,10 +201,11 @@ def render_logs(view: LogsReadout) -> list[RenderableType]:
 # -- metrics ----------------------------------------------------------------------------------------
 
 
-def endpoint_url(world: Any, service: str, vllm_base_url: str | None) -> tuple[str, str]:
-    """(base URL, where it came from): the service's URL, else VLLM_BASE_URL."""
+def endpoint_url(world: Any, service: str, vllm_base_url: str | None, *, info: Any = None) -> tuple[str, str]:
+    """(base URL, where it came from): the service's URL, else VLLM_BASE_URL. ``info``: the service as
+    already read (``world.get_service``), so it is not fetched again."""
     if service:
-        info = world.get_service(service)
+        info = info if info is not None else world.get_service(service)
         if info.uri:
             return str(info.uri), f"Cloud Run service {service}"
     if vllm_base_url:
@@ -240,7 +241,8 @@ def service_metrics(world: Any, service: str, vllm_base_url: str | None) -> Metr
     from mcp_tools.errors import ExternalError
     from mcp_tools.metrics import parse_vllm_metrics
 
-    url, where = endpoint_url(world, service, vllm_base_url)
+    info = world.get_service(service) if service else None  # read once: the URL and the figures
+    url, where = endpoint_url(world, service, vllm_base_url, info=info)
     m = None
     unread: list[str] = []
     sources: list[str] = []
@@ -250,8 +252,7 @@ def service_metrics(world: Any, service: str, vllm_base_url: str | None) -> Metr
     except (ExternalError, OSError) as e:
         unread.append(f"vLLM /metrics: {e}")
     figures = None
-    if service:
-        info = world.get_service(service)
+    if info is not None:
         spec = info.spec
         figures = ServiceFigures(
             serving_revision=info.serving_revision,
@@ -317,26 +318,20 @@ def plan_headline(req: Any) -> str:
 
 
 def _thread_ids(saver: Any, limit: int) -> list[str]:
-    """Thread ids in the checkpoint store, the most recently checkpointed first."""
-    sql = (
-        "SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
-        f"GROUP BY thread_id ORDER BY last DESC LIMIT {int(limit)}"
-    )
-    rows: list[Any]
-    if hasattr(saver, "cursor"):  # SqliteSaver
-        with saver.cursor(transaction=False) as cur:
-            cur.execute(sql)
-            rows = list(cur.fetchall())
-    elif hasattr(saver, "_cursor"):  # PostgresSaver (rows are dicts)
-        with saver._cursor() as cur:
-            cur.execute(sql)
-            rows = list(cur.fetchall())
-    else:  # any other saver: the public API, newest checkpoint first
-        seen: dict[str, None] = {}
-        for tup in saver.list(None):
-            seen.setdefault(str(tup.config["configurable"]["thread_id"]), None)
-        return list(seen)[:limit]
-    return [str(r["thread_id"] if isinstance(r, dict) else r[0]) for r in rows]
+    """Thread ids in the checkpoint store, the most recently checkpointed first (the saver's public
+    ``list``: newest checkpoint first, read only until ``limit`` threads are seen)."""
+    from contextlib import closing
+
+    seen: dict[str, None] = {}
+    with closing(saver.list(None)) as checkpoints:  # closed at once: the saver's cursor holds its lock
+        for tup in checkpoints:
+            conf = tup.config["configurable"]
+            if conf.get("checkpoint_ns", ""):
+                continue  # a subgraph's checkpoint: its thread is the root's
+            seen.setdefault(str(conf["thread_id"]), None)
+            if len(seen) >= limit:
+                break
+    return list(seen)
 
 
 def pending_threads(state_dir: Path | None = None, *, limit: int = 500) -> list[PendingThread]:

@@ -2,8 +2,9 @@
 
 Each cycle is ``graph.runner.run_cycle`` on a new thread, seeded with the end of the previous cycle's
 observation window (``since``), so it observes only what is new. Its read-only look writes no
-report: an incident's report is its own thread's (the planning run, under the service's policy), so
-one incident has one report however many cycles see it. The findings go through
+report: an incident's report is its own thread's (the planning run, under the service's policy; under
+the read-only policy, the look itself, reported from its own state), so one incident has one report
+however many cycles see it. The findings go through
 ``agent.incidents_tracker``: an ongoing incident is reported once, then as escalated or resolved.
 
 One plan at a time per service: while a thread waits for a person's decision (``gemma-sre approve
@@ -34,7 +35,7 @@ from agent.incidents_tracker import (
     TrackerState,
     TrackerStore,
 )
-from graph.runner import run_cycle
+from graph.runner import CycleResult, run_cycle
 from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
@@ -75,24 +76,25 @@ def parse_interval(text: str | float, what: str = "--interval") -> float:
     return value
 
 
-def _thread_status(thread_id: str, state_dir: Any = None) -> tuple[bool, str | None]:
-    """(still open: waiting for a decision or being carried out, outcome status once finished)."""
+def thread_now(thread_id: str, state_dir: Any = None) -> CycleResult | None:
+    """Where a thread stands now (``graph.runner.thread_result``); None: no such thread in the
+    checkpoint store (not checkpointed yet, or a state dir of another world). Watch mode and
+    ``gemma-sre serve`` both ask this way."""
     from graph.runner import thread_result
     from mcp_tools.errors import UserError
 
     try:
-        res = thread_result(thread_id, state_dir=state_dir)
-    except UserError:  # no such thread in the checkpoint store (a state dir of another world)
-        return False, None
-    if not res.finished:  # waiting, or an approval being applied and verified right now
-        return True, None
-    return False, res.status
+        return thread_result(thread_id, state_dir=state_dir)
+    except UserError:
+        return None
 
 
 def open_thread(state: TrackerState, state_dir: Any = None) -> str | None:
     """``state``'s thread waiting for a decision, while it is still open (None: none, or it ended)."""
-    if state.pending_thread and _thread_status(state.pending_thread, state_dir)[0]:
-        return state.pending_thread
+    if state.pending_thread:
+        res = thread_now(state.pending_thread, state_dir)
+        if res is not None and not res.finished:
+            return state.pending_thread
     return None
 
 
@@ -208,7 +210,9 @@ class Watcher:
     def cycle(self, *, thread_id: str | None = None) -> CycleSummary:
         """Observe and diagnose (read-only, no report: the incident's thread reports it); on a new or
         escalated incident, and with no plan already waiting, run the loop again under the configured
-        policy to plan (and, by policy, apply) on a thread of the incident's.
+        policy to plan (and, by policy, apply) on a thread of the incident's. Under the read-only
+        policy there is nothing to plan: the look is the incident's thread, its report written from
+        the look's state.
 
         ``thread_id`` (an alert's investigation, ``agent.serve``): no read-only look first; the loop runs
         at once under the configured policy on that thread, and it becomes the thread of the service's
@@ -217,13 +221,17 @@ class Watcher:
         st = self.tracker.state
         finished: tuple[str, str | None] | None = None
         if st.pending_thread:
-            still_open, status = _thread_status(st.pending_thread, self.cfg.state_path)
-            if not still_open:
+            pending = thread_now(st.pending_thread, self.cfg.state_path)
+            # Still open: waiting for a decision, or an approval being applied and verified right now.
+            if pending is None or pending.finished:
+                status = pending.status if pending is not None else None
                 finished = (st.pending_thread, status)
                 if status is not None:
                     self.tracker.set_outcome(st.pending_thread, status)
                 st.pending_thread = None
         since = st.since
+        # Under the read-only policy the look is the whole cycle: a second run would only repeat it.
+        read_only = thread_id is None and self.cfg.policy is Policy.READ_ONLY
         if thread_id is None:
             res = run_cycle(self._run_cfg(policy=Policy.READ_ONLY, write_report=False), since=since)
         else:
@@ -255,7 +263,7 @@ class Watcher:
             full = res
             planned = [i.fingerprint for i in st.open_incidents(self.cfg.service)]
         elif planned and st.pending_thread is None:
-            full = run_cycle(self._run_cfg(), since=since)
+            full = self._report_look(res) if read_only else run_cycle(self._run_cfg(), since=since)
         if full is not None:
             res = full
             if full.status == "awaiting_approval":
@@ -286,6 +294,16 @@ class Watcher:
             notified=notified,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _report_look(self, res: CycleResult) -> CycleResult:
+        """The read-only look ``res`` as its incident's thread: its report written from its own state
+        (the look ran with ``write_report=False``, not knowing yet that the incident is new)."""
+        from graph.nodes.report import write_report
+        from graph.state import Outcome
+
+        outcome = Outcome.model_validate(res.values.get("outcome") or {})
+        res.report = write_report(res.values, outcome, self._run_cfg(), res.thread_id)  # type: ignore[arg-type]
+        return res
 
     def _notify(self, events: list[IncidentEvent]) -> int:
         delivered = 0

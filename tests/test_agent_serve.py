@@ -434,6 +434,27 @@ def test_slack_callback_for_a_thread_that_is_not_ours_records_nothing(world: Wor
     assert r2.status_code == 400
 
 
+def test_an_oversized_body_is_413_and_read_no_further_than_the_limit(world: World) -> None:
+    from agent.serve.app import MAX_BODY
+
+    auth = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    big = b'{"pad": "' + b"x" * MAX_BODY + b'"}'
+    r = httpx.post(world.url + "/alerts/cloud-monitoring", content=big, headers=auth, timeout=30)
+    assert r.status_code == 413 and str(MAX_BODY) in r.json()["error"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the server counts what it reads
+        for _ in range(64):
+            yield b"x" * 65_536
+
+    r = httpx.post(world.url + "/alerts/alertmanager", content=chunks(), headers=auth, timeout=30)
+    assert r.status_code == 413
+    body = "payload=" + "x" * MAX_BODY
+    r = httpx.post(world.url + "/slack/interactions", content=body, headers=signed(body), timeout=30)
+    assert r.status_code == 413
+    ok = world.post("/alerts/alertmanager", {"version": "4"})  # the server still answers
+    assert ok.status_code == 400
+
+
 def test_serve_without_a_token_is_one_clear_error(cli: Any) -> None:
     res = cli("serve")
     assert res.returncode == 2 and "GEMMA_SRE_SERVE_TOKEN" in res.stderr and "Traceback" not in res.stderr

@@ -100,6 +100,37 @@ def test_incident_start_approval_fix_resolution_with_restart_and_webhook(
     assert saved.since is not None
 
 
+def test_a_read_only_watch_runs_one_cycle_and_reports_the_incident_from_it(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+) -> None:
+    from graph.runner import compiled_graph
+    from mcp_tools.settings import Policy
+
+    def threads() -> set[str]:
+        with compiled_graph(cfg.state_path) as g:
+            return {t.config["configurable"]["thread_id"] for t in g.checkpointer.list(None)}
+
+    def reports() -> set[Path]:
+        return set((cfg.state_path / "reports").glob("*.json"))
+
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    cfg = sandbox_configuration(sb, service=None, policy=Policy.READ_ONLY)
+    threads_before, reports_before = threads(), reports()
+    w = Watcher(cfg)
+    c1 = w.cycle()
+    assert [(e.kind, e.incident.category) for e in c1.events] == [("new", "weights_oom")]
+    assert c1.status == "diagnosed" and c1.pending_thread is None
+    assert c1.events[0].incident.thread_id == c1.thread_id
+    assert threads() - threads_before == {c1.thread_id}  # one run: the look is the incident's thread
+    (report,) = reports() - reports_before
+    doc = json.loads(report.read_text())
+    assert doc["thread_id"] == c1.thread_id and doc["diagnosis"]["category"] == "weights_oom"
+    assert doc["outcome"]["status"] == "diagnosed"
+    c2 = w.cycle()  # still broken: observed, no second report
+    assert c2.events == [] and reports() - reports_before == {report}
+    assert sb.journal.entries() == []
+
+
 @pytest.mark.slow  # several real cycles on a sandbox
 def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
     tmp_path: Path,

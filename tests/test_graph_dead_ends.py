@@ -208,18 +208,23 @@ def test_watch_state_is_per_world_and_every_status_line_matches_the_thread(
 
 
 def test_a_thread_being_carried_out_is_not_finished(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
-    from agent.watch import _thread_status
+    from agent.incidents_tracker import TrackerState
+    from agent.watch import open_thread, thread_now
     from graph.runner import stream_cycle
 
     sb = sandbox_factory(scenario="reference-weights-oom")
     run = stream_cycle(sandbox_configuration(sb, service=None))
     steps = iter(run)
     assert next(steps).node == "observe"  # checkpointed; the thread runs on
-    assert _thread_status(run.thread_id) == (True, None)
+    now = thread_now(run.thread_id)
+    assert now is not None and not now.finished
+    assert open_thread(TrackerState(pending_thread=run.thread_id)) == run.thread_id
     for _ in steps:
         pass
-    assert _thread_status(run.thread_id) == (True, None)  # waiting for a decision
-    assert _thread_status("no-such-thread") == (False, None)  # never an invented "unknown" outcome
+    now = thread_now(run.thread_id)
+    assert now is not None and now.waiting and not now.finished  # waiting for a decision
+    assert thread_now("no-such-thread") is None  # never an invented "unknown" outcome
+    assert open_thread(TrackerState(pending_thread="no-such-thread")) is None
 
 
 def test_status_lines_never_contradict_themselves() -> None:

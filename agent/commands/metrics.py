@@ -5,8 +5,6 @@ REPL's ``/metrics`` too; ``now`` in the JSON). Exit 1 when ``/metrics`` could no
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from agent.params import bounded
@@ -35,8 +33,8 @@ def register(app: typer.Typer) -> None:
         import json
 
         from agent import metrics_view
-        from agent.commands.status import show
-        from agent.readouts import metrics_json, render_metrics
+        from agent.commands.status import readout_world, show
+        from agent.readouts import metrics_json, render_metrics, service_metrics
         from mcp_tools.errors import UserError
         from mcp_tools.monitoring import CATALOG, parse_keys
         from mcp_tools.settings import Settings, get_settings
@@ -62,7 +60,8 @@ def register(app: typer.Typer) -> None:
             if not name:
                 raise UserError("metrics: give --service NAME (or set GEMMA_SRE_SERVICE)")
             got = metrics_view.read(settings, name, keys=keys, window_s=window * 60, period_s=period)
-            now = _now(settings, name)
+            world, name = readout_world(name, settings)
+            now = service_metrics(world, name, world.cfg.vllm_base_url)
             if chart:
                 path = metrics_view.write_chart(got, chart)
             if as_json:
@@ -77,13 +76,3 @@ def register(app: typer.Typer) -> None:
         finally:
             if sb is not None:
                 sb.stop()
-
-
-def _now(settings: Any, service: str) -> Any:
-    """vLLM ``/metrics`` now and the service's figures (``agent.readouts.MetricsReadout``)."""
-    from agent.readouts import service_metrics
-    from graph.config import Configuration
-    from graph.world import World
-
-    cfg = Configuration.from_settings(settings, service=service)
-    return service_metrics(World(cfg), service, cfg.vllm_base_url)

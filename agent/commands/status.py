@@ -13,13 +13,14 @@ from agent.params import bounded
 SERVICE_HELP = "The Cloud Run service (default: GEMMA_SRE_SERVICE or the profile's)."
 
 
-def readout_world(service: str | None) -> tuple[Any, str]:
-    """(the loop's ``World``, the service name) from the settings and ``--service``."""
+def readout_world(service: str | None, settings: Any = None) -> tuple[Any, str]:
+    """(the loop's ``World``, the service name) from the settings (default: the environment's) and
+    ``--service``."""
     from graph.config import Configuration
     from graph.world import World
     from mcp_tools.errors import UserError
 
-    cfg = Configuration.from_settings(service=service)
+    cfg = Configuration.from_settings(settings, service=service)
     if not cfg.service:
         raise UserError("no service named: pass --service NAME or set GEMMA_SRE_SERVICE")
     from mcp_tools.cloudrun import validate_service_name

@@ -201,8 +201,10 @@ class Serve:
             # Its cycle could not run (the API was down, say): this alert tries again, on a new thread.
             self.ledger.close_investigation(current.thread_id)
         elif current is not None and not self.ledger.open_alert_ids(current.thread_id):
-            finished, _status = _thread_finished(current.thread_id, self.base.state_path)
-            if finished:  # its alerts all closed and its thread ended: this alert is a new incident
+            from agent.watch import thread_now
+
+            now = thread_now(current.thread_id, self.base.state_path)  # None: not checkpointed yet
+            if now is not None and now.finished:  # its alerts all closed, its thread ended: a new incident
                 self.ledger.close_investigation(current.thread_id)
         from graph.runner import new_thread_id
 
@@ -250,7 +252,9 @@ class Serve:
                 action="ignored",
                 note="a closed alert that opened no investigation here",
             )
-        res = _thread(thread, self.base.state_path)
+        from agent.watch import thread_now
+
+        res = thread_now(thread, self.base.state_path)
         finished, status = (res.finished, res.status) if res is not None else (False, None)
         applied_at = str(((res.values if res is not None else {}).get("applied") or {}).get("at") or "")
         evidence = status == "fixed"
@@ -392,22 +396,6 @@ class Serve:
             log.warning("thread %s: Slack was not told the outcome: %s", thread, type(e).__name__)
 
 
-def _thread(thread_id: str, state_dir: Path) -> CycleResult | None:
-    """Where the thread stands, through the runner (None: not checkpointed yet)."""
-    from graph.runner import thread_result
-
-    try:
-        return thread_result(thread_id, state_dir=state_dir)
-    except UserError:
-        return None
-
-
-def _thread_finished(thread_id: str, state_dir: Path) -> tuple[bool, str | None]:
-    """(the thread ended, its outcome status); a thread not yet checkpointed is not finished."""
-    res = _thread(thread_id, state_dir)
-    return (res.finished, res.status) if res is not None else (False, None)
-
-
 def _before(a: str, b: str) -> bool:
     """RFC 3339 time ``a`` is earlier than ``b`` at ``a``'s own precision (False when either cannot be
     read): Cloud Monitoring says when an incident ended in whole seconds, so an alert that ended in the
@@ -471,16 +459,29 @@ def build_app(serve: Serve, token: str) -> Any:
 
     from mcp_tools.server.http import BearerAuth
 
-    async def body_of(request: Request) -> bytes:
-        data = await request.body()
-        if len(data) > MAX_BODY:
-            raise UserError(f"request body over {MAX_BODY} bytes")
-        return data
+    def too_large() -> Response:
+        return JSONResponse({"error": f"request body over {MAX_BODY} bytes"}, status_code=413)
+
+    async def body_of(request: Request) -> bytes | None:
+        """The body, read no further than ``MAX_BODY`` bytes (None: it is larger)."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def alerts_route(parse: Callable[[Any], list[AlertEvent]]) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
+            raw = await body_of(request)
+            if raw is None:
+                return too_large()
             try:
-                raw = await body_of(request)
                 try:
                     doc = json.loads(raw)
                 except ValueError:
@@ -500,10 +501,9 @@ def build_app(serve: Serve, token: str) -> Any:
     async def slack(request: Request) -> Response:
         if serve.slack is None:
             return JSONResponse({"error": "Slack is not configured on this server"}, status_code=404)
-        try:
-            raw = await body_of(request)
-        except UserError as e:
-            return JSONResponse({"error": str(e)}, status_code=413)
+        raw = await body_of(request)
+        if raw is None:
+            return too_large()
         headers = {k.lower(): v for k, v in request.headers.items()}
         if not serve.slack.verified(raw, headers):
             log.warning("Slack callback refused: bad signature or a timestamp outside five minutes")

@@ -345,12 +345,12 @@ def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, o
 
 
 def _max_num_seqs(args: list[str]) -> int | None:
-    from mcp_tools.spec_ops import get_flag
+    from mcp_tools.capacity.flags import parse_vllm_args
+    from mcp_tools.errors import UserError
 
-    v = get_flag(args, "--max-num-seqs")
     try:
-        return int(v) if isinstance(v, str) else None
-    except ValueError:
+        return parse_vllm_args(args).max_num_seqs
+    except UserError:  # flags vLLM itself would refuse: no batch size to compare with
         return None
 
 
