@@ -171,9 +171,7 @@ def service_logs(
         LogRecord(
             timestamp=ln.timestamp,
             severity=(ln.severity or "DEFAULT").upper(),
-            text=(
-                ln.text if ln.text is not None else json.dumps(ln.json_payload or {}, default=str)
-            ).rstrip(),
+            text=ln.record_text.rstrip(),
             revision=ln.revision,
         )
         for ln in lines[-limit:]

@@ -12,19 +12,24 @@ policy approve). Measured per run:
   one's end (a round cut short by its deadline still counts what it ran; the rest are skipped);
 - the replica's peak RSS (``wait4``'s ``ru_maxrss``) and the sandbox process's.
 
-Medians of ``--runs`` per size (the largest size runs once unless ``--runs-largest``). The store is the
-SQLite file under a fresh state directory unless ``--checkpoint-url`` names a Postgres database.
+Medians of ``--runs`` per size (the largest size runs once unless ``--runs-largest``). Every run has a
+store of its own: the SQLite file under a fresh state directory, or, with ``--checkpoint-url`` naming a
+Postgres database, a fresh schema in it (first on the run's search path, dropped after the run), so
+no run counts another's cycles.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from _support import count
@@ -59,14 +64,55 @@ def write_fleet(
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def one_run(n: int, workers: int, round_s: int, checkpoint_url: str | None) -> dict[str, float]:
+def with_search_path(url: str, schema: str) -> str:
+    """``url`` with ``schema`` first on the connection's search path (libpq's ``options``)."""
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-c search_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@contextmanager
+def fresh_store(checkpoint_url: str | None) -> Iterator[tuple[Path, str | None]]:
+    """(a new state directory, the run's checkpoint URL: a new schema in ``checkpoint_url``'s
+    database, or None for the state directory's SQLite file), both removed afterwards."""
+    import uuid
+
     work = Path(tempfile.mkdtemp(prefix="gemma-sre-bench-fleet-"))
+    schema = None
+    try:
+        if checkpoint_url:
+            import psycopg
+            from psycopg import sql
+
+            schema = f"bench_fleet_{uuid.uuid4().hex[:12]}"
+            with psycopg.connect(checkpoint_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        yield work, with_search_path(checkpoint_url, schema) if checkpoint_url and schema else None
+    finally:
+        if checkpoint_url and schema:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(checkpoint_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def one_run(n: int, workers: int, round_s: int, checkpoint_url: str | None) -> dict[str, float]:
+    with fresh_store(checkpoint_url) as (work, url):
+        return _measure(n, workers, round_s, work, url)
+
+
+def _measure(n: int, workers: int, round_s: int, work: Path, checkpoint_url: str | None) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
     env["GEMMA_SRE_STATE_DIR"] = str(work / "state")
     if checkpoint_url:
         env["GEMMA_SRE_CHECKPOINT_URL"] = checkpoint_url
     sb = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(n)],
+        [sys.executable, str(Path(__file__).resolve()), "--serve", str(n)],
         cwd=ROOT,
         env=env,
         stdin=subprocess.PIPE,
@@ -99,13 +145,9 @@ def one_run(n: int, workers: int, round_s: int, checkpoint_url: str | None) -> d
             sb.stdin.close()
         sb.wait(timeout=30)
 
-    os.environ.update({k: v for k, v in env.items() if k.startswith("GEMMA_SRE_")})
     from graph.leases import open_leases
-    from mcp_tools.settings import get_settings
 
-    get_settings.cache_clear()
-    s = get_settings()
-    with open_leases(s.checkpoint_url, s.state_dir) as store:
+    with open_leases(checkpoint_url, work / "state") as store:  # this run's store, as the replica's
         runs = store.runs()
     ran = [r for r in runs if r.status in ("done", "failed") and r.finished_at is not None]
     skipped = sum(1 for r in runs if r.status == "skipped")
@@ -129,20 +171,27 @@ def _proc_rss(pid: int) -> float:
     return float("nan")
 
 
+def size_list(text: str) -> list[int]:
+    """An argparse ``type`` for ``--sizes``: comma-separated counts of at least 1."""
+    return [count(x.strip()) for x in text.split(",")]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--sizes", default="10,100,500")
+    ap.add_argument("--sizes", type=size_list, default="10,100,500", help="service counts, e.g. 10,100,500")
     ap.add_argument("--runs", type=count, default=3)
     ap.add_argument("--runs-largest", type=count, default=1)
     ap.add_argument("--workers", type=count, default=4)
     ap.add_argument("--round-s", type=count, default=30)
-    ap.add_argument("--checkpoint-url", default=None)
+    ap.add_argument("--checkpoint-url", default=None, help="a postgresql:// database (default: SQLite)")
     args = ap.parse_args()
     if args.serve is not None:
         serve(args.serve)
         return 0
-    sizes = [int(x) for x in args.sizes.split(",")]
+    if args.checkpoint_url and not args.checkpoint_url.startswith(("postgresql://", "postgres://")):
+        ap.error(f"--checkpoint-url: {args.checkpoint_url!r} is not a postgresql:// URL")
+    sizes = args.sizes
     print(
         f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.workers} workers"
     )

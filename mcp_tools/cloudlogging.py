@@ -102,9 +102,36 @@ def build_filter(
     if text_filter:
         if len(text_filter) > MAX_TEXT_FILTER:
             raise UserError(f"text filter is longer than {MAX_TEXT_FILTER} characters")
-        q = quote(text_filter)
-        parts.append(f"(textPayload:{q} OR jsonPayload.message:{q})")
+        parts.append(text_restriction(text_filter))
     return "\n".join(parts)
+
+
+#: What could be part of a request log's status or latency as shown ("503", "0.25", "1.5s").
+_STATUS_OR_LATENCY = re.compile(r"[0-9.]*[0-9][0-9.]*s?")
+
+
+def text_restriction(text: str) -> str:
+    """The entries whose record text (``LogLine.record_text``) may contain ``text``: a text payload, a
+    JSON payload (any field), or a request log's method, URL, status or latency, the fields
+    ``entry_to_logline`` shows. Cloud Logging cannot search a status number or a latency duration for
+    a substring, so for text that could be part of one, the status codes containing it are named and
+    every request log with a latency is included: ``CloudLogging.list_entries`` keeps only the
+    entries whose record text does contain ``text``."""
+    q = quote(text)
+    parts = [
+        f"textPayload:{q}",
+        f"jsonPayload:{q}",
+        f"httpRequest.requestMethod:{q}",
+        f"httpRequest.requestUrl:{q}",
+    ]
+    needle = text.strip()
+    if needle.isdigit():
+        codes = [str(c) for c in range(100, 600) if needle in str(c)]
+        if codes:
+            parts.append(f"httpRequest.status=({' OR '.join(codes)})")
+    if _STATUS_OR_LATENCY.fullmatch(needle):
+        parts.append("httpRequest.latency:*")
+    return "(" + " OR ".join(parts) + ")"
 
 
 def entry_to_logline(entry: Any) -> LogLine:
@@ -182,7 +209,9 @@ class CloudLogging(ApiReader):
         """Entries of ``service`` in [since, until], oldest first, at most ``limit``.
 
         With ``newest`` (default) the newest ``limit`` entries in the window are kept; otherwise the
-        oldest (useful for start-up failures).
+        oldest (useful for start-up failures). ``text_filter``: only entries whose record text
+        (``LogLine.record_text``, what ``gemma-sre logs`` prints) contains it, case-insensitively; the
+        query (``text_restriction``) may name more, so at most ``MAX_LIMIT`` entries are read to find them.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise UserError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
@@ -203,20 +232,25 @@ class CloudLogging(ApiReader):
         order = "timestamp desc" if newest else "timestamp asc"
         log.debug("Cloud Logging filter:\n%s", filt)
 
-        lines = call(
-            "Cloud Logging (list entries)",
-            lambda: [
-                entry_to_logline(e)
-                for e in self.client.list_entries(
-                    resource_names=[f"projects/{self.project}"],
-                    filter_=filt,
-                    order_by=order,
-                    max_results=limit,
-                    page_size=min(limit, 1000),
-                )
-            ],
-            policy=self.policy,
-        )
+        needle = text_filter.lower() if text_filter else None
+
+        def read() -> list[LogLine]:
+            out: list[LogLine] = []
+            for e in self.client.list_entries(
+                resource_names=[f"projects/{self.project}"],
+                filter_=filt,
+                order_by=order,
+                max_results=limit if needle is None else MAX_LIMIT,
+                page_size=min(limit, 1000),
+            ):
+                line = entry_to_logline(e)
+                if needle is None or needle in line.record_text.lower():
+                    out.append(line)
+                    if len(out) >= limit:
+                        break
+            return out
+
+        lines = call("Cloud Logging (list entries)", read, policy=self.policy)
         if newest:
             lines.reverse()
         return lines

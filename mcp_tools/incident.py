@@ -93,6 +93,15 @@ class LogLine(_Lenient):
             return json.dumps(self.json_payload, sort_keys=True)
         return ""
 
+    @property
+    def record_text(self) -> str:
+        """The whole record as one text: the text payload (a request log's method, URL, status and
+        latency), or the structured payload as JSON. What ``gemma-sre logs`` prints, and what a log
+        text filter is matched against."""
+        if self.text is not None:
+            return self.text
+        return json.dumps(self.json_payload or {}, default=str)
+
 
 class StartupProbe(_Lenient):
     """Cloud Run's startup probe (TCP on the container port unless ``http_path`` is set)."""

@@ -72,6 +72,36 @@ def test_status_logs_and_metrics_one_shot(
     assert "/health" in r.stdout and "up" in r.stdout and not REPR.search(r.stdout), r.stdout
 
 
+def test_logs_filter_matches_what_a_request_log_shows(
+    cli: Any,
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+
+    sb = sandbox_factory(scenario="healthy")
+    _point_at(monkeypatch, sb)
+    url = json.loads(cli("status", "--json").stdout)["url"]
+    assert httpx.get(f"{url}/no-such-route-7q", timeout=30).status_code == 404
+    assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 200
+
+    def records(text: str) -> list[str]:
+        r = cli("logs", "--filter", text, "--json")
+        assert r.returncode == 0, r.stderr
+        return [rec["text"] for rec in json.loads(r.stdout)["records"]]
+
+    (miss,) = records("no-such-route-7q")  # the URL, as the request line shows it
+    assert miss.startswith("GET ") and miss.split()[2] == "404"
+    assert miss in records("404")  # the status
+    latency = miss.split()[3]  # "0.000123s", as shown
+    assert miss in records(latency)
+    assert all("404" in t for t in records("404")) and all(latency in t for t in records(latency))
+    ok = records("/v1/models")
+    assert ok and all(t.split()[2] == "200" for t in ok)
+    assert records("GET") and all("get" in t.lower() for t in records("GET"))
+    assert records("no-such-route-8z") == []
+
+
 def test_the_repl_and_the_one_shot_commands_share_one_readout(
     sandbox_factory: Callable[..., Any],  # noqa: F811
 ) -> None:

@@ -36,7 +36,11 @@ def test_filter_with_every_option() -> None:
     assert 'timestamp<="2026-05-29T20:00:00.000000Z"' in f
     assert "severity>=WARNING" in f
     assert 'resource.labels.revision_name="gemma-12b-00002-abc"' in f
-    assert '(textPayload:"CUDA out of memory" OR jsonPayload.message:"CUDA out of memory")' in f
+    q = '"CUDA out of memory"'
+    assert (
+        f"(textPayload:{q} OR jsonPayload:{q} OR httpRequest.requestMethod:{q} OR httpRequest.requestUrl:{q})"
+        in f
+    )
 
 
 def test_text_is_escaped_so_it_cannot_break_out_of_the_string() -> None:
@@ -45,7 +49,7 @@ def test_text_is_escaped_so_it_cannot_break_out_of_the_string() -> None:
     assert q == '"x\\" OR logName:\\"projects/other\\\\"'
     f = build_filter("gemma", since=T0, text_filter=nasty)
     # the only unescaped quotes are the ones that delimit our own literals
-    assert f.count('OR logName:\\"') == 2
+    assert f.count('OR logName:\\"') == f.count(q) == 4  # text, JSON, request method and URL
     assert "\n" not in quote("a\nb")
 
 
@@ -123,3 +127,13 @@ def _check_entries(sb: object) -> None:
     few = cl.list_entries("gemma-4-12b", since="3h", limit=3)
     assert len(few) == 3 and few[-1].timestamp == lines[-1].timestamp  # the newest three
     assert cl.list_entries("other-service", since="3h") == []
+
+
+def test_a_status_or_latency_is_searched_as_a_request_log_shows_it() -> None:
+    from mcp_tools.cloudlogging import text_restriction
+
+    assert "httpRequest.status=(503)" in text_restriction("503")
+    assert "httpRequest.status=(150 OR 250 OR 350 OR 450 OR 500 OR" in text_restriction("50")
+    assert "httpRequest.latency:*" in text_restriction("0.25s")  # a duration: named by presence only
+    plain = text_restriction("CUDA out of memory")
+    assert "httpRequest.status" not in plain and "httpRequest.latency" not in plain
