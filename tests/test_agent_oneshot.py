@@ -102,6 +102,26 @@ def test_logs_filter_matches_what_a_request_log_shows(
     assert records("no-such-route-8z") == []
 
 
+def test_the_metrics_readout_reads_the_service_once(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent.commands.status import readout_world
+    from agent.readouts import service_metrics
+    from mcp_tools.settings import get_settings
+
+    sb = sandbox_factory(scenario="healthy")
+    _point_at(monkeypatch, sb)
+    get_settings.cache_clear()
+    world, name = readout_world(None)
+    read: list[str] = []
+    real = world.get_service
+    monkeypatch.setattr(world, "get_service", lambda n: read.append(n) or real(n))
+    m = service_metrics(world, name, None)
+    assert read == [name]  # its URL and its figures from one read
+    assert m.url.startswith("http") and m.figures is not None and m.vllm is not None
+
+
 def test_the_repl_and_the_one_shot_commands_share_one_readout(
     sandbox_factory: Callable[..., Any],  # noqa: F811
 ) -> None:

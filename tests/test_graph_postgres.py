@@ -37,6 +37,9 @@ def test_postgres_checkpoints_resume_a_thread(
     first = run_cycle(cfg)
     assert first.status == "awaiting_approval"
     assert not (get_settings().state_dir / "checkpoints.sqlite").exists()  # nothing went to SQLite
+    from agent.readouts import pending_threads
+
+    assert [p.thread_id for p in pending_threads()] == [first.thread_id]  # the saver's public list()
     t = time.monotonic()
     done = resume_cycle(first.thread_id, decision="approve", approver="dana")
     assert done.status == "fixed", done.summary
