@@ -30,6 +30,14 @@ def _point_at(monkeypatch: pytest.MonkeyPatch, sb: Any, service: str = "gemma-4-
     monkeypatch.setenv("GEMMA_SRE_SERVICE", service)
 
 
+@pytest.fixture
+def healthy(sandbox_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Any:  # noqa: F811
+    """A healthy sandbox the environment points at (as a user's shell would)."""
+    sb = sandbox_factory(scenario="healthy")
+    _point_at(monkeypatch, sb)
+    return sb
+
+
 def _env80(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
     env.update(COLUMNS="80", TERM="dumb", **extra)
@@ -39,13 +47,7 @@ def _env80(**extra: str) -> dict[str, str]:
 # -- one-shot readouts ---------------------------------------------------------------------------------
 
 
-def test_status_logs_and_metrics_one_shot(
-    cli: Any,
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    sb = sandbox_factory(scenario="healthy")
-    _point_at(monkeypatch, sb)
+def test_status_logs_and_metrics_one_shot(cli: Any, healthy: Any) -> None:
     r = cli("status", "--json")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
@@ -72,15 +74,9 @@ def test_status_logs_and_metrics_one_shot(
     assert "/health" in r.stdout and "up" in r.stdout and not REPR.search(r.stdout), r.stdout
 
 
-def test_logs_filter_matches_what_a_request_log_shows(
-    cli: Any,
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_logs_filter_matches_what_a_request_log_shows(cli: Any, healthy: Any) -> None:
     import httpx
 
-    sb = sandbox_factory(scenario="healthy")
-    _point_at(monkeypatch, sb)
     url = json.loads(cli("status", "--json").stdout)["url"]
     assert httpx.get(f"{url}/no-such-route-7q", timeout=30).status_code == 404
     assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 200
@@ -102,16 +98,11 @@ def test_logs_filter_matches_what_a_request_log_shows(
     assert records("no-such-route-8z") == []
 
 
-def test_the_metrics_readout_reads_the_service_once(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_metrics_readout_reads_the_service_once(healthy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.commands.status import readout_world
     from agent.readouts import service_metrics
     from mcp_tools.settings import get_settings
 
-    sb = sandbox_factory(scenario="healthy")
-    _point_at(monkeypatch, sb)
     get_settings.cache_clear()
     world, name = readout_world(None)
     read: list[str] = []
