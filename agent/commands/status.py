@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def logs(
         text_filter: str = typer.Option(
-            None, "--filter", "-f", help="Only records containing this text (case-insensitive)."
+            None, "--filter", "-f", help="Only records whose printed text contains this (case-insensitive)."
         ),
         since: str = typer.Option(
             "24h", "--since", help="How far back: 30m, 6h, 2d, or an RFC 3339 time (at most 30 days)."
