@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 
 from graph import audit
+from graph.checkpoint import open_ledger
 from graph.config import Configuration
-from graph.runner import resume_cycle, run_cycle
+from graph.policy import apply_key
+from graph.runner import resume_cycle, run_cycle, thread_result
+from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import SLOW_FIX_FACTOR
 from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
@@ -201,6 +204,69 @@ def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandb
     assert [e.event for e in events] == ["approval", "mutation", "mutation", "mutation", "mutation"]
 
 
+#: ``gemma-sre`` that SIGKILLs itself when apply is about to audit the change it made: after the ledger
+#: recorded the apply and before the state is checkpointed (the window a resumed run must carry on from).
+DIES_AFTER_THE_LEDGER = (
+    "import os, runpy, signal, sys\n"
+    "from graph import audit\n"
+    "real = audit.append\n"
+    "def append(event, **kw):\n"
+    "    if event.event == 'mutation' and event.details.get('apply_key'):\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "    return real(event, **kw)\n"
+    "audit.append = append\n"
+    "sys.argv = ['gemma-sre', *sys.argv[1:]]\n"
+    "runpy.run_module('agent.cli', run_name='__main__')\n"
+)
+
+
+def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first = run_cycle(config_for(sb, canary_hold_s=0.0, **ERRORS_ONLY))
+    assert first.status == "awaiting_approval"
+    baseline = first.values["observation_summary"]["latest_ready_revision"]
+    env = {**os.environ, **sandbox_env(sb)}
+    killed = subprocess.run(
+        [sys.executable, "-c", DIES_AFTER_THE_LEDGER, "approve", first.thread_id, "--approver", "carol"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [fix] = _tagged(sb)
+    assert fix_shares(sb, fix) == [0] and serving(sb) == {baseline: 100}  # deployed with no traffic
+    plan = RemediationPlan.model_validate(first.values["plan"])
+    with open_ledger(get_settings().state_dir) as store:
+        made = store.applied(first.thread_id, apply_key(first.thread_id, plan))
+    assert made is not None
+    assert made.revision == fix  # the ledger has it; the checkpoint does not
+    assert [e.event for e in audit.read(get_settings().state_dir)] == ["approval"]
+
+    r = subprocess.run(
+        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "fixed", doc
+    done = thread_result(first.thread_id)
+    applied = done.values["applied"]
+    assert applied["already_applied"] and applied["canary"] and applied["tag"]
+    assert applied["previous_ready_revision"] == baseline
+    canary = done.values["verification"]["canary"]
+    # Judged as a canary against the serving revision's baseline, then given every step, each once.
+    assert canary["baseline_revision"] == baseline and canary["baseline"]["requests"] > 0
+    assert canary["before"] is not None and [s["percent"] for s in canary["steps"]] == [10, 50, 100]
+    assert canary["promoted"] and fix_shares(sb, fix) == [0, 10, 50, 100]
+    assert serving(sb) == {fix: 100}
+    events = [e.event for e in audit.read(get_settings().state_dir)]
+    assert events == ["approval", "mutation", "mutation", "mutation", "mutation"]
+
+
 def _tagged(sb: Any) -> list[str]:
     """The revisions the sandbox's journal shows deployed under a tag."""
     out: list[str] = []
@@ -213,7 +279,5 @@ def _tagged(sb: Any) -> list[str]:
 
 def _outcome(first: Any) -> str:
     """How a thread ended (for a failure message)."""
-    from graph.runner import thread_result
-
     done = thread_result(first.thread_id)
     return f"{done.status}: {done.summary}"

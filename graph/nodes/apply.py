@@ -89,8 +89,17 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     result = ApplyResult(key=key, previous_ready_revision=summary.latest_ready_revision)
     with open_ledger(cfg.state_path) as store:
         made = store.applied(thread_id, key)
-    if made is not None:  # the ledger says it was made (a replayed or retried run): never sent again
+    if made is not None:
+        # The ledger says it was made (a process killed after recording it and before its state was
+        # checkpointed, a replayed or retried run): never sent again, and carried on from the live
+        # service as the run that made it would have (a canary stays a canary, with its baseline).
         result.already_applied, result.revision = True, made.revision
+        try:
+            info = world.get_service(name)
+        except Exception as e:
+            result.error = f"applied before this run; the service could not be read to carry on: {short_error(e)}"
+        else:
+            _carry_on(result, info, key, cfg)
         return _done(state, cfg, thread_id, approval, plan, result)
 
     rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
@@ -127,14 +136,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.already_applied = first
             result.revision = info.latest_created_revision
             result.error = None  # whether it came up is verify's question
-            _, tag = canary_names(name, key)
-            if any(t.tag == tag for t in info.traffic):  # it was deployed as a canary
-                result.canary, result.tag = True, tag
-                others = [t for t in info.traffic if t.revision != result.revision and t.percent > 0]
-                if others:
-                    result.previous_ready_revision = max(others, key=lambda t: t.percent).revision
-                if result.baseline is None and result.revision and info.percent_of(result.revision) == 0:
-                    result.baseline = _baseline(info, cfg)
+            _carry_on(result, info, key, cfg)
             break
         if first and _changed_since(info, planned_from, summary.spec_etag):
             # Someone changed the service after the plan was made: the approved diff is no longer what
@@ -188,6 +190,21 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.error = short_error(e)
             log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
     return _done(state, cfg, thread_id, approval, plan, result)
+
+
+def _carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
+    """A change made before this run (``result.revision``), completed from the live service as the run
+    that made it had it: deployed as a canary (its tag in the traffic), the revision that serves beside
+    it, and, while it has no traffic yet, the serving revision's baseline."""
+    _, tag = canary_names(cfg.service, key)
+    if not any(t.tag == tag for t in info.traffic):
+        return
+    result.canary, result.tag = True, tag
+    others = [t for t in info.traffic if t.revision != result.revision and t.percent > 0]
+    if others:
+        result.previous_ready_revision = max(others, key=lambda t: t.percent).revision
+    if result.baseline is None and result.revision and info.percent_of(result.revision) == 0:
+        result.baseline = _baseline(info, cfg)
 
 
 def _serving(info: Any) -> str | None:
@@ -256,6 +273,10 @@ def _done(
         )
     if result.already_applied:
         msg = f"already applied before this run (revision {result.revision}); nothing sent again"
+        if result.canary:
+            msg += f"; a canary (tag {result.tag}) beside {result.previous_ready_revision}"
+        if result.error:
+            msg += f" ({result.error})"
     elif result.revision and result.canary:
         msg = (
             f"applied: revision {result.revision} with no traffic (tag {result.tag}); "

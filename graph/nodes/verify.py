@@ -50,6 +50,11 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if not applied.revision:
         v.reasons.append(f"nothing was applied: {applied.error or 'no revision'}")
         return _done(v, started, cfg)
+    if applied.already_applied and applied.error:
+        # Made before this run, and apply could not read the service to carry it on: whether it is a
+        # canary with no traffic is not known, so it is not judged as if it were rolled out.
+        v.reasons.append(applied.error)
+        return _done(v, started, cfg)
 
     deadline = started + cfg.verify_deadline_s
     info: Any = None
