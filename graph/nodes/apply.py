@@ -97,7 +97,8 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         try:
             info = world.get_service(name)
         except Exception as e:
-            result.error = f"applied before this run; the service could not be read to carry on: {short_error(e)}"
+            why = short_error(e)
+            result.error = f"applied before this run; the service could not be read to carry on: {why}"
         else:
             _carry_on(result, info, key, cfg)
         return _done(state, cfg, thread_id, approval, plan, result)
