@@ -103,12 +103,14 @@ def regressions(fix: Latency, base: Latency | None, cfg: Configuration) -> list[
 
 
 def slo_breaches(m: Latency, cfg: Configuration) -> dict[str, str]:
-    """The SLOs ``m`` breaks (``ttft``, ``itl``, ``errors``), each with what was measured."""
+    """The SLOs ``m`` breaks (``ttft``, ``itl``: ``cfg.slo``'s targets; ``errors``), each with what was
+    measured."""
     out: dict[str, str] = {}
-    if m.ttft_p95_ms is not None and m.ttft_p95_ms > cfg.slo_ttft_p95_ms:
-        out["ttft"] = f"TTFT p95 {m.ttft_p95_ms:.0f} ms > SLO {cfg.slo_ttft_p95_ms:.0f} ms"
-    if m.itl_p95_ms is not None and m.itl_p95_ms > cfg.slo_itl_p95_ms:
-        out["itl"] = f"inter-token p95 {m.itl_p95_ms:.0f} ms > SLO {cfg.slo_itl_p95_ms:.0f} ms"
+    ttft_ms, itl_ms = cfg.slo.ttft_p95_s * 1000.0, cfg.slo.itl_p95_s * 1000.0
+    if m.ttft_p95_ms is not None and m.ttft_p95_ms > ttft_ms:
+        out["ttft"] = f"TTFT p95 {m.ttft_p95_ms:.0f} ms > SLO {ttft_ms:.0f} ms"
+    if m.itl_p95_ms is not None and m.itl_p95_ms > itl_ms:
+        out["itl"] = f"inter-token p95 {m.itl_p95_ms:.0f} ms > SLO {itl_ms:.0f} ms"
     if m.error_rate > cfg.slo_error_rate:
         out["errors"] = f"error rate {m.error_rate:.0%} > SLO {cfg.slo_error_rate:.0%}"
     return out

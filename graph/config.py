@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from graph.slo import SloConfig
 from mcp_tools.settings import Policy, Settings, get_settings
@@ -26,6 +26,10 @@ RUNTIME_KEYS = ("model", "tools", "deadline_at")
 
 #: The traffic percents a canary is given, one step after another (the last is 100).
 DEFAULT_CANARY_STEPS = (10, 50, 100)
+
+#: Configuration keys that set ``slo``'s latency targets in milliseconds (the canary's SLOs had their
+#: own fields before ``SloConfig`` was the one source): still read, set over ``slo``, never written.
+SLO_MS_KEYS = {"slo_ttft_p95_ms": "ttft_p95_s", "slo_itl_p95_ms": "itl_p95_s"}
 
 #: The bounds of ``cycle_deadline_s`` (seconds).
 CYCLE_DEADLINE_MIN_S = 1.0
@@ -97,10 +101,9 @@ class Configuration(BaseModel):
     # revision's (and by more than ``canary_min_delta_ms``: below that it is noise). None: not compared.
     canary_max_ratio: float | None = Field(default=1.5, gt=1.0, le=100, allow_inf_nan=False)
     canary_min_delta_ms: float = Field(default=25.0, ge=0, allow_inf_nan=False)
-    # The SLOs each step is watched against (p95 over the step's requests; the error rate counts 5xx,
-    # 429, timeouts and dropped connections).
-    slo_ttft_p95_ms: float = Field(default=2000.0, gt=0, allow_inf_nan=False)
-    slo_itl_p95_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
+    # Each step is watched against ``slo``'s TTFT and inter-token p95 targets (here p95 over the step's
+    # requests; ``slo_ttft_p95_ms`` / ``slo_itl_p95_ms`` still set them, ``SLO_MS_KEYS``) and this
+    # error rate (5xx, 429, timeouts and dropped connections over the step's requests).
     slo_error_rate: float = Field(default=0.01, ge=0, le=1, allow_inf_nan=False)
     # A PNG of the canary's figures next to the report (matplotlib, imported only then), or at this path.
     canary_chart: bool = False
@@ -114,6 +117,22 @@ class Configuration(BaseModel):
     tools: Any = Field(default=None, exclude=True)
     # When this cycle's deadline falls, in this process's ``time.monotonic()`` (set by the runner).
     deadline_at: float | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slo_in_ms(cls, data: Any) -> Any:
+        """``slo_ttft_p95_ms`` / ``slo_itl_p95_ms`` (the keys a canary's SLOs had): into ``slo``, over it."""
+        if not isinstance(data, dict) or not any(data.get(k) is not None for k in SLO_MS_KEYS):
+            return data
+        data = dict(data)
+        slo = data.get("slo")
+        merged = slo.model_dump() if isinstance(slo, SloConfig) else dict(slo or {})
+        for key, field in SLO_MS_KEYS.items():
+            ms = data.pop(key, None)
+            if ms is not None:
+                merged[field] = float(ms) / 1000.0
+        data["slo"] = merged
+        return data
 
     @field_validator("canary_steps")
     @classmethod
@@ -154,7 +173,7 @@ class Configuration(BaseModel):
     @classmethod
     def from_runnable_config(cls, config: RunnableConfig | None = None) -> Configuration:
         configurable = dict((config or {}).get("configurable") or {})
-        known = {k: v for k, v in configurable.items() if k in cls.model_fields}
+        known = {k: v for k, v in configurable.items() if k in cls.model_fields or k in SLO_MS_KEYS}
         return cls.from_settings(**known)
 
     def persisted(self) -> dict[str, Any]:

@@ -35,8 +35,9 @@ BURN_PAIRS: tuple[tuple[float, float, float, str], ...] = (
 class SloConfig(BaseModel):
     """The SLOs and the thresholds of the failures only time shows (defaults for a chat service)."""
 
-    ttft_p95_s: float = Field(default=2.0, gt=0)  # time to first token, p95 per period
-    itl_p95_s: float = Field(default=0.2, gt=0)  # inter-token latency, p95 per period
+    # The latency targets: Monitoring's p95 per period here, a canary step's p95 over its requests.
+    ttft_p95_s: float = Field(default=2.0, gt=0, allow_inf_nan=False)  # time to first token, p95
+    itl_p95_s: float = Field(default=0.2, gt=0, allow_inf_nan=False)  # inter-token latency, p95
     latency_objective: float = Field(default=0.99, gt=0, lt=1)  # share of periods under target
     availability: float = Field(default=0.999, gt=0, lt=1)  # share of answers that are not 5xx
     hung_minutes: float = Field(default=3.0, ge=1, le=60)  # work in flight, no token, this long

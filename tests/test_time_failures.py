@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from graph.analyzers import engine_hung, overload
 from graph.config import Configuration
@@ -271,6 +272,28 @@ def test_configuration_carries_the_slos_into_the_observation() -> None:
     cfg = Configuration(slo=SloConfig(ttft_p95_s=0.5, hung_minutes=5))
     assert cfg.persisted()["slo"]["ttft_p95_s"] == 0.5
     assert Observation(id="x", slo=cfg.slo).slo_config.hung_minutes == 5
+
+
+def test_the_canary_is_watched_against_the_same_slo_targets_the_series_are() -> None:
+    from graph.canary import slo_breaches
+    from graph.state import Latency
+
+    step = Latency(url="canary", requests=8, ok=8, ttft_p95_ms=600.0, itl_p95_ms=150.0)
+    one_source = Configuration(slo=SloConfig(ttft_p95_s=0.5, itl_p95_s=0.1))
+    assert slo_breaches(step, one_source) == {
+        "ttft": "TTFT p95 600 ms > SLO 500 ms",
+        "itl": "inter-token p95 150 ms > SLO 100 ms",
+    }
+    assert slo_breaches(step, Configuration()) == {}  # the defaults: 2 s and 200 ms
+    # The keys users set for the canary (milliseconds) still set those targets, over ``slo``'s.
+    cfg = Configuration.from_runnable_config(
+        {"configurable": {"slo": {"ttft_p95_s": 9.0, "hung_minutes": 5}, "slo_ttft_p95_ms": 500}}
+    )
+    assert (cfg.slo.ttft_p95_s, cfg.slo.itl_p95_s, cfg.slo.hung_minutes) == (0.5, 0.2, 5)
+    assert "slo_ttft_p95_ms" not in cfg.persisted()
+    assert Configuration.model_validate(cfg.persisted()).slo == cfg.slo  # a resumed thread reads it back
+    with pytest.raises(ValidationError, match="ttft_p95_s"):
+        Configuration(slo_ttft_p95_ms=-1)
 
 
 def test_incident_series_block_reaches_the_analyzers_and_bad_keys_are_named(tmp_path: Any) -> None:
