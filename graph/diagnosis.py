@@ -455,14 +455,20 @@ def _planner_block(obs: Observation) -> list[str]:
 
 
 def _metrics_block(obs: Observation) -> list[str]:
+    """vLLM's /metrics as the project's one parser reads it (``mcp_tools.metrics``): KV-cache usage,
+    requests running and waiting, preemptions, latency percentiles from the histograms, tokens."""
     if not obs.metrics:
         return []
-    keep = [
-        ln
-        for ln in obs.metrics.splitlines()
-        if ln.startswith("vllm:") and "_bucket" not in ln and "_created" not in ln
-    ]
-    return [redact(ln)[:200] for ln in keep[:30]]
+    from mcp_tools.errors import UserError
+    from mcp_tools.metrics import parse_vllm_metrics
+
+    try:
+        m = parse_vllm_metrics(obs.metrics)
+    except UserError as e:
+        return [redact(f"/metrics: {e}")[:200]]
+    if not m.metric_names:
+        return []
+    return [redact(ln)[:200] for ln in m.summary().splitlines()]
 
 
 #: At most this many compressed series reach a model (the rest are counted, not shown).

@@ -166,7 +166,7 @@ def _probe(world: World, ep: Any, cfg: Configuration, metrics: str | None) -> An
 
     if cfg.probe_timeout_s <= 0:
         return None
-    waiting = _gauge(metrics, "vllm:num_requests_waiting")
+    waiting = _waiting(metrics)
     if waiting is not None and waiting >= 5:
         return Probe(ok=False, skipped=f"{waiting:g} requests already waiting")
     try:
@@ -178,21 +178,17 @@ def _probe(world: World, ep: Any, cfg: Configuration, metrics: str | None) -> An
     return probe(ep, min(cfg.probe_timeout_s, left))
 
 
-def _gauge(metrics: str | None, name: str) -> float | None:
-    """One un-labelled sum from Prometheus text (None: absent or unreadable)."""
+def _waiting(metrics: str | None) -> float | None:
+    """vLLM's ``num_requests_waiting`` (summed over engines), read by the project's one /metrics parser
+    (None: not read, absent, or not Prometheus text)."""
     if not metrics:
         return None
-    from prometheus_client.parser import text_string_to_metric_families
+    from mcp_tools.metrics import parse_vllm_metrics
 
-    total: float | None = None
     try:
-        for fam in text_string_to_metric_families(metrics):
-            for smp in fam.samples:
-                if smp.name == name:
-                    total = (total or 0.0) + float(smp.value)
-    except (ValueError, TypeError):
+        return parse_vllm_metrics(metrics).num_requests_waiting
+    except UserError:
         return None
-    return total
 
 
 def observe(state: SREState, config: RunnableConfig) -> dict[str, Any]:
