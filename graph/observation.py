@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from graph.progress import Probe
-from graph.slo import SloConfig
+from graph.slo import Burn, SloConfig
 from mcp_tools.incident import Incident, LogLine, ServiceSpec
 from mcp_tools.monitoring import SeriesSet, SeriesSummary
 
@@ -160,6 +160,17 @@ class Observation(BaseModel):
 
             hit = summaries(self.series) if self.series is not None else []
             self._cache["series_summaries"] = hit
+        return list(hit)
+
+    def slo_burns(self) -> list[Burn]:
+        """The SLOs burning over the series (``graph.slo.burns``), computed once per observation (cached):
+        every analyzer that weighs them reads the same list."""
+        hit = self._cache.get("slo_burns")
+        if hit is None:
+            from graph.slo import burns
+
+            hit = burns(self.series, self.slo_config) if self.series is not None else []
+            self._cache["slo_burns"] = hit
         return list(hit)
 
     def blind_to(self, source: Source) -> Unread | None:

@@ -190,6 +190,27 @@ def test_hung_needs_work_in_flight_and_a_current_instance() -> None:
     assert engine_hung.analyze(_obs(old, old_busy, new)) == []
 
 
+def test_the_slo_burns_are_computed_once_per_observation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graph.slo
+
+    calls: list[int] = []
+
+    def counted(ss: SeriesSet, slo: SloConfig) -> list[Any]:
+        calls.append(1)
+        return burns(ss, slo)
+
+    monkeypatch.setattr(graph.slo, "burns", counted)
+    obs = _obs(  # hung and slow at once: both analyzers weigh the latency SLOs
+        _series("generation_tokens_rate", [100.0] * 25 + [0.0] * 5),
+        _series("requests_running", [4.0] * 30),
+        _series("ttft_p95", [0.5] * 20 + [9.0] * 10),
+    )
+    [hung] = engine_hung.analyze(obs)
+    overload.analyze(obs)
+    assert len(calls) == 1 and hung.facts["slo_burn"][0]["key"] == "ttft_p95"
+    assert obs.slo_burns() == [graph.slo.Burn.model_validate(b) for b in hung.facts["slo_burn"]]
+
+
 def test_probe_timeout_is_a_hang_unless_tokens_flow() -> None:
     timed_out = Probe(ok=False, timed_out=True, seconds=8.0, timeout_s=8.0, error="did not answer within 8 s")
     [f] = engine_hung.analyze(Observation(id="p", health=True, probe=timed_out))

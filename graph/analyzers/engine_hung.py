@@ -135,9 +135,7 @@ def _from_time(obs: Observation) -> list[Finding]:
     if not signals:
         return []
     if ss is not None:
-        from graph.slo import burns
-
-        burning = burns(ss, slo)
+        burning = obs.slo_burns()
         evidence += [Evidence(line=0, text=b.line()[:300]) for b in burning]
         if burning:
             facts["slo_burn"] = [b.model_dump() for b in burning]

@@ -281,9 +281,7 @@ def _from_time(obs: Observation) -> tuple[list[str], list[Evidence], dict[str, o
         if level >= 1.0:
             signals.append("preempt_rate")
             evidence.append(S.series_ev(f"preemptions_rate: {level:.3g}/min now (peak {max(pre):.3g}/min)"))
-    from graph.slo import burns
-
-    latency = [b for b in burns(ss, slo) if b.key != "request_rate"]
+    latency = [b for b in obs.slo_burns() if b.key != "request_rate"]
     if latency:
         signals.append("slo_burn")
         evidence += [Evidence(line=0, text=b.line()[:300]) for b in latency]
