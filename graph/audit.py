@@ -15,12 +15,16 @@ import hashlib
 import json
 import logging
 import os
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from graph.state import now_iso
+
+if TYPE_CHECKING:
+    from graph.checkpoint import Decisions
 
 AuditKind = Literal["approval", "rejection", "mutation", "mutation_failed", "rollback", "rollback_failed"]
 
@@ -67,12 +71,19 @@ def _whole(line: str) -> bool:
     return line.endswith("\n")
 
 
-def append(event: AuditEvent, *, state_dir: Path | str) -> bool:
-    """Append one event (secrets redacted). False when the same event was already recorded."""
+def append(event: AuditEvent, *, state_dir: Path | str, ledger: Decisions | None = None) -> bool:
+    """Append one event (secrets redacted). False when the same event was already recorded.
+    ``ledger``: the caller's open ledger (one per call chain), else opened when one is shared."""
+    from graph.checkpoint import ledger_url
+
     clean = event.model_copy(update={"what": _redact(event.what), "diff": _redact(event.diff)})
     line = json.dumps(clean.model_dump(mode="json"), sort_keys=True) + "\n"
     added = _append_file(audit_path(state_dir), clean.event_id, line)
-    _to_shared_ledger(clean, line.strip(), state_dir)  # also when the file had it: a crash in between
+    if ledger_url() is not None:  # also when the file had it: a crash in between
+        with _shared(state_dir, ledger) as store:
+            store.audit_append(
+                clean.event_id, clean.thread_id, clean.event, clean.approval_id, clean.at, line.strip()
+            )
     return added
 
 
@@ -98,15 +109,12 @@ def _append_file(path: Path, event_id: str, line: str) -> bool:
         os.close(fd)
 
 
-def _to_shared_ledger(event: AuditEvent, line: str, state_dir: Path | str) -> None:
-    """A copy in the shared ledger, when one is configured (``GEMMA_SRE_LEDGER_URL``): what another
-    process (a LangGraph Server replica) reads back in ``approved_ids``."""
-    from graph.checkpoint import ledger_url, open_ledger
+def _shared(state_dir: Path | str, ledger: Decisions | None) -> AbstractContextManager[Decisions]:
+    """The shared ledger (``GEMMA_SRE_LEDGER_URL``), where another process (a LangGraph Server replica)
+    reads the records back (``approved_ids``): the caller's open one, else opened for the block."""
+    from graph.checkpoint import open_ledger
 
-    if ledger_url() is None:
-        return  # the ledger is SQLite in this state directory: the file above is as shared as it is
-    with open_ledger(Path(state_dir)) as store:
-        store.audit_append(event.event_id, event.thread_id, event.event, event.approval_id, event.at, line)
+    return nullcontext(ledger) if ledger is not None else open_ledger(Path(state_dir))
 
 
 _reported: set[tuple[str, int, str]] = set()
@@ -132,13 +140,13 @@ def read(state_dir: Path | str) -> list[AuditEvent]:
     return out
 
 
-def approved_ids(state_dir: Path | str) -> set[str]:
+def approved_ids(state_dir: Path | str, *, ledger: Decisions | None = None) -> set[str]:
     """Approval ids a person (or the auto policy) granted: the only ones a mutation may carry. With a
-    shared ledger, also those another process recorded there."""
-    from graph.checkpoint import ledger_url, open_ledger
+    shared ledger, also those another process recorded there (``ledger``: the caller's open one)."""
+    from graph.checkpoint import ledger_url
 
     ids = {e.approval_id for e in read(state_dir) if e.event == "approval" and e.approval_id}
     if ledger_url() is not None:
-        with open_ledger(Path(state_dir)) as store:
+        with _shared(state_dir, ledger) as store:
             ids |= store.audit_approved_ids()
     return ids

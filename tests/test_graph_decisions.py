@@ -24,7 +24,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from graph import audit
-from graph.checkpoint import DecisionRecord, open_decisions
+from graph.checkpoint import DecisionRecord, open_decisions, open_ledger
 from graph.config import Configuration
 from graph.runner import resume_cycle, run_cycle
 from mcp_tools.settings import get_settings
@@ -343,13 +343,39 @@ def test_apply_refuses_an_approval_another_resume_won(tmp_path: Path) -> None:
         )
     mine = Approval(decision="approve", approver="a", approval_id=apr, claim="c1")
     state: dict[str, Any] = {"approval": mine.model_dump(), "plan": plan.model_dump(mode="json")}
-    assert _check_approval(state, cfg, "t1", plan).claim == "c1"  # type: ignore[arg-type]
-    state["approval"] = mine.model_copy(update={"claim": "c2"}).model_dump()
-    with pytest.raises(NotApproved, match="another process"):
-        _check_approval(state, cfg, "t1", plan)  # type: ignore[arg-type]
-    state["approval"] = mine.model_copy(update={"claim": None}).model_dump()
-    with pytest.raises(NotApproved):
-        _check_approval(state, cfg, "t1", plan)  # type: ignore[arg-type]
+    with open_ledger(cfg.state_path) as ledger:
+        assert _check_approval(state, cfg, "t1", plan, ledger).claim == "c1"  # type: ignore[arg-type]
+        state["approval"] = mine.model_copy(update={"claim": "c2"}).model_dump()
+        with pytest.raises(NotApproved, match="another process"):
+            _check_approval(state, cfg, "t1", plan, ledger)  # type: ignore[arg-type]
+        state["approval"] = mine.model_copy(update={"claim": None}).model_dump()
+        with pytest.raises(NotApproved):
+            _check_approval(state, cfg, "t1", plan, ledger)  # type: ignore[arg-type]
+
+
+def test_the_audit_writes_to_the_callers_ledger_without_opening_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import graph.checkpoint
+
+    monkeypatch.setenv("GEMMA_SRE_LEDGER_URL", str(tmp_path / "shared-ledger.sqlite"))
+    get_settings.cache_clear()
+    state_dir = get_settings().state_dir
+    opened: list[Path] = []
+    real = graph.checkpoint.open_ledger
+
+    def counted(where: Path) -> Any:
+        opened.append(where)
+        return real(where)
+
+    monkeypatch.setattr(graph.checkpoint, "open_ledger", counted)
+    event = audit.AuditEvent(event="approval", thread_id="t1", service="svc", actor="a", approval_id="apr-1")
+    with open_ledger(state_dir) as ledger:
+        assert audit.append(event, state_dir=state_dir, ledger=ledger)
+        assert "apr-1" in audit.approved_ids(state_dir, ledger=ledger)
+        assert ledger.audit_approved_ids() == {"apr-1"}  # the shared copy, written through it
+    assert opened == []  # one ledger for the call chain
+    assert audit.approved_ids(state_dir) == {"apr-1"} and len(opened) == 1  # without one: opened here
 
 
 # --- the audit log's torn tail ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph import audit
-from graph.checkpoint import AppliedRecord, open_ledger
+from graph.checkpoint import AppliedRecord, Decisions, open_ledger
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
 from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
@@ -51,7 +51,9 @@ class NotApproved(RuntimeError):
     """apply was reached without a recorded approval: a bug in the wiring, never a path to a change."""
 
 
-def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: RemediationPlan) -> Approval:
+def _check_approval(
+    state: SREState, cfg: Configuration, thread_id: str, plan: RemediationPlan, ledger: Decisions
+) -> Approval:
     if cfg.policy in (Policy.READ_ONLY, Policy.SUGGEST):
         raise NotApproved(f"policy {cfg.policy.value} never applies a change")
     raw = state.get("approval")
@@ -64,11 +66,10 @@ def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: R
         # The approval names the plan it was given for: a plan changed since (state edited, e.g. in
         # LangGraph Studio) is not the plan a person approved.
         raise NotApproved(f"approval {approval.approval_id} was given for another plan than this one")
-    if approval.approval_id not in audit.approved_ids(cfg.state_path):
+    if approval.approval_id not in audit.approved_ids(cfg.state_path, ledger=ledger):
         raise NotApproved(f"approval {approval.approval_id} is not in the audit log")
-    with open_ledger(cfg.state_path) as store:
-        # The decision is recorded under the plan that was offered; it may approve another option.
-        rec = store.get(thread_id, approval.plan_key or apply_key(thread_id, plan))
+    # The decision is recorded under the plan that was offered; it may approve another option.
+    rec = ledger.get(thread_id, approval.plan_key or apply_key(thread_id, plan))
     if rec is None or rec.decision != "approve" or rec.approval_id != approval.approval_id:
         raise NotApproved(f"approval {approval.approval_id} is not the decision recorded for this plan")
     if rec.claim != approval.claim:
@@ -79,16 +80,19 @@ def _check_approval(state: SREState, cfg: Configuration, thread_id: str, plan: R
 
 def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
+    with open_ledger(cfg.state_path) as ledger:  # one for the node: the approval, the apply, the audit
+        return _apply(state, cfg, thread_id_of(config), ledger)
+
+
+def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decisions) -> dict[str, Any]:
     plan = RemediationPlan.model_validate(state.get("plan") or {})
-    thread_id = thread_id_of(config)
-    approval = _check_approval(state, cfg, thread_id, plan)
+    approval = _check_approval(state, cfg, thread_id, plan, ledger)
     key = apply_key(thread_id, plan)
     world = World(cfg)
     name = cfg.service
     summary = ObservationSummary.model_validate(state.get("observation_summary") or {"service": name})
     result = ApplyResult(key=key, previous_ready_revision=summary.latest_ready_revision)
-    with open_ledger(cfg.state_path) as store:
-        made = store.applied(thread_id, key)
+    made = ledger.applied(thread_id, key)
     if made is not None:
         # The ledger says it was made (a process killed after recording it and before its state was
         # checkpointed, a replayed or retried run): never sent again, and carried on from the live
@@ -101,7 +105,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
             result.error = f"applied before this run; the service could not be read to carry on: {why}"
         else:
             _carry_on(result, info, key, cfg)
-        return _done(state, cfg, thread_id, approval, plan, result)
+        return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
     rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
     if rollback_steps:  # a plan that only routes traffic back: naturally idempotent
@@ -115,12 +119,12 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
                 result.error = res.message
         except Exception as e:
             result.error = short_error(e)
-        return _done(state, cfg, thread_id, approval, plan, result)
+        return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
     pf = state.get("preflight") or {}
     if not pf.get("new_spec"):
         result.error = "preflight rendered no new spec"
-        return _done(state, cfg, thread_id, approval, plan, result)
+        return _done(state, cfg, thread_id, approval, plan, result, ledger)
     approved_spec = ServiceSpec.model_validate(pf["new_spec"])  # redacted, as preflight rendered it
     observed = (state.get("observation") or {}).get("service")
     planned_from = ServiceSpec.model_validate(observed) if observed else None  # redacted
@@ -190,7 +194,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
         except Exception as e:  # transient after the client's retries: re-check the key, then retry
             result.error = short_error(e)
             log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
-    return _done(state, cfg, thread_id, approval, plan, result)
+    return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
 
 def _carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
@@ -239,6 +243,7 @@ def _done(
     approval: Approval,
     plan: RemediationPlan,
     result: ApplyResult,
+    ledger: Decisions,
 ) -> dict[str, Any]:
     def record(name: audit.AuditKind, what: str, **more: Any) -> None:
         audit.append(
@@ -252,19 +257,19 @@ def _done(
                 **more,
             ),
             state_dir=cfg.state_path,
+            ledger=ledger,
         )
 
-    if result.revision:
-        with open_ledger(cfg.state_path) as store:  # the change is made: recorded before anything else
-            store.record_applied(
-                AppliedRecord(
-                    thread_id=thread_id,
-                    apply_key=result.key,
-                    approval_id=str(approval.approval_id),
-                    revision=result.revision,
-                    at=now_iso(),
-                )
+    if result.revision:  # the change is made: recorded before anything else
+        ledger.record_applied(
+            AppliedRecord(
+                thread_id=thread_id,
+                apply_key=result.key,
+                approval_id=str(approval.approval_id),
+                revision=result.revision,
+                at=now_iso(),
             )
+        )
         record(
             "mutation",
             ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
