@@ -186,15 +186,7 @@ def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandb
     [fix] = _tagged(sb)
     assert serving(sb)[fix] == 50
 
-    r = subprocess.run(
-        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
+    doc = approve_in_a_new_process(env, first.thread_id)
     assert doc["status"] == "fixed", doc
     assert fix_shares(sb, fix) == [0, 10, 50, 100]  # the revision made once, no step sent twice
     revisions = sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"]
@@ -243,15 +235,7 @@ def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_f
     assert made.revision == fix  # the ledger has it; the checkpoint does not
     assert [e.event for e in audit.read(get_settings().state_dir)] == ["approval"]
 
-    r = subprocess.run(
-        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
+    doc = approve_in_a_new_process(env, first.thread_id)
     assert doc["status"] == "fixed", doc
     done = thread_result(first.thread_id)
     applied = done.values["applied"]
@@ -265,6 +249,19 @@ def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_f
     assert serving(sb) == {fix: 100}
     events = [e.event for e in audit.read(get_settings().state_dir)]
     assert events == ["approval", "mutation", "mutation", "mutation", "mutation"]
+
+
+def approve_in_a_new_process(env: dict[str, str], thread_id: str) -> dict[str, Any]:
+    """``gemma-sre approve THREAD --json`` resumed by a process of its own: its result."""
+    r = subprocess.run(
+        [*CLI, "approve", thread_id, "--approver", "carol", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
 
 
 def _tagged(sb: Any) -> list[str]:

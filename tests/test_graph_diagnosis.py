@@ -173,26 +173,13 @@ def test_context_is_fenced_redacted_and_within_budget() -> None:
     assert "weights_oom" in ctx  # the findings are there, outside the fence
 
 
-METRICS = """\
-# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{engine="0",model_name="google/gemma-3-12b-it"} 0.97
-# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{engine="0",model_name="google/gemma-3-12b-it"} 12.0
-# TYPE vllm:time_to_first_token_seconds histogram
-vllm:time_to_first_token_seconds_bucket{le="0.5",model_name="google/gemma-3-12b-it"} 10.0
-vllm:time_to_first_token_seconds_bucket{le="4.0",model_name="google/gemma-3-12b-it"} 20.0
-vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="google/gemma-3-12b-it"} 20.0
-vllm:time_to_first_token_seconds_count{model_name="google/gemma-3-12b-it"} 20.0
-vllm:time_to_first_token_seconds_sum{model_name="google/gemma-3-12b-it"} 30.0
-"""
-
-
 def test_the_model_reads_the_metrics_as_the_projects_parser_does() -> None:
-    ctx = build_context(Observation(id="m", service=L4_BF16, metrics=METRICS))
-    assert "KV cache usage 97.0% (vllm:kv_cache_usage_perc)" in ctx
-    assert "requests running n/a, waiting 12" in ctx
-    assert "TTFT p50 500 ms, p90 3300 ms, p99 3930 ms over 20" in ctx  # from the buckets
+    from tests.test_mcp_tools_metrics import _v1_page  # a page as vLLM's prometheus_client writes it
+
+    ctx = build_context(Observation(id="m", service=L4_BF16, metrics=_v1_page()))
+    assert "KV cache usage 97.0% (vllm:kv_cache_usage_perc)" in ctx  # the fullest engine
+    assert "requests running 6, waiting 8" in ctx  # summed over the engines
+    assert "TTFT p50 40 ms, p90 80 ms, p99 475 ms over 100" in ctx  # from the histogram's buckets
     unreadable = build_context(Observation(id="u", service=L4_BF16, metrics="vllm:x{ 1\n"))
     assert "/metrics: metrics text is not in Prometheus exposition format" in unreadable
 
