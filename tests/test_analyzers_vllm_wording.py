@@ -1,0 +1,167 @@
+# ruff: noqa: E501  (log lines are written whole, as vLLM prints them)
+"""Every failure message vLLM has printed across its releases gets its category (issue 11).
+
+``tests/data/vllm_messages.yaml`` holds the messages as vLLM's source raises or logs them, v0.4 ..
+current (its header says how they were read). Each is rendered as it appears in a server's log, inside a
+minimal start-up that reached the phase where vLLM raises it, in two shapes:
+
+- ``logged``: the record as vLLM's logger prints it (``ERROR 05-29 19:12:40 [file.py:NN] ...``; a
+  traceback printed through the logger, every line with the prefix, for a raise);
+- ``bare``: a raise as a bare traceback on stderr, ending ``ValueError: ...`` (a log record in the other
+  record format: V0's ``file.py:NN]`` for a V1 release, V1's ``[file.py:NN]`` for a V0 one).
+
+The diagnosis of each must be the message's category. Severity is ``DEFAULT`` (the field says nothing):
+the analyzers must read the text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from graph.analyzers import run_analyzers
+from graph.diagnosis import choose_root_cause
+from graph.observation import Observation
+
+DATA = Path(__file__).parent / "data" / "vllm_messages.yaml"
+MESSAGES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["messages"]
+
+MODEL = "/mnt/models/gemma-3-12b-it"
+API = "(APIServer pid=1) "
+ENG = "(EngineCore_DP0 pid=212) "
+PHASES = ["config", "loading", "profiling", "kv_cache", "serving"]
+
+# A start-up, phase by phase, as V1 (v0.8 ..) prints it: (process, file:line, text).
+V1_LIFE: dict[str, list[tuple[str, str, str]]] = {
+    "config": [
+        ("", "__init__.py:216", "Automatically detected platform cuda."),
+        (API, "api_server.py:1839", "vLLM API server version 0.11.0"),
+        (API, "utils.py:233", f"non-default args: {{'model': '{MODEL}', 'max_model_len': 8192}}"),
+    ],
+    "loading": [
+        (ENG, "core.py:77", f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192"),
+        (ENG, "gpu_model_runner.py:2602", f"Starting to load model {MODEL}..."),
+    ],
+    "profiling": [
+        (ENG, "default_loader.py:267", "Loading weights took 85.31 seconds"),
+        (ENG, "gpu_model_runner.py:2653", "Model loading took 8.6213 GiB and 87.112 seconds"),
+    ],
+    "kv_cache": [
+        (ENG, "gpu_worker.py:298", "Available KV cache memory: 9.87 GiB"),
+        (ENG, "kv_cache_utils.py:1087", "GPU KV cache size: 26,944 tokens"),
+    ],
+    "serving": [
+        (ENG, "core.py:210", "init engine (profile, create kv cache, warmup model) took 61.05 seconds"),
+        (API, "api_server.py:1971", "Starting vLLM API server 0 on http://0.0.0.0:8080"),
+        (API, "", "INFO:     Application startup complete."),
+        (API, "", 'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+    ],
+}
+# The same life as V0 (.. v0.7) prints it.
+V0_LIFE: dict[str, list[tuple[str, str, str]]] = {
+    "config": [
+        ("", "api_server.py:585", "vLLM API server version 0.6.6"),
+        ("", "api_server.py:586", f"args: Namespace(model='{MODEL}', max_model_len=8192)"),
+    ],
+    "loading": [
+        ("", "llm_engine.py:234", f"Initializing an LLM engine (v0.6.6) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192"),
+        ("", "model_runner.py:1094", f"Starting to load model {MODEL}..."),
+    ],
+    "profiling": [("", "model_runner.py:1099", "Loading model weights took 8.6213 GB")],
+    "kv_cache": [("", "gpu_executor.py:83", "# GPU blocks: 1684, # CPU blocks: 2048")],
+    "serving": [
+        ("", "api_server.py:640", "Starting vLLM API server on http://0.0.0.0:8080"),
+        ("", "", "INFO:     Application startup complete."),
+        ("", "", 'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+    ],
+}
+
+
+def _record(v0: bool, proc: str, level: str, where: str, text: str) -> str:
+    if not where:
+        return f"{proc}{text}"
+    if v0:
+        return f"{proc}{level} 06-26 07:48:15 {where}] {text}"
+    return f"{proc}{level} 05-29 19:12:40 [{where}] {text}"
+
+
+def _life(m: dict[str, Any], v0: bool) -> list[str]:
+    life = V0_LIFE if v0 else V1_LIFE
+    out: list[str] = []
+    for phase in PHASES:
+        if phase == m["phase"]:
+            break
+        for proc, where, text in life[phase]:
+            out.append(_record(v0, "" if v0 else proc, "INFO", where, text))
+    return out
+
+
+def _traceback(m: dict[str, Any]) -> list[str]:
+    path, _, tag = m["where"].partition("@")
+    file, _, line = path.rpartition(":")
+    root = "/usr/local/lib/python3.12/dist-packages/" + ("" if file.startswith("vllm/") else "")
+    lines = m["message"].split("\n")
+    return [
+        "Traceback (most recent call last):",
+        f'  File "{root}{file}", line {line}, in {m["function"]}',
+        f"    raise {m['exception'].rsplit('.', 1)[-1]}(",
+        f"{m['exception']}: {lines[0]}",
+        *lines[1:],
+    ]
+
+
+def render(m: dict[str, Any], form: str) -> list[str]:
+    """The message's log: the start-up up to its phase, then the failure in the given shape."""
+    v0 = bool(m.get("v0"))
+    if form == "bare" and m["kind"] == "log":
+        v0 = not v0  # the record in the other record format
+    proc = "" if v0 else (API if m["phase"] == "serving" and m["category"] == "context_too_long" else ENG)
+    path = m["where"].partition("@")[0]
+    file, _, line = path.rpartition(":")
+    where = f"{file.rsplit('/', 1)[-1]}:{line}"
+    out = _life(m, v0)
+    if m["kind"] == "log":
+        for _ in range(int(m.get("repeat", 1))):
+            out += [_record(v0, proc, m["level"], where, t) for t in m["message"].split("\n")]
+        return out
+    if form == "bare":
+        return out + _traceback(m)
+    return out + [_record(v0, proc, "ERROR", where, t) for t in _traceback(m)]
+
+
+CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in ("logged", "bare")]
+
+
+def diagnosed(lines: list[str]) -> str:
+    obs = Observation(id="wording", logs=[{"severity": "DEFAULT", "text": t} for t in lines])
+    return choose_root_cause(run_analyzers(obs), obs).category
+
+
+@pytest.mark.parametrize(("m", "form"), CASES)
+def test_vllm_message_gets_its_category(m: dict[str, Any], form: str) -> None:
+    lines = render(m, form)
+    assert diagnosed(lines) == m["category"], "\n".join(lines)
+
+
+def test_the_table_covers_every_family_vllm_reports() -> None:
+    """The table has each family vLLM reports itself, and every entry names its source."""
+    families = {m["category"] for m in MESSAGES}
+    assert families >= {
+        "weights_oom",
+        "kv_cache_oom",
+        "runtime_oom",
+        "context_too_long",
+        "model_not_found",
+        "auth_denied",
+        "unsupported_config",
+        "engine_hung",
+        "engine_crash",
+        "overload",
+    }
+    for m in MESSAGES:
+        assert m["phase"] in PHASES and m["kind"] in ("raise", "log"), m["id"]
+        assert "@v" in m["where"] and m["tags"], m["id"]
+        assert m["exception" if m["kind"] == "raise" else "level"], m["id"]
