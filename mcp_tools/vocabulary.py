@@ -289,7 +289,12 @@ START_MARK = re.compile(
 
 OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
-    r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory",
+    r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory"
+    # vLLM's own words for a device allocation that failed, v0.6 .. current: "This might be due to
+    # insufficient GPU memory" (profile run), "insufficient memory to allocate the weight" /
+    # "... to allocate kv cache" (v0.11 layer init); the phase names the family
+    r"|(?:insufficient|not enough) (?:GPU|CUDA|device) memory"
+    r"|insufficient memory to allocate (?:the )?(?:weight|kv cache)",
     _I,
 )
 OOM_WEIGHTS = re.compile(
@@ -373,8 +378,20 @@ CONTEXT = re.compile(
     r"|exceeds the model's maximum context|prompt \(\d+ tokens\) is too long"
     r"|Input prompt \(\d+ tokens\) is too long"
     r"|max_model_len .* exceeds .*max_position_embeddings"
-    r"|Please reduce the length of the messages|is too long and exceeds (?:the )?limit",
+    r"|Please reduce the length of the messages|is too long and exceeds (?:the )?limit"
+    # The stable parts of vLLM's request-length checks, v0.4 .. current: "The prompt (total length N)
+    # is too long to fit into the model (context length M)" (v0.6-v0.7), "... is longer than the maximum
+    # model length of M" (V1), "Input length (N) exceeds model's maximum context length (M)" (v0.20 ..)
+    r"|is too long to fit into the model|\(context length \d+\)|longer than the maximum model length of \d+"
+    r"|exceeds (?:the )?model'?s? maximum context length",
     _I,
+)
+
+#: A request the scheduler turned away for its length, which V0 (v0.4 .. v0.10) prints as a WARNING
+#: ("Input prompt (9000 tokens) is too long and exceeds limit of 8192"): the failure is that request's,
+#: so the warning counts (unlike a warning about a flag).
+CONTEXT_REJECTED = re.compile(
+    r"Input prompt \(\d+ tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -402,7 +419,16 @@ CRASH = re.compile(
 CRASH_DIED = re.compile(
     r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
     r"|Engine loop is not running|MQEngineDeadError|MQLLMEngine is already dead"
-    r"|Got fatal signal from worker processes|Engine core proc \S+ died unexpectedly|EngineCore_\w* died",
+    r"|Got fatal signal from worker processes|Engine core proc \S+ died unexpectedly|EngineCore_\w* died"
+    # The family, not one release's sentence (v0.4 .. current): a worker, process, proc or engine that
+    # died ("Worker VllmWorkerProcess pid 1221 died, exit code: -11", "Worker proc 0 died unexpectedly",
+    # "Process EngineCore_DP0 (PID: 212) died with exit code -11", "RayWorkerProc rank=0 died
+    # unexpectedly") or is dead ("Engine is dead.", "At least one Worker is dead. Dead Workers: [...]",
+    # "AsyncLLMEngine is already dead, terminating server process"); not a Ray actor vLLM restarts
+    # ("... died with ActorDiedError, reinitializing")
+    r"|\b(?:Worker|Process|proc|Engine(?: ?core)?|RayWorkerProc)\b[^\n]{0,60}?\bdied\b"
+    r"(?! with ActorDiedError)"
+    r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:",
     _I,
 )
 
@@ -424,7 +450,10 @@ CRASH_REPEATS = re.compile(
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
     r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
-    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out",
+    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out"
+    # V0's RPC to its engine process, v0.6 .. v0.10: "RPCServer didn't reply within 10000 ms",
+    # "MQLLMEngine didn't reply within 10000ms", "Server didn't reply within 10000 ms"
+    r"|(?:didn't|did not) reply within \d+ ?ms",
     _I,
 )
 #: Waiting that only means a hang when it repeats (a slow compile can print it once or twice).
@@ -478,7 +507,9 @@ QUOTA = re.compile(
     # exceeded", Kubernetes "0/6 nodes are available: 6 Insufficient nvidia.com/gpu"
     r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\w+PerProjectRegion requested"
     r"|Max instances must be set to \d+ or fewer to set the requested total"
-    r"|Insufficient (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)|exceeded quota|quota exceeded"
+    # (Kubernetes capitalises it; vLLM's "insufficient memory to allocate the weight" is a GPU OOM)
+    r"|(?-i:Insufficient) (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)\b(?! to allocate)|exceeded quota"
+    r"|quota exceeded"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
     _I,
@@ -559,7 +590,10 @@ KV_SHORT = re.compile(
     r"|larger than the maximum number of tokens that can be stored in KV"
     r"|KV cache is needed, which is larger than the available KV cache memory|insufficient KV cache"
     r"|estimated maximum model length is|Not enough memory to allocate KV cache|too small KV cache"
-    r"|To serve at least one request with the models?'s max seq len",
+    r"|To serve at least one request with the models?'s max seq len"
+    # v0.14 .. current, --max-model-len auto: "Cannot auto-fit max_model_len: not enough GPU memory
+    # available to serve even a single token"
+    r"|Cannot auto-fit max_model_len|not enough GPU memory available to serve",
     _I,
 )
 KV_MAXLEN = re.compile(r"max seq len \((\d+)\)")

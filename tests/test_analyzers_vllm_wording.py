@@ -32,19 +32,24 @@ MESSAGES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["messages"]
 MODEL = "/mnt/models/gemma-3-12b-it"
 API = "(APIServer pid=1) "
 ENG = "(EngineCore_DP0 pid=212) "
-PHASES = ["config", "loading", "profiling", "kv_cache", "serving"]
+PHASES = ["args", "config", "loading", "profiling", "kv_cache", "serving"]
 
-# A start-up, phase by phase, as V1 (v0.8 ..) prints it: (process, file:line, text).
+# A start-up as V1 (v0.8 ..) prints it, by the phase each milestone enters: (process, file:line, text).
+# A message of phase P follows the milestones of every phase up to P.
 V1_LIFE: dict[str, list[tuple[str, str, str]]] = {
-    "config": [
+    "args": [
         ("", "__init__.py:216", "Automatically detected platform cuda."),
         (API, "api_server.py:1839", "vLLM API server version 0.11.0"),
         (API, "utils.py:233", f"non-default args: {{'model': '{MODEL}', 'max_model_len': 8192}}"),
     ],
-    "loading": [
-        (ENG, "core.py:77", f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192"),
-        (ENG, "gpu_model_runner.py:2602", f"Starting to load model {MODEL}..."),
+    "config": [
+        (
+            ENG,
+            "core.py:77",
+            f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192",
+        ),
     ],
+    "loading": [(ENG, "gpu_model_runner.py:2602", f"Starting to load model {MODEL}...")],
     "profiling": [
         (ENG, "default_loader.py:267", "Loading weights took 85.31 seconds"),
         (ENG, "gpu_model_runner.py:2653", "Model loading took 8.6213 GiB and 87.112 seconds"),
@@ -62,14 +67,18 @@ V1_LIFE: dict[str, list[tuple[str, str, str]]] = {
 }
 # The same life as V0 (.. v0.7) prints it.
 V0_LIFE: dict[str, list[tuple[str, str, str]]] = {
-    "config": [
+    "args": [
         ("", "api_server.py:585", "vLLM API server version 0.6.6"),
         ("", "api_server.py:586", f"args: Namespace(model='{MODEL}', max_model_len=8192)"),
     ],
-    "loading": [
-        ("", "llm_engine.py:234", f"Initializing an LLM engine (v0.6.6) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192"),
-        ("", "model_runner.py:1094", f"Starting to load model {MODEL}..."),
+    "config": [
+        (
+            "",
+            "llm_engine.py:234",
+            f"Initializing an LLM engine (v0.6.6) with config: model='{MODEL}', dtype=torch.bfloat16, max_seq_len=8192",
+        ),
     ],
+    "loading": [("", "model_runner.py:1094", f"Starting to load model {MODEL}...")],
     "profiling": [("", "model_runner.py:1099", "Loading model weights took 8.6213 GB")],
     "kv_cache": [("", "gpu_executor.py:83", "# GPU blocks: 1684, # CPU blocks: 2048")],
     "serving": [
@@ -91,22 +100,18 @@ def _record(v0: bool, proc: str, level: str, where: str, text: str) -> str:
 def _life(m: dict[str, Any], v0: bool) -> list[str]:
     life = V0_LIFE if v0 else V1_LIFE
     out: list[str] = []
-    for phase in PHASES:
-        if phase == m["phase"]:
-            break
+    for phase in PHASES[: PHASES.index(m["phase"]) + 1]:
         for proc, where, text in life[phase]:
             out.append(_record(v0, "" if v0 else proc, "INFO", where, text))
     return out
 
 
 def _traceback(m: dict[str, Any]) -> list[str]:
-    path, _, tag = m["where"].partition("@")
-    file, _, line = path.rpartition(":")
-    root = "/usr/local/lib/python3.12/dist-packages/" + ("" if file.startswith("vllm/") else "")
+    file, _, line = m["where"].partition("@")[0].rpartition(":")
     lines = m["message"].split("\n")
     return [
         "Traceback (most recent call last):",
-        f'  File "{root}{file}", line {line}, in {m["function"]}',
+        f'  File "/usr/local/lib/python3.12/dist-packages/{file}", line {line}, in {m["function"]}',
         f"    raise {m['exception'].rsplit('.', 1)[-1]}(",
         f"{m['exception']}: {lines[0]}",
         *lines[1:],

@@ -10,9 +10,15 @@ length is 8192 tokens. However, you requested 9000 tokens" and V1's "'max_tokens
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, evidence_text, simple
+from graph.analyzers.base import Finding, evidence_text, finding, simple, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import CONTEXT, FACT_DERIVED_MAX_LEN, FACT_SERVED_CONTEXT, FACT_USER_MAX_LEN
+from mcp_tools.vocabulary import (
+    CONTEXT,
+    CONTEXT_REJECTED,
+    FACT_DERIVED_MAX_LEN,
+    FACT_SERVED_CONTEXT,
+    FACT_USER_MAX_LEN,
+)
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -23,6 +29,20 @@ def analyze(obs: Observation) -> list[Finding]:
         summary="The context length is the problem (line {line}): {text}",
         confidence=0.9,
     )
+    if not found:
+        # A request turned away for its length is a failure even when printed as a warning (V0).
+        rejected = list(view(obs).grep(CONTEXT_REJECTED))
+        if rejected:
+            found = [
+                finding(
+                    "context_too_long",
+                    0.8,
+                    f"Requests are longer than the served context (line {rejected[0].n}).",
+                    rejected[:3],
+                    pattern=CONTEXT_REJECTED,
+                    analyzer="context_too_long",
+                )
+            ]
     for f in found:
         text = evidence_text(f)
         for key, p in (

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Busy stats periods (queue >= 5 or KV cache >= 90%) that make saturation sustained.
 SUSTAINED = 2
+#: Preemption records that make saturation sustained on their own.
+PREEMPT_SUSTAINED = 10
 #: Busy stats periods in a row that make saturation sustained however long the log is around them.
 RUN_SUSTAINED = 4
 
@@ -200,7 +202,14 @@ def analyze(obs: Observation) -> list[Finding]:
     specific = True
     if signals == ["slo_burn"]:
         specific = False  # TTFT over its SLO with no saturation seen: a symptom; a cause found elsewhere wins
-    elif len(signals) < 2 and not (strong_queue and "queue" in signals) and "no_instance" not in signals:
+    elif (
+        len(signals) < 2
+        and not (strong_queue and "queue" in signals)
+        and "no_instance" not in signals
+        # Preemption that keeps coming is the KV cache full under load (vLLM says "not enough KV cache
+        # space"), the saturation itself, not a passing peak.
+        and len(pre_lines) < PREEMPT_SUSTAINED
+    ):
         return []
     evidence.sort(key=lambda e: e.line == 0 and not e.text.startswith(HOT))  # log lines first, then metrics
     return [
