@@ -425,9 +425,10 @@ CRASH_DIED = re.compile(
     # "Process EngineCore_DP0 (PID: 212) died with exit code -11", "RayWorkerProc rank=0 died
     # unexpectedly") or is dead ("Engine is dead.", "At least one Worker is dead. Dead Workers: [...]",
     # "AsyncLLMEngine is already dead, terminating server process"); not a Ray actor vLLM restarts
-    # ("... died with ActorDiedError, reinitializing")
+    # ("... died with ActorDiedError, reinitializing"), nor a worker stopped by SIGTERM ("exit code: -15":
+    # the engine shutting its workers down after what failed, or a stop from outside)
     r"|\b(?:Worker|Process|proc|Engine(?: ?core)?|RayWorkerProc)\b[^\n]{0,60}?\bdied\b"
-    r"(?! with ActorDiedError)"
+    r"(?! with ActorDiedError)(?![^\n]*exit code:? -15\b)"
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:",
     _I,
 )

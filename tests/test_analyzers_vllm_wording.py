@@ -170,3 +170,19 @@ def test_the_table_covers_every_family_vllm_reports() -> None:
         assert m["phase"] in PHASES and m["kind"] in ("raise", "log"), m["id"]
         assert "@v" in m["where"] and m["tags"], m["id"]
         assert m["exception" if m["kind"] == "raise" else "level"], m["id"]
+
+
+def test_a_worker_stopped_by_sigterm_is_not_the_crash() -> None:
+    """V0 prints "Worker ... died, exit code: -15" for the workers it stops after what failed: with an
+    exception no family explains before it, the diagnosis stays unknown (not a guessed engine_crash);
+    the same worker dead of a segfault (-11) is the crash."""
+    failed = [
+        *(
+            _record(True, "", "INFO", w, t)
+            for _, w, t in V0_LIFE["args"] + V0_LIFE["config"] + V0_LIFE["loading"]
+        ),
+        "ERROR 02-14 03:51:44 engine.py:366] TypeError: 'NoneType' object is not callable",
+    ]
+    stopped = "ERROR 02-14 03:51:45 multiproc_worker_utils.py:116] Worker VllmWorkerProcess pid 25666 died, exit code: -15"
+    assert diagnosed([*failed, stopped]) == "unknown"
+    assert diagnosed([*failed[:-1], stopped.replace("-15", "-11")]) == "engine_crash"
