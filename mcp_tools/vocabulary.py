@@ -425,10 +425,11 @@ CRASH_DIED = re.compile(
     # "Process EngineCore_DP0 (PID: 212) died with exit code -11", "RayWorkerProc rank=0 died
     # unexpectedly") or is dead ("Engine is dead.", "At least one Worker is dead. Dead Workers: [...]",
     # "AsyncLLMEngine is already dead, terminating server process"); not a Ray actor vLLM restarts
-    # ("... died with ActorDiedError, reinitializing"), nor a worker stopped by SIGTERM ("exit code: -15":
-    # the engine shutting its workers down after what failed, or a stop from outside)
+    # ("... died with ActorDiedError, reinitializing"); a worker stopped by SIGTERM ("exit code: -15",
+    # KILLED_FROM_OUTSIDE) is the engine shutting its workers down after what failed, not a death
+    # (graph/analyzers/engine_crash.py)
     r"|\b(?:Worker|Process|proc|Engine(?: ?core)?|RayWorkerProc)\b[^\n]{0,60}?\bdied\b"
-    r"(?! with ActorDiedError)(?![^\n]*exit code:? -15\b)"
+    r"(?! with ActorDiedError)"
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:",
     _I,
 )

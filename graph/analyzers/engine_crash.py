@@ -25,7 +25,7 @@ from graph.analyzers.base import (
     view,
 )
 from graph.observation import Observation
-from mcp_tools.vocabulary import CRASH, CRASH_DIED, CRASH_REPEATS, FACT_CUDA_FAULT
+from mcp_tools.vocabulary import CRASH, CRASH_DIED, CRASH_REPEATS, FACT_CUDA_FAULT, KILLED_FROM_OUTSIDE
 
 
 def _repeats(v: LogView, n: int) -> bool:
@@ -56,7 +56,12 @@ def analyze(obs: Observation) -> list[Finding]:
                 },
             )
         ]
-    died = [ln for ln in v.grep(CRASH_DIED) if not after_shutdown(v, ln.n)]
+    # A worker stopped by SIGTERM was shut down (after what failed, or from outside): not a death.
+    died = [
+        ln
+        for ln in v.grep(CRASH_DIED)
+        if not after_shutdown(v, ln.n) and not KILLED_FROM_OUTSIDE.search(ln.text)
+    ]
     if died:
         return [
             finding(
