@@ -10,6 +10,7 @@ from agent.params import bounded
 def register(app: typer.Typer) -> None:
     @app.command(context_settings={"allow_extra_args": False})
     def plan(
+        ctx: typer.Context,
         model: str = typer.Argument(
             None, help="A catalog id (e.g. google/gemma-4-12B-it) or a path to a Hugging Face config.json."
         ),
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 whether or not it fits (it is a report); 2 on bad input."""
         import json
 
-        from mcp_tools.capacity import list_catalog, list_gpus, parse_vllm_args, plan_capacity
+        from mcp_tools.capacity import list_catalog, list_gpus, plan_request
         from mcp_tools.errors import UserError
 
         if list_models:
@@ -72,34 +73,7 @@ def register(app: typer.Typer) -> None:
             return
         if not model:
             raise UserError("plan: give a MODEL (a catalog id or a config.json path)")
-        args: list[str] = []
-        for flag, value in (
-            ("--max-model-len", max_model_len),
-            ("--gpu-memory-utilization", gpu_memory_utilization),
-            ("--kv-cache-dtype", kv_cache_dtype),
-            ("--quantization", quantization),
-            ("--dtype", dtype),
-            ("--max-num-seqs", max_num_seqs),
-            ("--max-num-batched-tokens", max_num_batched_tokens),
-            ("--tensor-parallel-size", tensor_parallel_size),
-            ("--block-size", block_size),
-        ):
-            if value is not None:
-                args.append(f"{flag}={value}")
-        if enforce_eager:
-            args.append("--enforce-eager")
-        flags = parse_vllm_args(args)
-        if gpu_count is not None and gpu_count <= 0:
-            raise UserError(f"--gpu-count: must be positive, got {gpu_count}")
-        result = plan_capacity(
-            model,
-            gpu=gpu,
-            gpu_memory_gib=gpu_memory_gib,
-            gpu_count=gpu_count,
-            flags=flags,
-            vllm_version=vllm_version,
-            gpu_memory_used_gib=gpu_memory_used_gib,
-        )
+        result = plan_request(ctx.params)  # the options by name: the vLLM flags and the GPU
         if as_json:
             typer.echo(json.dumps(result.to_spec_json(), indent=2))
             return

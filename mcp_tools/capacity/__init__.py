@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         spec_from_config,
     )
     from mcp_tools.capacity.plan import CapacityPlan, Suggestion
-    from mcp_tools.capacity.planner import kv_layout, plan_capacity
+    from mcp_tools.capacity.planner import kv_layout, plan_capacity, plan_request
     from mcp_tools.capacity.startup import (
         GpuMemoryInUse,
         StartupFigures,
@@ -48,6 +48,7 @@ _HOME = {
     "parse_vllm_args": "flags",
     "parse_vllm_startup": "startup",
     "plan_capacity": "planner",
+    "plan_request": "planner",
     "resolve_gpu": "gpus",
     "resolve_model": "models",
     "spec_from_config": "models",

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from mcp_tools.capacity.flags import VllmFlags
+from mcp_tools.capacity.flags import VllmFlags, parse_vllm_args
 from mcp_tools.capacity.gpus import GpuSpec, resolve_gpu, supports_for_cc
 from mcp_tools.capacity.models import DTYPE_BYTES, ModelSpec, Quantization, catalog_entry, resolve_model
 from mcp_tools.capacity.plan import CapacityPlan, Suggestion
@@ -766,6 +768,24 @@ def _budget_margins(
     if behaviour.engine == "v0" and tp > 1:
         low += V0_TP_EXTRA_SHARE * total
     return low, high
+
+
+#: A plan request's parameters that are not vLLM flags (beside ``model`` and ``vllm_args``).
+_REQUEST_KEYS = ("gpu", "gpu_memory_gib", "gpu_count", "vllm_version", "gpu_memory_used_gib")
+
+
+def plan_request(params: Mapping[str, Any]) -> CapacityPlan:
+    """A plan asked for as ``gemma-sre plan`` and the MCP tool ``plan_capacity`` ask, from their
+    parameters by name: ``model``, the GPU and release (``_REQUEST_KEYS``), ``vllm_args`` (a list),
+    and vLLM flags by their snake_case names (``max_model_len=16384``, ``enforce_eager=True``), which
+    override ``vllm_args`` as if they came last. Other names (a CLI's ``--json``) are not read."""
+    args = [str(a) for a in params.get("vllm_args") or []]
+    for name, value in params.items():
+        if name in VllmFlags.model_fields and name not in ("model", "extra") and value not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            args.append(flag if value is True else f"{flag}={value}")
+    request = {k: params[k] for k in _REQUEST_KEYS if k in params}
+    return plan_capacity(str(params["model"]), flags=parse_vllm_args(args), **request)
 
 
 def max_len_that_fits(layout: _KVLayout, available: int, limit: int, mnbt: int) -> int:

@@ -127,31 +127,10 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         gpu_memory_used_gib: memory other processes already hold on each GPU; vllm_version: account
         as that release does (default: the current one). `fits` holds at the low end of
         kv_cache_tokens_range."""
-        from mcp_tools.capacity import parse_vllm_args
-        from mcp_tools.capacity import plan_capacity as _plan
+        params = dict(locals())  # the arguments by name: what plan_request reads
+        from mcp_tools.capacity import plan_request
 
-        flags = parse_vllm_args(list(vllm_args or []))
-        updates: dict[str, Any] = {
-            k: v
-            for k, v in {
-                "max_model_len": max_model_len,
-                "gpu_memory_utilization": gpu_memory_utilization,
-                "kv_cache_dtype": kv_cache_dtype,
-                "quantization": quantization,
-            }.items()
-            if v is not None
-        }
-        flags = flags.model_copy(update=updates)
-        plan = await asyncio.to_thread(
-            _plan,
-            model,
-            gpu=gpu,
-            gpu_memory_gib=gpu_memory_gib,
-            gpu_count=gpu_count,
-            flags=flags,
-            vllm_version=vllm_version,
-            gpu_memory_used_gib=gpu_memory_used_gib,
-        )
+        plan = await asyncio.to_thread(plan_request, params)
         low, high = plan.kv_cache_tokens_range
         lines = [
             plan.verdict,

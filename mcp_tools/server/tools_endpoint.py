@@ -3,7 +3,7 @@ and /metrics."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Self
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
@@ -13,6 +13,9 @@ from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.metrics import VllmMetrics
 from mcp_tools.server.core import READ_ONLY, SharedResult, result, tool
 from mcp_tools.server.state import ServerState
+
+if TYPE_CHECKING:
+    from mcp_tools.endpoint import ChatResult
 
 
 class HealthResult(BaseModel):
@@ -50,21 +53,23 @@ class ModelDetails(BaseModel):
 
 
 class QueryResult(SharedResult):
+    """A chat completion's answer; ``from_chat`` fills it (or a subclass) from a ``ChatResult``."""
+
     text: str
     model: str
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
+    @classmethod
+    def from_chat(cls, r: ChatResult) -> Self:
+        """The answer with the figures of ``r.stats`` that this result names (the rest are left)."""
+        return cls.model_validate({**r.stats.model_dump(), **r.model_dump(exclude={"stats"})})
 
-class StatsResult(BaseModel):
-    text: str
-    model: str
-    finish_reason: str | None = None
+
+class StatsResult(QueryResult):
     ttft_s: float | None = None
     total_s: float
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
     usage_reported: bool
     itl_mean_s: float | None = None
     decode_tokens_per_s: float | None = None
@@ -207,13 +212,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             max_tokens=max_tokens,
             temperature=temperature,
         )
-        return QueryResult(
-            text=r.text,
-            model=r.model,
-            finish_reason=r.finish_reason,
-            prompt_tokens=r.stats.prompt_tokens,
-            completion_tokens=r.stats.completion_tokens,
-        )
+        return QueryResult.from_chat(r)
 
     @tool(
         mcp,
@@ -237,21 +236,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
         ep, _ = await s.endpoint_for(service_name)
         r = await ep.chat([{"role": "user", "content": prompt}], stream=True, max_tokens=max_tokens)
         st = r.stats
-        out = StatsResult(
-            text=r.text,
-            model=r.model,
-            finish_reason=r.finish_reason,
-            ttft_s=st.ttft_s,
-            total_s=st.total_s,
-            prompt_tokens=st.prompt_tokens,
-            completion_tokens=st.completion_tokens,
-            usage_reported=st.usage_reported,
-            itl_mean_s=st.itl_mean_s,
-            decode_tokens_per_s=st.decode_tokens_per_s,
-            chunks=st.chunks,
-            chunk_gap_p50_s=st.chunk_gap_p50_s,
-            chunk_gap_p90_s=st.chunk_gap_p90_s,
-        )
+        out = StatsResult.from_chat(r)
 
         def ms(v: float | None) -> str:
             return f"{v * 1000:.0f} ms" if v is not None else "n/a"

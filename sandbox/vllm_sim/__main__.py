@@ -28,18 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--container-concurrency", type=int, default=None)
     p.add_argument("--zero-latency", action="store_true")
     a = p.parse_args(argv)
-    cfg = SimConfig(
-        served_model_name=a.served_model_name,
-        max_model_len=a.max_model_len,
-        max_num_seqs=a.max_num_seqs,
-        kv_cache_tokens=a.kv_cache_tokens,
-        ttft_base_s=a.ttft_base_s,
-        prefill_s_per_token=a.prefill_s_per_token,
-        itl_s=a.itl_s,
-        time_scale=a.time_scale,
-        container_concurrency=a.container_concurrency,
-        zero_latency=a.zero_latency,
-    )
+    # every option but where to listen is a SimConfig field of the same name
+    cfg = SimConfig.model_validate({k: v for k, v in vars(a).items() if k in SimConfig.model_fields})
     logging.basicConfig(level=logging.WARNING)
     uvicorn.run(
         VllmSim(cfg).app, host=a.host, port=a.port, log_level="warning", access_log=False, backlog=4096
