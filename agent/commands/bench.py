@@ -110,30 +110,30 @@ def bench(
     output_tokens: int = typer.Option(
         128, "--output-tokens", parser=bounded(int, 1, 131_072), help="Tokens generated per request."
     ),
-    requests: int = typer.Option(
+    requests_per_point: int = typer.Option(
         100,
         "--requests",
         "-n",
         parser=bounded(int, 1, 1_000_000),
         help="Requests per load point (upper bound).",
     ),
-    seconds: float = typer.Option(
+    seconds_per_point: float = typer.Option(
         60.0,
         "--seconds",
         parser=bounded(float, 0, 86_400, lo_open=True),
         help="Seconds per load point (upper bound).",
     ),
-    warmup: int = typer.Option(
+    warmup_requests: int = typer.Option(
         4, "--warmup", parser=bounded(int, 0, 10_000), help="Unrecorded warm-up requests."
     ),
     shared_prefix: bool = typer.Option(
         False, "--shared-prefix", help="Let prompts share a cacheable prefix."
     ),
-    exact: bool = typer.Option(
+    exact_prompt_lengths: bool = typer.Option(
         True, "--exact-lengths/--estimated-lengths", help="Trim prompts via /tokenize."
     ),
     slo: str | None = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms."),
-    timeout: float = typer.Option(
+    request_timeout_s: float = typer.Option(
         300.0,
         "--timeout",
         parser=bounded(float, 0, 3_600, lo_open=True),
@@ -157,8 +157,6 @@ def bench(
         return
     import asyncio
 
-    from pydantic import ValidationError
-
     from mcp_tools.bench import BenchConfig, run_benchmark
     from mcp_tools.bench.config import parse_float_list, parse_int_list, parse_slo
     from mcp_tools.settings import get_settings
@@ -178,36 +176,17 @@ def bench(
     rates = parse_float_list(rate, "--rate") if rate else []
     levels = parse_int_list(concurrency, "--concurrency")
 
-    def config_for(base_url: str) -> BenchConfig:
-        try:
-            return BenchConfig(
-                url=base_url,
-                model=model,
-                endpoint=endpoint,  # type: ignore[arg-type]
-                mode="rate" if rates else "concurrency",
-                concurrencies=levels,
-                rates=rates,
-                burstiness=burstiness,
-                max_concurrency=max_concurrency,
-                context_lengths=contexts,
-                output_tokens=output_tokens,
-                requests_per_point=requests,
-                seconds_per_point=seconds,
-                warmup_requests=warmup,
-                shared_prefix=shared_prefix,
-                exact_prompt_lengths=exact,
-                slo=parse_slo(slo),
-                request_timeout_s=timeout,
-                error_budget=error_budget,
-                stop_on_saturation=stop_on_saturation,
-                output_dir=output_dir,
-                label=label,
-                seed=seed,
-            )
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "options"
-            raise UserError(f"bench {where}: {first['msg']}") from None
+    def config_for(base_url: str) -> BenchConfig:  # the options named as BenchConfig fields, by name
+        return BenchConfig.from_params(
+            "bench",
+            ctx.params,
+            url=base_url,
+            mode="rate" if rates else "concurrency",
+            concurrencies=levels,
+            rates=rates,
+            context_lengths=contexts,
+            slo=parse_slo(slo),
+        )
 
     def run(base_url: str) -> Any:
         cfg = config_for(base_url)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from mcp_tools.bench.limits import MAX_CONCURRENCY, MAX_RATE
 from mcp_tools.errors import UserError
@@ -173,6 +174,19 @@ class BenchConfig(BaseModel):
         self.context_lengths = sorted(set(self.context_lengths))
         self.rates = sorted(set(self.rates))
         return self
+
+    @classmethod
+    def from_params(cls, what: str, params: Mapping[str, Any], **values: Any) -> BenchConfig:
+        """A run from a face's parameters by name (``gemma-sre bench``'s options, the MCP tool's
+        arguments): each one named as a field and not None, then ``values`` (what the face computed:
+        the URL, parsed lists). A bad value is one ``UserError`` naming ``what`` and the field."""
+        given = {k: v for k, v in params.items() if k in cls.model_fields and v is not None}
+        try:
+            return cls.model_validate({**given, **values})
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "options"
+            raise UserError(f"{what} {where}: {first['msg']}") from None
 
     def levels(self) -> list[float]:
         return (

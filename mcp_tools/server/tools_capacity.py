@@ -42,6 +42,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         """Load-test the vLLM endpoint: a sweep over concurrency and prompt length, with TTFT, inter-token
         latency, throughput (tokens from usage) and goodput per point. Bounded: at most 12 points and
         2000 requests; the full run (samples, CSV, charts) is written under the state directory."""
+        params = dict(locals())  # the arguments by name: output_tokens, requests_per_point, ...
         from mcp_tools.bench import engine as bench_engine
         from mcp_tools.bench.config import SLO, BenchConfig
 
@@ -57,22 +58,18 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         if not 1 <= output_tokens <= 4096:
             raise UserError("output_tokens must be from 1 to 4096")
         ep, info = await s.endpoint_for(service_name)
-        try:
-            config = BenchConfig(
-                url=info.url,
-                concurrencies=conc,
-                context_lengths=lengths,
-                output_tokens=output_tokens,
-                requests_per_point=requests_per_point,
-                seconds_per_point=seconds_per_point,
-                warmup_requests=min(2, requests_per_point),
-                slo=SLO(ttft_s=ttft_slo_ms / 1000) if ttft_slo_ms else SLO(),
-                output_dir=s.settings.state_dir / "bench-runs",
-                label=info.service or "endpoint",
-                request_timeout_s=max(30.0, s.settings.http_timeout_s),
-            )
-        except ValueError as e:
-            raise UserError(f"benchmark settings: {e}") from None
+        config = BenchConfig.from_params(
+            "run_benchmark",
+            params,
+            url=info.url,
+            concurrencies=conc,
+            context_lengths=lengths,
+            warmup_requests=min(2, requests_per_point),
+            slo=SLO(ttft_s=ttft_slo_ms / 1000) if ttft_slo_ms else SLO(),
+            output_dir=s.settings.state_dir / "bench-runs",
+            label=info.service or "endpoint",
+            request_timeout_s=max(30.0, s.settings.http_timeout_s),
+        )
         provider = None
         if ep.wants_id_token():
             from mcp_tools.endpoint import ID_TOKENS
