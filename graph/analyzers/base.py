@@ -12,6 +12,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
@@ -83,6 +84,15 @@ _HAS_DIGIT = re.compile(
 
 #: Severities that give advice: a line at one of them reports no failure of its own.
 ADVICE = frozenset({"WARNING", "DEBUG"})
+
+
+class Window(TypedDict, total=False):
+    """Where ``LogView.grep`` / ``first`` / ``last`` look: lines with ``after`` < n < ``before``;
+    ``prefilter``, the digit-free gate ``LogView.matching`` takes."""
+
+    after: int
+    before: int | None
+    prefilter: re.Pattern[str] | None
 
 
 class LogView:
@@ -170,41 +180,22 @@ class LogView:
             self._cache[key] = hit = (out, [ln.n for ln in out])
         return hit
 
-    def grep(
-        self,
-        pattern: re.Pattern[str],
-        *,
-        after: int = 0,
-        before: int | None = None,
-        prefilter: re.Pattern[str] | None = None,
-    ) -> Iterator[Line]:
+    def grep(self, pattern: re.Pattern[str], **where: Unpack[Window]) -> Iterator[Line]:
         """Lines whose text matches, optionally only those with after < n < before."""
-        lines, nums = self.matching(pattern, prefilter)
+        after, before = where.get("after", 0), where.get("before")
+        lines, nums = self.matching(pattern, where.get("prefilter"))
         i = bisect_right(nums, after) if after else 0
         for ln in lines[i:]:
             if before is not None and ln.n >= before:
                 break
             yield ln
 
-    def first(
-        self,
-        pattern: re.Pattern[str],
-        *,
-        after: int = 0,
-        before: int | None = None,
-        prefilter: re.Pattern[str] | None = None,
-    ) -> Line | None:
-        return next(self.grep(pattern, after=after, before=before, prefilter=prefilter), None)
+    def first(self, pattern: re.Pattern[str], **where: Unpack[Window]) -> Line | None:
+        return next(self.grep(pattern, **where), None)
 
-    def last(
-        self,
-        pattern: re.Pattern[str],
-        *,
-        after: int = 0,
-        before: int | None = None,
-        prefilter: re.Pattern[str] | None = None,
-    ) -> Line | None:
-        lines, nums = self.matching(pattern, prefilter)
+    def last(self, pattern: re.Pattern[str], **where: Unpack[Window]) -> Line | None:
+        after, before = where.get("after", 0), where.get("before")
+        lines, nums = self.matching(pattern, where.get("prefilter"))
         idx = bisect_left(nums, before) if before is not None else len(lines)
         if idx > 0 and lines[idx - 1].n > after:
             return lines[idx - 1]

@@ -425,34 +425,28 @@ def quantization_from_config(qc: dict[str, Any]) -> Quantization:
 # What transformers fills in for keys a published config.json omits: the defaults of each model
 # type's config class (``transformers/models/<type>/configuration_<type>.py``). Only the keys the
 # planner reads; a sub-config without a model_type takes its parent's text model type.
+#: Gemma2Config (its 2B shape).
+_GEMMA2_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 256_000,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": True,
+    "sliding_window": 4096,
+}
 TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
-    # Gemma3TextConfig
+    # Gemma3TextConfig: Gemma2Config's shape, with its own vocabulary, context and local/global pattern
     "gemma3_text": {
+        **_GEMMA2_DEFAULTS,
         "vocab_size": 262_208,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
         "max_position_embeddings": 131_072,
-        "tie_word_embeddings": True,
-        "sliding_window": 4096,
         "sliding_window_pattern": 6,
     },
-    # Gemma2Config
-    "gemma2": {
-        "vocab_size": 256_000,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "max_position_embeddings": 8192,
-        "tie_word_embeddings": True,
-        "sliding_window": 4096,
-    },
+    "gemma2": dict(_GEMMA2_DEFAULTS),
     # GemmaConfig
     "gemma": {
         "vocab_size": 256_000,
