@@ -282,8 +282,9 @@ def main() -> None:
         _, ours_ttft1 = asyncio.run(ours(url, args.ttft_requests, 1, args.output_tokens))
         raw1 = asyncio.run(raw_ttft("127.0.0.1", port, args.ttft_requests, args.output_tokens))
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        from tests.processes import stop
+
+        stop(server)
 
     print()
     print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

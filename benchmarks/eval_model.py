@@ -166,12 +166,9 @@ def serve(name: str, gguf: Path, n_ctx: int, log_dir: Path, threads: int = 1) ->
             time.sleep(1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        from tests.processes import stop
+
+        stop(proc, wait_s=30)
         log.close()
 
 

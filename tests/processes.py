@@ -16,6 +16,16 @@ from tests.mcp_client import ROOT
 from tests.scripted_openai import free_port
 
 
+def stop(p: subprocess.Popen[Any], wait_s: float = 10) -> None:
+    """End ``p``: terminate it, and kill it if it has not exited within ``wait_s`` seconds."""
+    p.terminate()
+    try:
+        p.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 @contextmanager
 def serving(
     cmd: list[str], port: int, *, env: dict[str, str] | None = None, wait_s: float = 30
@@ -36,12 +46,7 @@ def serving(
             time.sleep(0.05)
         yield
     finally:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop(p)
         if p.stderr:
             p.stderr.close()
 
@@ -67,8 +72,7 @@ def announcing(
             said.append(lines.get(timeout=wait_s))
         yield p, "".join(said)
     finally:
-        p.terminate()
-        p.wait(timeout=10)
+        stop(p)
 
 
 @contextmanager
