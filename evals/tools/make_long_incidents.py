@@ -223,7 +223,12 @@ def _incident(
 
 
 def _expects(category: str, kinds: list[str], evidence: str, forbidden: list[str]) -> dict[str, Any]:
-    return {"category": category, "remediation_kinds": kinds, "evidence": [evidence], "forbidden_kinds": forbidden}
+    return {
+        "category": category,
+        "remediation_kinds": kinds,
+        "evidence": [evidence],
+        "forbidden_kinds": forbidden,
+    }
 
 
 def build_weights_oom(rng: random.Random) -> dict[str, Any]:
@@ -248,7 +253,9 @@ def build_weights_oom(rng: random.Random) -> dict[str, Any]:
         "a bf16 rollout OOMs while loading weights, buried in 3,000 lines of traffic and a traceback",
         " from real vLLM V1 and Cloud Run wording (https://github.com/vllm-project/vllm/issues/28143)",
         logs,
-        _expects("weights_oom", ["set_model", "set_vllm_args"], "CUDA out of memory", ["restart", "set_scaling"]),
+        _expects(
+            "weights_oom", ["set_model", "set_vllm_args"], "CUDA out of memory", ["restart", "set_scaling"]
+        ),
         service,
     )
 
@@ -301,7 +308,9 @@ def build_engine_crash(rng: random.Random) -> dict[str, Any]:
         "an illegal memory access kills the engine mid-traffic, followed by 500s and a traceback",
         " from the wording of https://github.com/vllm-project/vllm/issues/28028",
         logs,
-        _expects("engine_crash", ["restart", "rollback"], "illegal memory access", ["set_resources", "set_model"]),
+        _expects(
+            "engine_crash", ["restart", "rollback"], "illegal memory access", ["set_resources", "set_model"]
+        ),
     )
 
 
@@ -350,7 +359,10 @@ def build_host_memory(rng: random.Random) -> dict[str, Any]:
         "; Cloud Run wording from https://tappass-docs-internal.pages.dev/runbooks/oom-crashloop/",
         logs,
         _expects(
-            "host_memory_exceeded", ["set_resources"], "Memory limit of 16384 MiB exceeded", ["set_probe", "restart"]
+            "host_memory_exceeded",
+            ["set_resources"],
+            "Memory limit of 16384 MiB exceeded",
+            ["set_probe", "restart"],
         ),
         dict(SERVICE, cpu=4, memory="16Gi"),
     )

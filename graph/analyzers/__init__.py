@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 Analyzer = Callable[[Observation], list[Finding]]
 
 #: Every analyzer, by failure family (``graph.analyzers.<family>.analyze``; healthy and unknown have none).
+_NONE = (Category.HEALTHY, Category.UNKNOWN)
 ANALYZERS: list[tuple[str, Analyzer]] = [
-    (c.value, fn) for c, fn in per_family(__name__, "analyze", skip=(Category.HEALTHY, Category.UNKNOWN)).items()
+    (c.value, fn) for c, fn in per_family(__name__, "analyze", skip=_NONE).items()
 ]
 
 

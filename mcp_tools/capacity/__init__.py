@@ -81,6 +81,7 @@ __all__ = [
     "parse_vllm_args",
     "parse_vllm_startup",
     "plan_capacity",
+    "plan_request",
     "resolve_gpu",
     "resolve_model",
     "spec_from_config",
