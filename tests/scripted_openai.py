@@ -57,6 +57,17 @@ def answer(obj: Any) -> dict[str, Any]:
     return {"content": json.dumps(obj)}
 
 
+def diagnosis_reply(
+    category: str = "weights_oom",
+    summary: str = "The bf16 weights do not fit.",
+    evidence: list[int] | None = None,
+    confidence: float = 0.9,
+) -> dict[str, Any]:
+    """A model's diagnosis as a text reply (the SPEC section 4 shape; ``evidence``: cited line numbers)."""
+    doc = {"category": category, "confidence": confidence, "summary": summary, "evidence": evidence or []}
+    return answer(doc)
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (for "unreachable" tests and servers run as processes)."""
     import socket

@@ -93,15 +93,10 @@ def test_a_cycle_that_cannot_read_the_service_exits_1(cli: Any, monkeypatch: pyt
 
 
 def test_demo_with_a_model_url_uses_the_model(cli: Any) -> None:
-    from tests.scripted_openai import ScriptedOpenAI
+    from tests.scripted_openai import ScriptedOpenAI, diagnosis_reply
 
-    answer = {
-        "category": "weights_oom",
-        "confidence": 0.9,
-        "summary": "The bf16 weights of the 12B model do not fit one L4.",
-        "evidence": [],
-    }
-    with ScriptedOpenAI([{"content": json.dumps(answer)}], model="gemma-under-test") as model:
+    reply = diagnosis_reply(summary="The bf16 weights of the 12B model do not fit one L4.")
+    with ScriptedOpenAI([reply], model="gemma-under-test") as model:
         r = cli("demo", "--yes", "--model-url", model.url)
         assert model.requests, "the model was asked"
     assert r.returncode == 0, r.stderr

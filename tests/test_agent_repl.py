@@ -309,16 +309,11 @@ def test_cli_repl_on_the_sandbox_plans_and_applies_after_y(tmp_path: Path) -> No
 @pytest.mark.slow  # end to end: the REPL process on a sandbox, asking the user's model
 def test_repl_on_the_sandbox_uses_the_model_the_settings_name(tmp_path: Path) -> None:
     """``repl --sandbox`` with GEMMA_SRE_MODEL_URL set asks that model (issue 15: it never did)."""
-    from tests.scripted_openai import ScriptedOpenAI, answer
+    from tests.scripted_openai import ScriptedOpenAI, diagnosis_reply
 
-    reply = {
-        "category": "weights_oom",
-        "confidence": 0.9,
-        "summary": "The weights do not fit.",
-        "evidence": [],
-    }
+    reply = diagnosis_reply(summary="The weights do not fit.")
     with (
-        ScriptedOpenAI([answer(reply)], model="gemma-from-settings") as srv,
+        ScriptedOpenAI([reply], model="gemma-from-settings") as srv,
         repl_on_a_pty(tmp_path, ["--sandbox"], GEMMA_SRE_MODEL_URL=srv.root) as child,
     ):
         child.sendline("/diagnose")

@@ -466,18 +466,11 @@ def test_sandbox_journal_counts_unapproved_mutations() -> None:
 def test_model_url_and_repeat_report_pass_at_k_and_prompt_tokens(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from tests.scripted_openai import ScriptedOpenAI, answer
+    from tests.scripted_openai import ScriptedOpenAI, diagnosis_reply
 
     name = "l4-gemma4-12b-bf16-weights-oom.yaml"
     _write(tmp_path, name, (LIBRARY_DIR / name).read_text(encoding="utf-8"))
-    reply = answer(
-        {
-            "category": "weights_oom",
-            "confidence": 0.9,
-            "summary": "The bf16 weights do not fit.",
-            "evidence": [9],
-        }
-    )
+    reply = diagnosis_reply(evidence=[9])
     with ScriptedOpenAI([reply]) as script:
         url = script.root
         code, out, err = _cli(
