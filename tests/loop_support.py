@@ -4,11 +4,23 @@
 polls and back-offs, and with a canary that measures a few short requests per step and holds no step:
 the steps and their judgement are tested, not the production wait (``canary_hold_s`` 30 s per step).
 A test about the hold passes its own ``canary_hold_s``.
+
+``loop_on(scenario)`` (a fixture) starts a sandbox running ``scenario`` and gives the configuration the
+CLI's ``--sandbox`` builds for it (every service of its project), as ``(sandbox, configuration)``::
+
+    from sandbox.testing import sandbox_factory  # noqa: F401  (fixture, which loop_on uses)
+    from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
+
+    def test_x(loop_on: LoopOn) -> None:  # noqa: F811
+        sb, cfg = loop_on("reference-weights-oom")
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from graph import audit
 from graph.config import Configuration
@@ -18,6 +30,20 @@ from mcp_tools.settings import get_settings
 FAST_CANARY: dict[str, Any] = dict(
     canary_requests=6, canary_concurrency=3, canary_output_tokens=4, canary_hold_s=0.0
 )
+
+
+LoopOn = Callable[..., tuple[Any, Configuration]]
+
+
+@pytest.fixture
+def loop_on(sandbox_factory: Callable[..., Any]) -> LoopOn:
+    def start(scenario: str, **sandbox: Any) -> tuple[Any, Configuration]:
+        from agent.commands.repl import sandbox_configuration
+
+        sb = sandbox_factory(scenario=scenario, **sandbox)
+        return sb, sandbox_configuration(sb, service=None)
+
+    return start
 
 
 def service_of(sb: Any) -> str:

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from agent.commands.repl import sandbox_configuration
 from agent.incidents_tracker import TrackerStore
 from agent.watch import Watcher, parse_interval
 from graph.runner import resume_cycle
 from mcp_tools.errors import UserError
 from sandbox.serve import start_in_thread
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -51,12 +51,11 @@ def test_parse_interval() -> None:
 
 
 def test_incident_start_approval_fix_resolution_with_restart_and_webhook(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
+    loop_on: LoopOn,  # noqa: F811
     receiver: tuple[list[dict[str, Any]], str],
 ) -> None:
     got, url = receiver
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    cfg = sandbox_configuration(sb, service=None)
+    sb, cfg = loop_on("reference-weights-oom")
     w = Watcher(cfg, webhook=url)
     store = w.store
 
@@ -134,11 +133,11 @@ def test_a_read_only_watch_runs_one_cycle_and_reports_the_incident_from_it(
 @pytest.mark.slow  # several real cycles on a sandbox
 def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
     tmp_path: Path,
-    sandbox_factory: Callable[..., Any],  # noqa: F811
+    loop_on: LoopOn,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sb = sandbox_factory(scenario="healthy")
-    cfg = sandbox_configuration(sb, service=None).model_copy(update={"retries": 1})
+    sb, cfg = loop_on("healthy")
+    cfg = cfg.model_copy(update={"retries": 1})
     w = Watcher(cfg)
     seen: list[Any] = []
     sleeps: list[float] = []

@@ -22,6 +22,7 @@ from graph.runner import resume_cycle, run_cycle, stream_cycle, thread_result
 from mcp_tools.incident import LogLine
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
 
 
 def _reports() -> list[str]:
@@ -29,11 +30,8 @@ def _reports() -> list[str]:
     return sorted(p.name for p in d.glob("*")) if d.exists() else []
 
 
-def test_after_a_verified_fix_every_later_cycle_is_healthy(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-) -> None:
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    cfg = sandbox_configuration(sb, service=None)
+def test_after_a_verified_fix_every_later_cycle_is_healthy(loop_on: LoopOn) -> None:  # noqa: F811
+    sb, cfg = loop_on("reference-weights-oom")
     first = run_cycle(cfg)
     assert first.waiting and first.values["diagnosis"]["category"] == "weights_oom"
     failed = first.values["observation_summary"]["latest_created_revision"]

@@ -19,6 +19,7 @@ from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.conftest import ROOT, CliResult
+from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
 
 
 def _mutations(sb: Any) -> list[Any]:
@@ -28,11 +29,8 @@ def _mutations(sb: Any) -> list[Any]:
 # --- a fix that is not a fix -----------------------------------------------------------------------
 
 
-def test_a_failed_rollout_that_never_took_the_traffic_is_history_not_a_rollback(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-) -> None:
-    sb = sandbox_factory(scenario="weights-oom-with-good-revision")
-    cfg = sandbox_configuration(sb, service=None)
+def test_a_failed_rollout_that_never_took_the_traffic_is_history_not_a_rollback(loop_on: LoopOn) -> None:  # noqa: F811
+    sb, cfg = loop_on("weights-oom-with-good-revision")
     first = run_cycle(cfg)
     summary = first.values["observation_summary"]
     failed, serving = summary["latest_created_revision"], summary["latest_ready_revision"]
@@ -263,13 +261,12 @@ def test_diagnose_shows_why_each_option_fails_preflight(cli: Callable[..., CliRe
 # --- the incident report -----------------------------------------------------------------------------
 
 
-def test_the_report_is_one_an_on_call_engineer_can_hand_on(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
+def test_the_report_is_one_an_on_call_engineer_can_hand_on(loop_on: LoopOn) -> None:  # noqa: F811
     from urllib.parse import unquote
 
     from graph.runner import resume_cycle
 
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    cfg = sandbox_configuration(sb, service=None)
+    sb, cfg = loop_on("reference-weights-oom")
     first = _pending(sb)
     done = resume_cycle(first.thread_id, decision="approve", approver="oncall", live=cfg)
     assert done.status == "fixed", done.summary
@@ -318,13 +315,10 @@ def test_the_report_is_one_an_on_call_engineer_can_hand_on(sandbox_factory: Call
     assert "[Cloud Logging query for the observed window](https://console.cloud.google.com/logs/query;" in md
 
 
-def test_the_report_records_the_option_a_person_chose(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-) -> None:
+def test_the_report_records_the_option_a_person_chose(loop_on: LoopOn) -> None:  # noqa: F811
     from graph.runner import resume_cycle
 
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    cfg = sandbox_configuration(sb, service=None)
+    sb, cfg = loop_on("reference-weights-oom")
     first = _pending(sb)
     offered = next(o for o in first.pending.options if o.offered)
     other = next(o for o in first.pending.options if o.ok and not o.offered)
