@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.commands.repl import sandbox_configuration
 from graph import audit
 from graph.observation import Observation
@@ -19,12 +21,7 @@ from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.conftest import ROOT, CliResult
-from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
-
-
-def _mutations(sb: Any) -> list[Any]:
-    return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
-
+from tests.loop_support import LoopOn, loop_on, mutations  # noqa: F401  (fixture)
 
 # --- a fix that is not a fix -----------------------------------------------------------------------
 
@@ -43,7 +40,7 @@ def test_a_failed_rollout_that_never_took_the_traffic_is_history_not_a_rollback(
 
     second = run_cycle(cfg)  # the next cycle: the same, nothing proposed, nothing changed
     assert second.status == "healthy" and not second.values.get("options")
-    assert _mutations(sb) == []
+    assert mutations(sb) == []
 
 
 def test_a_rollback_to_the_revision_that_already_serves_is_never_proposed() -> None:
@@ -66,10 +63,17 @@ def test_a_rollback_to_the_revision_that_already_serves_is_never_proposed() -> N
 # --- choosing another option -------------------------------------------------------------------------
 
 
-def _pending(sb: Any) -> Any:
-    res = run_cycle(sandbox_configuration(sb, service=None))
+Pending = tuple[Any, Any, Any]
+
+
+@pytest.fixture
+def pending(loop_on: LoopOn) -> Pending:  # noqa: F811
+    """The reference weights-OOM sandbox after one cycle that waits for approval: (sandbox,
+    configuration, the cycle's result)."""
+    sb, cfg = loop_on("reference-weights-oom")
+    res = run_cycle(cfg)
     assert res.waiting and res.pending is not None
-    return res
+    return sb, cfg, res
 
 
 def _decisions(thread_id: str) -> list[Any]:
@@ -85,11 +89,9 @@ def _approvals() -> list[Any]:
 
 
 def test_approve_option_n_applies_that_option_and_refuses_one_that_failed_preflight(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    cli: Callable[..., CliResult],
+    pending: Pending, cli: Callable[..., CliResult]
 ) -> None:
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    first = _pending(sb)
+    sb, _, first = pending
     options = first.pending.options
     offered = next(o for o in options if o.offered)
     failed = next(o for o in options if not o.ok)
@@ -107,7 +109,7 @@ def test_approve_option_n_applies_that_option_and_refuses_one_that_failed_prefli
         assert r.returncode == 2, r
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and why in lines[0] and "Traceback" not in r.stderr
-    assert _decisions(first.thread_id) == [] and _approvals() == [] and _mutations(sb) == []
+    assert _decisions(first.thread_id) == [] and _approvals() == [] and mutations(sb) == []
 
     r = cli("approve", first.thread_id, "--option", str(other.rank), "--json")
     assert r.returncode == 0, r.stderr
@@ -118,7 +120,7 @@ def test_approve_option_n_applies_that_option_and_refuses_one_that_failed_prefli
     assert done.values["preflight"]["option"] == other.rank
     plan = RemediationPlan.model_validate(done.values["plan"])
     assert plan_text(plan) == other.steps
-    (write,) = _mutations(sb)
+    (write,) = mutations(sb)
     assert write.model_dump().get("approval") in audit.approved_ids(get_settings().state_dir)
     live = sb.state()["services"]
     assert any(other.steps.split("gpu_type=")[-1].split()[0] in json.dumps(s) for s in live.values())
@@ -127,7 +129,7 @@ def test_approve_option_n_applies_that_option_and_refuses_one_that_failed_prefli
     assert rec.plan_key == first.pending.plan_key
     assert rec.approval_id == done.values["approval"]["approval_id"]
     again = cli("approve", first.thread_id, "--option", str(offered.rank), "--json")
-    assert json.loads(again.stdout)["status"] == "already_decided" and len(_mutations(sb)) == 1
+    assert json.loads(again.stdout)["status"] == "already_decided" and len(mutations(sb)) == 1
 
 
 def test_the_repl_approves_another_option(sandbox_factory: Callable[..., Any]) -> None:  # noqa: F811
@@ -147,11 +149,9 @@ def test_the_repl_approves_another_option(sandbox_factory: Callable[..., Any]) -
 
 
 def test_approve_refuses_a_service_that_cannot_be_reached_and_records_nothing(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    cli: Callable[..., CliResult],
+    pending: Pending, cli: Callable[..., CliResult]
 ) -> None:
-    sb = sandbox_factory(scenario="reference-weights-oom")
-    first = _pending(sb)
+    sb, _, first = pending
     sb.stop()  # the sandbox is gone: its API endpoint refuses connections
     t0 = time.monotonic()
     r = cli("approve", first.thread_id)
@@ -261,13 +261,12 @@ def test_diagnose_shows_why_each_option_fails_preflight(cli: Callable[..., CliRe
 # --- the incident report -----------------------------------------------------------------------------
 
 
-def test_the_report_is_one_an_on_call_engineer_can_hand_on(loop_on: LoopOn) -> None:  # noqa: F811
+def test_the_report_is_one_an_on_call_engineer_can_hand_on(pending: Pending) -> None:
     from urllib.parse import unquote
 
     from graph.runner import resume_cycle
 
-    sb, cfg = loop_on("reference-weights-oom")
-    first = _pending(sb)
+    sb, cfg, first = pending
     done = resume_cycle(first.thread_id, decision="approve", approver="oncall", live=cfg)
     assert done.status == "fixed", done.summary
     doc = json.loads(Path(done.report["json"]).read_text())
@@ -315,11 +314,10 @@ def test_the_report_is_one_an_on_call_engineer_can_hand_on(loop_on: LoopOn) -> N
     assert "[Cloud Logging query for the observed window](https://console.cloud.google.com/logs/query;" in md
 
 
-def test_the_report_records_the_option_a_person_chose(loop_on: LoopOn) -> None:  # noqa: F811
+def test_the_report_records_the_option_a_person_chose(pending: Pending) -> None:
     from graph.runner import resume_cycle
 
-    sb, cfg = loop_on("reference-weights-oom")
-    first = _pending(sb)
+    sb, cfg, first = pending
     offered = next(o for o in first.pending.options if o.offered)
     other = next(o for o in first.pending.options if o.ok and not o.offered)
     done = resume_cycle(first.thread_id, decision="approve", approver="oncall", live=cfg, option=other.rank)
