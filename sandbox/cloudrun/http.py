@@ -90,6 +90,11 @@ def _page(items: list[dict[str, Any]], q: dict[str, str], key: str) -> dict[str,
     return out
 
 
+def _delete_options(q: dict[str, str]) -> dict[str, Any]:
+    """A delete's query parameters (services.delete, revisions.delete): ``etag``, ``validateOnly``."""
+    return {"etag": q.get("etag"), "validate_only": _bool(q, "validateOnly")}
+
+
 async def json_body(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
@@ -120,11 +125,12 @@ async def handle(
             creator=creator,
         )
         return JSONResponse(op)
+    # args: the resource's path, (project, location, service[, revision]), as the backend takes it
     if kind == "service":
-        project, location, service = args
         if method == "GET":
-            return JSONResponse(backend.get_service(project, location, service))
+            return JSONResponse(backend.get_service(*args))
         if method == "PATCH":
+            project, location, service = args
             body = await json_body(request)
             op = await asyncio.to_thread(
                 backend.update_service,
@@ -138,28 +144,13 @@ async def handle(
                 creator=creator,
             )
             return JSONResponse(op)
-        return JSONResponse(
-            backend.delete_service(
-                project, location, service, etag=q.get("etag"), validate_only=_bool(q, "validateOnly")
-            )
-        )
+        return JSONResponse(backend.delete_service(*args, **_delete_options(q)))
     if kind == "revisions":
-        project, location, service = args
-        return JSONResponse(_page(backend.list_revisions(project, location, service), q, "revisions"))
+        return JSONResponse(_page(backend.list_revisions(*args), q, "revisions"))
     if kind == "revision":
-        project, location, service, revision = args
         if method == "GET":
-            return JSONResponse(backend.get_revision(project, location, service, revision))
-        return JSONResponse(
-            backend.delete_revision(
-                project,
-                location,
-                service,
-                revision,
-                etag=q.get("etag"),
-                validate_only=_bool(q, "validateOnly"),
-            )
-        )
+            return JSONResponse(backend.get_revision(*args))
+        return JSONResponse(backend.delete_revision(*args, **_delete_options(q)))
     if kind == "operations":
         project, location = args
         return JSONResponse(_page(backend.list_operations(project, location), q, "operations"))
