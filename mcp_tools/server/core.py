@@ -45,6 +45,12 @@ class SharedResult(BaseModel):
         return copy.deepcopy(schema)
 
 
+def check_range(name: str, value: float, lo: float, hi: float) -> None:
+    """A tool argument outside ``lo``..``hi`` (inclusive) is one clear error that names it."""
+    if not lo <= value <= hi:
+        raise UserError(f"{name} must be from {lo} to {hi}, not {value}")
+
+
 def bounded(text: str, limit: int = MAX_TEXT_CHARS, more: str = "") -> str:
     """``text`` cut to ``limit`` characters, saying how much was left out and how to get it."""
     if len(text) <= limit:

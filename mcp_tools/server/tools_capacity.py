@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools.capacity.plan import CapacityPlan
 from mcp_tools.errors import UserError
-from mcp_tools.server.core import READ_ONLY, result, tool
+from mcp_tools.server.core import READ_ONLY, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -53,10 +53,8 @@ def register(mcp: FastMCP, state: ServerState) -> None:
             raise UserError(f"{points} load points asked for; at most 12 (concurrencies x context_lengths)")
         if not 1 <= requests_per_point <= 500 or points * requests_per_point > 2000:
             raise UserError("requests_per_point must be from 1 to 500, and at most 2000 requests in all")
-        if not 1 <= seconds_per_point <= 300:
-            raise UserError("seconds_per_point must be from 1 to 300")
-        if not 1 <= output_tokens <= 4096:
-            raise UserError("output_tokens must be from 1 to 4096")
+        check_range("seconds_per_point", seconds_per_point, 1, 300)
+        check_range("output_tokens", output_tokens, 1, 4096)
         ep, info = await s.endpoint_for(service_name)
         config = BenchConfig.from_params(
             "run_benchmark",

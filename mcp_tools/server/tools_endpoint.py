@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.metrics import VllmMetrics
-from mcp_tools.server.core import READ_ONLY, SharedResult, result, tool
+from mcp_tools.server.core import READ_ONLY, SharedResult, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 if TYPE_CHECKING:
@@ -196,15 +196,13 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
     def _check_prompt(prompt: str, max_tokens: int) -> None:
         if not prompt or not prompt.strip():
             raise UserError("prompt is empty")
-        if not 1 <= max_tokens <= 8192:
-            raise UserError(f"max_tokens must be from 1 to 8192, not {max_tokens}")
+        check_range("max_tokens", max_tokens, 1, 8192)
 
     async def _query(
         service_name: str | None, prompt: str, max_tokens: int, temperature: float
     ) -> QueryResult:
         _check_prompt(prompt, max_tokens)
-        if not 0.0 <= temperature <= 2.0:
-            raise UserError(f"temperature must be from 0 to 2, not {temperature}")
+        check_range("temperature", temperature, 0, 2)
         ep, _ = await s.endpoint_for(service_name)
         r = await ep.chat(
             [{"role": "user", "content": prompt}],

@@ -11,7 +11,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import ExternalError, UserError
-from mcp_tools.server.core import READ_ONLY, result, tool
+from mcp_tools.server.core import READ_ONLY, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 
@@ -60,8 +60,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
     ) -> LogsResult:
         from mcp_tools.logs import compress_logs
 
-        if not 200 <= budget_tokens <= 16000:
-            raise UserError("budget_tokens must be from 200 to 16000")
+        check_range("budget_tokens", budget_tokens, 200, 16000)
         name = s.service_name(service_name)
         lines = await asyncio.to_thread(
             s.cloudlogging.list_entries,

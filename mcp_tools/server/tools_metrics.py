@@ -10,8 +10,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from mcp_tools.errors import UserError
-from mcp_tools.server.core import READ_ONLY, result, tool
+from mcp_tools.server.core import READ_ONLY, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 MAX_WINDOW_MIN = 24 * 60
@@ -61,10 +60,8 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         (at most 240 per series). 'series' picks keys (default: all)."""
         from mcp_tools.monitoring import parse_keys, read_series, summarize
 
-        if not 1 <= window_minutes <= MAX_WINDOW_MIN:
-            raise UserError(f"window_minutes must be from 1 to {MAX_WINDOW_MIN}")
-        if not 60 <= period_seconds <= 3600:
-            raise UserError("period_seconds must be from 60 to 3600")
+        check_range("window_minutes", window_minutes, 1, MAX_WINDOW_MIN)
+        check_range("period_seconds", period_seconds, 60, 3600)
         keys = [m.key for m in parse_keys(series)] if series else None
         name = s.service_name(service_name)
         got = await asyncio.to_thread(

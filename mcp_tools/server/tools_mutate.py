@@ -19,7 +19,7 @@ from mcp_tools.errors import NotFoundError, UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
 from mcp_tools.server.confirm import digest
-from mcp_tools.server.core import MUTATING, SharedResult, result, tool
+from mcp_tools.server.core import MUTATING, SharedResult, check_range, result, tool
 from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
@@ -249,8 +249,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         name = s.service_name(service_name)
         if not model_path or not model_path.strip():
             raise UserError("model_path is required (a folder in the bucket or a Hugging Face repo id)")
-        if not 0.1 <= gpu_memory_utilization <= 0.99:
-            raise UserError(f"gpu_memory_utilization must be from 0.1 to 0.99, not {gpu_memory_utilization}")
+        check_range("gpu_memory_utilization", gpu_memory_utilization, 0.1, 0.99)
         scaling = {"min_instances": min_instances, "max_instances": max_instances, "concurrency": concurrency}
         apply_step(ServiceSpec(name=name), PlanStep(kind=RemediationKind.SET_SCALING, change=scaling))
         from_bucket = bool(bucket_name)

@@ -10,9 +10,8 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel
 
 from mcp_tools.cloudrun import RevisionInfo, ServiceInfo
-from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
-from mcp_tools.server.core import READ_ONLY, result, tool
+from mcp_tools.server.core import READ_ONLY, check_range, result, tool
 from mcp_tools.server.state import EndpointResult, ServerState
 
 
@@ -75,8 +74,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         service_name: str | None = None, max_revisions: int = 10
     ) -> Annotated[CallToolResult, StatusResult]:
         """The Cloud Run service: readiness, URL, traffic, conditions, revisions (newest first) and spec."""
-        if not 1 <= max_revisions <= 100:
-            raise UserError("max_revisions must be from 1 to 100")
+        check_range("max_revisions", max_revisions, 1, 100)
         name = s.service_name(service_name)
         info = await s.get_service(name, with_revisions=True)
         extra = max(0, len(info.revisions) - max_revisions)
@@ -91,8 +89,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         service_name: str | None = None, limit: int = 20
     ) -> Annotated[CallToolResult, RevisionsResult]:
         """The service's revisions, newest first, with readiness, failure messages and traffic share."""
-        if not 1 <= limit <= 100:
-            raise UserError("limit must be from 1 to 100")
+        check_range("limit", limit, 1, 100)
         name = s.service_name(service_name)
         revs = await asyncio.to_thread(s.cloudrun.list_revisions, name, limit=limit + 1)
         more = None
