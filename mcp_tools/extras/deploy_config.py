@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -248,20 +249,28 @@ def _resolve_model(model: str | None) -> str:
     return validate_model_id(value)
 
 
+#: The vLLM serving flags both generators take, by their parameter names (and ``extra_args``).
+_SERVING = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "served_model_name",
+    "max_num_seqs",
+    "quantization",
+    "kv_cache_dtype",
+    "dtype",
+    "extra_args",
+)
+
+
 def _vllm_args(
-    model_path: str,
-    *,
-    port: int,
-    max_model_len: int,
-    gpu_memory_utilization: float,
-    served_model_name: str | None,
-    max_num_seqs: int | None,
-    quantization: str | None,
-    kv_cache_dtype: str | None,
-    dtype: str | None,
-    tensor_parallel_size: int,
-    extra_args: list[str],
+    model_path: str, params: Mapping[str, Any], *, port: int, tensor_parallel_size: int, **override: Any
 ) -> list[str]:
+    """The ``vllm serve`` arguments from a generator's parameters by name (``_SERVING``), each checked;
+    ``override`` takes the place of any of them."""
+    given = {**{k: params[k] for k in _SERVING}, **override}
+    max_model_len, gpu_memory_utilization, served_model_name = (given[k] for k in _SERVING[:3])
+    max_num_seqs, quantization, kv_cache_dtype, dtype = (given[k] for k in _SERVING[3:7])
+    extra_args = _check_extra_args(given["extra_args"])
     _check_int(max_model_len, "max_model_len", 16, 10_000_000)
     if (
         isinstance(gpu_memory_utilization, bool)
@@ -334,6 +343,7 @@ def get_vllm_deployment_config(
     ``bucket`` is given (``weights_path`` defaults to the model's name), else from the Hugging Face
     hub with the token from Secret Manager (``hf_token_secret``; ``None`` leaves it out).
     """
+    params = dict(locals())  # the arguments by name: the serving flags _vllm_args reads
     settings = get_settings()
     model_id = _resolve_model(model)
     service_name = validate_service_name(service or settings.service or "vllm")
@@ -395,17 +405,7 @@ def get_vllm_deployment_config(
         _check_served_name(served)
 
     vllm_args = _vllm_args(
-        model_path,
-        port=DEFAULT_PORT,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        served_model_name=served,
-        max_num_seqs=max_num_seqs,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        tensor_parallel_size=1,
-        extra_args=_check_extra_args(extra_args),
+        model_path, params, port=DEFAULT_PORT, tensor_parallel_size=1, served_model_name=served
     )
 
     argv = ["gcloud", "run", "deploy", service_name, f"--image={image}", f"--region={region_name}"]
@@ -518,6 +518,7 @@ def get_vllm_gpu_deployment_config(
     model_load_time_s: int = 300,
 ) -> GkeDeploymentConfig:
     """A GKE GPU node pool command and the vLLM Deployment + Service manifests (as YAML text)."""
+    params = dict(locals())  # the arguments by name: the serving flags _vllm_args reads
     settings = get_settings()
     model_id = _resolve_model(model)
     cluster = validate_rfc1035(cluster, "cluster", 40)
@@ -572,19 +573,7 @@ def get_vllm_gpu_deployment_config(
     if spot:
         argv.append("--spot")
 
-    vllm_args = _vllm_args(
-        model_id,
-        port=DEFAULT_PORT,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        served_model_name=served_model_name,
-        max_num_seqs=max_num_seqs,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        tensor_parallel_size=gpu_count,
-        extra_args=_check_extra_args(extra_args),
-    )
+    vllm_args = _vllm_args(model_id, params, port=DEFAULT_PORT, tensor_parallel_size=gpu_count)
     labels = {"app": name}
     cpu = str(defaults["cpu"])
     memory = f"{defaults['memory_gib']}Gi"
