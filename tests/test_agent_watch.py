@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agent.commands.repl import sandbox_configuration
 from agent.incidents_tracker import TrackerStore
 from agent.watch import Watcher, parse_interval
 from graph.runner import resume_cycle
