@@ -19,14 +19,15 @@ demo: $(STAMP)
 	$(BIN)/gemma-sre demo --yes
 
 # The suite waits on servers and subprocesses more than it computes: four workers on two cores.
-# A module's tests stay on one worker (--dist loadscope), so its module fixtures start once.
+# A module's tests stay on one worker (--dist loadscope), so its module fixtures start once; the
+# modules go out in the order tests/conftest.py gives them (the slow ones first), not xdist's.
 # Bytecode is kept even where the environment turns it off (PYTHONDONTWRITEBYTECODE, as containers
 # set): every worker and every CLI process the tests start would compile the test modules (pytest's
 # assertion rewriting: 4 s of CPU per worker) and the project's modules again.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Opt-in, never part of `test`: builds llama-cpp-python's server in .venv-model/ (about 30 minutes the
 # first time), serves small real models on 127.0.0.1 and runs the evals with them beside the analyzers

@@ -20,6 +20,25 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that hold a ``slow`` test first, then the others, most tests first.
+
+    ``make test`` hands whole modules (and classes) to its workers in this order (``--dist loadscope
+    --no-loadscope-reorder``): the long end-to-end tests start while the short ones fill the gaps,
+    instead of starting last (xdist's own order, most tests first, puts the one-test classes of the
+    races at the very end) and leaving one worker busy after the others are done. A module's tests
+    stay together and in their order."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def key(tests: list[pytest.Item]) -> tuple[int, int]:
+        slow = any(t.get_closest_marker("slow") for t in tests)
+        return (0, 0) if slow else (1, -len(tests))
+
+    items[:] = [t for tests in sorted(modules.values(), key=key) for t in tests]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test reads the developer's real project, endpoint or state directory."""

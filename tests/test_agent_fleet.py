@@ -120,6 +120,7 @@ def test_fleet_flags_that_belong_in_the_file(cli: Any, tmp_path: Path) -> None:
     assert res.returncode == 2 and "--service is set per service in the fleet file" in res.stderr
 
 
+@pytest.mark.slow
 def test_fleet_rounds_carry_each_service_on(cli: Any, tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
     """Two rounds of four services (one broken) with two workers: each service's cycle once a round,
     the broken one's plan waiting for a decision and not planned again, the ledger saying so."""

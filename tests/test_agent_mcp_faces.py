@@ -18,6 +18,8 @@ from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
 from tests.processes import mcp_http_server
 
+pytestmark = pytest.mark.slow  # each test starts the MCP server as a process of its own
+
 FACES = {"investigate", "approve_remediation", "reject_remediation", "get_incident_report"}
 SERVICE = "gemma-4-12b"
 

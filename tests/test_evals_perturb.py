@@ -52,6 +52,7 @@ def test_the_same_run_gives_the_same_lines() -> None:
     assert [x.message for x in a.logs] == [x.message for x in b.logs]
 
 
+@pytest.mark.slow
 def test_the_dev_diagnoses_hold_under_every_shape_at_once() -> None:
     rows = perturb.stability(perturb.load("dev"), perturb.COMPOSITES)
     for row in rows:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from mcp.client.stdio import stdio_client
 
@@ -77,6 +78,7 @@ def _leaks(where: str, blob: bytes | str) -> list[str]:
     return [f"{where}: {n}" for n in NEEDLES if n.encode() in data]
 
 
+@pytest.mark.slow
 def test_planted_secrets_are_found_nowhere_after_a_full_loop(
     sandbox_factory: Any,  # noqa: F811
     cli: Callable[..., Any],

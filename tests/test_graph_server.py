@@ -129,6 +129,7 @@ def checkpoint_before(history: list[dict[str, Any]], node: str) -> str:
     raise AssertionError(f"no checkpoint before {node}: {[s.get('next') for s in history]}")
 
 
+@pytest.mark.slow
 def test_a_cycle_under_langgraph_server(tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
     """The ledger in the state directory the server shares with this test (one local ``langgraph dev``),
     and the server's auth: the engineer it authenticated is the approver recorded."""

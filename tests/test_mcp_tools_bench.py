@@ -328,6 +328,7 @@ def test_client_over_tls_and_after_keepalive_timeout(tmp_path: Path) -> None:
     assert all(s.output_tokens == 3 and s.chunks == 3 for s in samples)
 
 
+@pytest.mark.slow
 def test_sweep_stops_at_saturation() -> None:
     """max_num_seqs=2: throughput stops growing past concurrency 2, so the sweep stops after 4.
 

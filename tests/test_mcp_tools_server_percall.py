@@ -70,6 +70,7 @@ def mutations(sb: Sandbox) -> list[Any]:
     return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
 
 
+@pytest.mark.slow
 def test_two_step_mutation_across_processes_and_a_replay_refused(
     world: tuple[Sandbox, dict[str, str]],
 ) -> None:
@@ -97,6 +98,7 @@ def test_two_step_mutation_across_processes_and_a_replay_refused(
     assert key.read_bytes().hex() not in text_of(plan) + text_of(applied)
 
 
+@pytest.mark.slow
 def test_a_plan_made_before_the_service_changed_is_refused(world: tuple[Sandbox, dict[str, str]]) -> None:
     sb, env = world
     four = {"service_name": SERVICE, "min_instances": 0, "max_instances": 4}
