@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
+from graph.analyzers.engine_crash import raised_in_compiled_code, start_crash
 from graph.analyzers.base import (
     RESTARTED,
     START_MARK,
@@ -52,6 +53,7 @@ from mcp_tools.vocabulary import (
     KIND_ENVIRONMENT,
     KIND_MISSING,
     KIND_NO_DEVICE,
+    KIND_NOT_INSTALLED,
     KIND_UNREACHABLE,
     KIND_UNSUPPORTED,
     REPORTS_ONLY,
@@ -145,7 +147,8 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
         if by_life is not None:
             return by_life
         died = next((f for f in active if f.category == "engine_crash"), None)
-        if exc is not None and died is not None:
+        compiled = exc is not None and raised_in_compiled_code(view(obs), exc)
+        if exc is not None and died is not None and not compiled:
             # An exception no family explains, and the engine died of it: the engine crashed.
             return RootCause(
                 category="engine_crash",
@@ -156,6 +159,16 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 finding=died,
                 notes=notes,
             )
+        crashed = start_crash(view(obs), exc, _exception_evidence(obs, exc)) if exc is not None else None
+        if crashed is not None:
+            return RootCause(
+                category="engine_crash",
+                confidence=crashed.confidence,
+                summary=crashed.summary,
+                evidence=[*crashed.evidence, *(e for f in active for e in f.evidence[:1])],
+                finding=crashed,
+                notes=notes,
+            )
         if exc is not None:
             notes.append(
                 f"also seen, after the failure at line {exc.n}: " + ", ".join(f.category for f in active)
@@ -163,8 +176,9 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
             return RootCause(
                 category="unknown",
                 confidence=0.35,
-                summary=f"The first failure (line {exc.n}) matches no known failure family; what followed "
-                f"({', '.join(sorted({f.category for f in active}))}) is its consequence. "
+                summary=f"The first failure (line {exc.n}) matches no known failure family"
+                + (" (raised in code torch.compile generated)" if compiled else "")
+                + f"; what followed ({', '.join(sorted({f.category for f in active}))}) is its consequence. "
                 "A person should read the cited lines.",
                 evidence=_exception_evidence(obs, exc),
                 notes=notes,
@@ -199,8 +213,10 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     checkpoint that does not match the model is unsupported_config, a missing file model_not_found.
     Later (serving), a bare exception is a bug: it stays unknown (or engine_crash when the engine died).
     At any point of the start-up, an engine that says it cannot do what it was asked (not implemented,
-    not supported) or finds no GPU to run on is a configuration this build or place does not run
-    (unsupported_config); a remote (the hub) that does not answer while the config or the weights are
+    not supported), finds no GPU to run on, lacks what it needs installed (a module that does not
+    import, a toolchain or backend not installed or not found, a facility "not available", a name its
+    optional import left None, a model class without the method a mode calls) is a configuration this
+    build or place does not run (unsupported_config); a remote (the hub) that does not answer while the config or the weights are
     fetched means the model cannot be had from here (model_not_found).
     """
     phase = phase_of(view(obs), ln.n)
@@ -211,8 +227,10 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         return "unsupported_config"
     if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.ENGINE_READY:
         return None
-    if KIND_NO_DEVICE.search(text) or KIND_UNSUPPORTED.search(text):
+    if KIND_NO_DEVICE.search(text) or KIND_UNSUPPORTED.search(text) or KIND_NOT_INSTALLED.search(text):
         return "unsupported_config"
+    if KIND_ENVIRONMENT.match(text):
+        return "unsupported_config"  # an import the start-up needs fails: the image lacks it
     if phase > Phase.LOADING:
         return None
     if KIND_UNREACHABLE.search(text) and phase <= Phase.DOWNLOAD:
@@ -284,6 +302,16 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     by_life = _by_life(obs, first_exc, notes) if first_exc is not None else None
     if by_life is not None:
         return by_life
+    crashed = start_crash(v, first_exc, _exception_evidence(obs, first_exc)) if first_exc else None
+    if crashed is not None:
+        return RootCause(
+            category="engine_crash",
+            confidence=crashed.confidence,
+            summary=crashed.summary,
+            evidence=crashed.evidence,
+            finding=crashed,
+            notes=notes,
+        )
     if unresolved or obs.health is False or bad_conditions:
         ev = [
             Evidence(
@@ -1134,7 +1162,8 @@ def diagnose(
         prompt_tokens=prompt_tokens,
         model_used=model_used,
         notes=notes,
-        findings=findings,
+        # the root cause's own finding when the choice made one (a start that crashed): its facts
+        findings=findings if root.finding is None or root.finding in findings else [*findings, root.finding],
         model_calls=spent.calls,
         model_answers=spent.answers,
         model_valid_answers=spent.valid_answers,

@@ -225,6 +225,32 @@ KIND_UNSUPPORTED = re.compile(
     r"|'_OpNamespace' '\w+' object has no attribute",
     _I,
 )
+#: What this installation lacks for what it was asked: a toolchain, library or backend not installed or
+#: not found (a JIT-built kernel with no nvcc, a backend forced but absent), or a facility of the
+#: machine the engine needs ("UVA is not available"). Raised in the start-up, this image or machine
+#: does not run this configuration: a flag, a model or an image fixes it, a restart does not.
+KIND_NOT_INSTALLED = re.compile(
+    r"\bnot installed\b|\bis not available\b|\bare not available\b|Could not find nvcc|\bnvcc\b[^.]*not found"
+    r"|\bcuda_home\b|\bCUDA_HOME\b|\brequires? (?:the )?[\w.-]+ (?:to be installed|package)"
+    r"|\bplease install\b|\bpip install\b"
+    # A name an optional import left as None (``try: from flashinfer import X`` / ``except ImportError:
+    # X = None``), then called: the backend's library is not in the image.
+    r"|'NoneType' object is not callable"
+    # A model class without the method a mode calls (pipeline parallelism's
+    # ``make_empty_intermediate_tensors``): this model's implementation does not support the mode.
+    r"|^(?:[\w.]+\.)?AttributeError: '\w+For(?:CausalLM|ConditionalGeneration|[A-Z]\w*)' object has no"
+    r" attribute",
+    _I,
+)
+#: Code torch.compile generated (Inductor's cache, an FX graph): an exception raised there is the
+#: compiled graph's, and the log cannot say whether the graph, the checkpoint or the compiler is wrong.
+COMPILED_CODE = re.compile(r"torch_compile_cache/|inductor_cache/|/torch/_inductor/|<eval_with_key>")
+#: Frames of the engine's step loop (serving, or an offline ``LLM()`` generating): an exception below
+#: one of them happened while the engine served, not while it started.
+STEP_FRAMES = re.compile(
+    r"^(?:_run_engine|step|run_busy_loop|_process_engine_step|step_with_batch_queue|run_engine_loop"
+    r"|engine_step|generate)$"
+)
 #: No accelerator where the engine was built: the process was given no GPU (a scheduler, a Ray
 #: placement, a container without the device).
 KIND_NO_DEVICE = re.compile(
@@ -414,6 +440,10 @@ CRASH = re.compile(
     r"|Worker exit type: SYSTEM_ERROR",
     _I,
 )
+#: A warning of torch's C++ core (glog's "[W<MMDD> <time> <file>:<line>]" prefix): "ProcessGroupNCCL.cpp:1624]
+#: Warning: WARNING: destroy_process_group() was not called before program exit" is printed by every
+#: process that exits, after whatever ended it: advice, not a crash.
+CRASH_ADVICE = re.compile(r"^\[W\d{3,4} \d\d:\d\d:[\d.]+ [^\]]*\]")
 #: The engine is dead, without saying of what: a symptom of whatever failed before it (the root-cause
 #: choice prefers any earlier failure, explained or not), the cause only when nothing came before.
 CRASH_DIED = re.compile(

@@ -17,15 +17,32 @@ from __future__ import annotations
 from graph.analyzers.base import (
     SHUTDOWN,
     START_MARK,
+    Evidence,
     Finding,
+    Line,
     LogView,
     after_shutdown,
     failed_in_startup,
     finding,
+    phase_of,
     view,
 )
 from graph.observation import Observation
-from mcp_tools.vocabulary import CRASH, CRASH_DIED, CRASH_REPEATS, FACT_CUDA_FAULT, KILLED_FROM_OUTSIDE
+from mcp_tools.vocabulary import (
+    COMPILED_CODE,
+    CRASH,
+    CRASH_ADVICE,
+    CRASH_DIED,
+    CRASH_REPEATS,
+    EXCEPTION,
+    EXCEPTION_PREFILTER,
+    FACT_CUDA_FAULT,
+    FRAME,
+    KILLED_FROM_OUTSIDE,
+    STEP_FRAMES,
+    TRACEBACK_HEAD,
+    Phase,
+)
 
 
 def _repeats(v: LogView, n: int) -> bool:
@@ -39,7 +56,11 @@ def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
     shutdown = v.first(SHUTDOWN)
     cutoff = shutdown.n if shutdown else None
-    hits = [ln for ln in v.grep(CRASH) if cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n)]
+    hits = [
+        ln
+        for ln in v.grep(CRASH)
+        if (cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n)) and not CRASH_ADVICE.match(ln.text)
+    ]
     if hits:
         return [
             finding(
@@ -79,3 +100,54 @@ def analyze(obs: Observation) -> list[Finding]:
             )
         ]
     return []
+
+
+def raised_in_compiled_code(v: LogView, exc: Line) -> bool:
+    """Exception ``exc`` (or a copy of it another rank printed) was raised by code torch.compile
+    generated: the frame printed just before it is Inductor's or an FX graph's."""
+    for ln in v.grep(EXCEPTION, prefilter=EXCEPTION_PREFILTER):
+        if ln.text != exc.text:
+            continue
+        for prev in reversed(v.lines[max(0, ln.n - 5) : ln.n - 1]):
+            record = v.lines[prev.head - 1] if prev.head else prev
+            if FRAME.match(record.text):
+                if COMPILED_CODE.search(record.text):
+                    return True
+                break
+    return False
+
+
+def start_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
+    """The engine's start crashed on exception ``exc``, which no family's wording or kind explains: it
+    was raised after the weights loaded, while the engine built itself (profiling, KV cache, graphs,
+    warm-up), and no start completed after it. A bug of this build with this model: the same start
+    crashes the same way again (``in_startup``). None when ``exc`` is not such a failure, or was
+    raised in torch.compile's generated code (whose cause the log cannot name)."""
+    phase = phase_of(v, exc.n)
+    if not Phase.LOADED <= phase < Phase.ENGINE_READY or not failed_in_startup(v, exc.n):
+        return None
+    if raised_in_compiled_code(v, exc) or _in_step_loop(v, exc):
+        return None
+    return Finding(
+        category="engine_crash",
+        confidence=0.6,
+        summary=f"The engine's start crashed at '{phase.name.lower()}', after the weights loaded, on an "
+        f"exception no known failure family explains (line {exc.n}); nothing started after it.",
+        evidence=evidence,
+        analyzer="engine_crash",
+        first_line=exc.n,
+        last_line=exc.n,
+        facts={"in_startup": True, "repeats_on_restart": _repeats(v, exc.n)},
+    )
+
+
+def _in_step_loop(v: LogView, exc: Line, reach: int = 400) -> bool:
+    """The traceback that ends at ``exc`` passes through the engine's step loop (``STEP_FRAMES``)."""
+    for i in range(exc.n - 1, max(0, exc.n - reach), -1):
+        text = v.lines[i - 1].text
+        m = FRAME.match(text)
+        if m is not None and STEP_FRAMES.match(m.group("fn")):
+            return True
+        if TRACEBACK_HEAD.search(text):
+            return False
+    return False

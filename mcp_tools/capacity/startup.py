@@ -160,12 +160,15 @@ def parse_gpu_memory_in_use(lines: Iterable[str]) -> GpuMemoryInUse | None:
             )
             continue
         m = _PROFILE_DRIFT.search(line)
-        if m:
+        # Less free than at the start: another process took memory while vLLM profiled. More free is
+        # memory another process released (a co-tenant's race the profiler cannot account for), not a
+        # GPU too full for vLLM's share.
+        if m and _unit_gib(m.group(3), m.group(4)) < _unit_gib(m.group(1), m.group(2)):
             initial = _unit_gib(m.group(1), m.group(2))
             current = _unit_gib(m.group(3), m.group(4))
             found = GpuMemoryInUse(
                 free_gib=round(current, 2),
-                used_by_others_gib=round(abs(initial - current), 2),
+                used_by_others_gib=round(initial - current, 2),
                 line=line.strip(),
             )
     return found
