@@ -22,7 +22,6 @@ from typing import Any
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 from graph.analyzers import Evidence, Finding, run_analyzers, view
-from graph.analyzers.engine_crash import raised_in_compiled_code, start_crash
 from graph.analyzers.base import (
     RESTARTED,
     START_MARK,
@@ -34,6 +33,7 @@ from graph.analyzers.base import (
     phase_of,
     started_between,
 )
+from graph.analyzers.engine_crash import raised_in_compiled_code, start_crash
 from graph.observation import Observation
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
 from mcp_tools.model_endpoint import ModelEndpoint, resolve_model_endpoint
@@ -216,8 +216,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     not supported), finds no GPU to run on, lacks what it needs installed (a module that does not
     import, a toolchain or backend not installed or not found, a facility "not available", a name its
     optional import left None, a model class without the method a mode calls) is a configuration this
-    build or place does not run (unsupported_config); a remote (the hub) that does not answer while the config or the weights are
-    fetched means the model cannot be had from here (model_not_found).
+    build or place does not run (unsupported_config); a remote (the hub) that does not answer while the
+    config or the weights are fetched means the model cannot be had from here (model_not_found).
     """
     phase = phase_of(view(obs), ln.n)
     text = ln.text

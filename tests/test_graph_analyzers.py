@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK
 
-from graph.analyzers import ANALYZERS, run_analyzers
-from graph.diagnosis import choose_root_cause
+from graph.analyzers import ANALYZERS, engine_crash, run_analyzers
+from graph.diagnosis import choose_root_cause, diagnose
 from graph.observation import Observation
 from mcp_tools.incident import ServiceSpec
 
@@ -673,6 +673,74 @@ def test_an_engine_that_says_it_cannot_do_it_is_unsupported_whatever_the_phase()
     ]
     o = obs(lines)
     assert choose_root_cause(run_analyzers(o), o).category == "unsupported_config"
+
+
+def _start_failing(*tail: str) -> Observation:
+    """A start that loaded its weights, then failed in a traceback ending with ``tail``."""
+    return obs(
+        [
+            *STARTUP_OK,
+            STARTUP_FIGURES[1],  # Model loading took 8.6213 GiB
+            f"{E} EngineCore failed to start.",
+            f"{E} Traceback (most recent call last):",
+            f'{E}   File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 1, in determine_available_memory',
+            f"{E}     self.model_runner.profile_run()",
+            *tail,
+        ]
+    )
+
+
+def test_what_the_installation_lacks_is_unsupported_at_any_start_phase() -> None:
+    """After the weights loaded, a start that fails because something is not installed, not found, not
+    available, left None by an optional import, missing from the model class, or does not import: this
+    image or machine cannot run this configuration (a flag, model or image fixes it; a restart does not)."""
+    for exc in (
+        "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+        "RuntimeError: UVA is not available",
+        "RuntimeError: FooAttention backend requires the foo-kernels package",
+        "TypeError: 'NoneType' object is not callable",
+        "AttributeError: 'MixtralForCausalLM' object has no attribute 'make_empty_intermediate_tensors'",
+        "ModuleNotFoundError: No module named 'cupy'",
+    ):
+        o = _start_failing(f"{E} {exc}")
+        rc = choose_root_cause(run_analyzers(o), o)
+        assert rc.category == "unsupported_config", exc
+        assert exc.split(":")[0] in rc.evidence[0].text
+
+
+def test_an_unexplained_exception_after_loading_crashes_the_start() -> None:
+    """A bug-shaped exception while the engine builds itself (profiling) and nothing started after it:
+    the start crashed (engine_crash, a restart repeats it). Raised in torch.compile's generated code,
+    the log cannot say whose it is (unknown); below the step loop it is not the start's at all."""
+    bug = f"{E} ValueError: too many values to unpack (expected 2)"
+    o = _start_failing(bug)
+    d = diagnose(o)
+    assert d.category == "engine_crash"
+    assert any(e.text.endswith("(expected 2)") for e in d.evidence)
+    assert any(f.facts.get("in_startup") for f in d.findings if f.category == "engine_crash")
+    compiled = f'{E}   File "/root/.cache/vllm/torch_compile_cache/0a/rank_0_0/inductor_cache/yv/cyv.py", line 357, in call'
+    assert root(_start_failing(compiled, f"{E}     arg0_1, arg1_1 = args", bug)) == "unknown"
+    stepping = f'{E}   File "/usr/lib/python3.12/site-packages/vllm/engine/llm_engine.py", line 589, in step'
+    assert root(_start_failing(stepping, bug)) == "unknown"
+    # Memory another process released while vLLM profiled is a race, not memory held by others.
+    race = (
+        f"{E} AssertionError: Error in memory profiling. Initial free memory 62.7 GiB, current free memory "
+        "63.1 GiB. This happens when other processes sharing the same container release GPU memory while "
+        "vLLM is profiling during initialization."
+    )
+    assert root(_start_failing(race)) == "engine_crash"
+
+
+def test_a_torch_cpp_warning_is_not_a_crash() -> None:
+    """Every exiting process prints c10's ``[W<date> ...ProcessGroupNCCL.cpp:N] Warning: ...
+    destroy_process_group() was not called``: advice after whatever ended it, not an NCCL failure."""
+    o = obs(
+        [
+            "[rank0]:[W910 12:22:14.798383503 ProcessGroupNCCL.cpp:1624] Warning: WARNING: destroy_process_group() "
+            "was not called before program exit, which can leak resources."
+        ]
+    )
+    assert engine_crash.analyze(o) == []
 
 
 def test_an_exception_whose_message_is_a_traceback_only_reports_one() -> None:

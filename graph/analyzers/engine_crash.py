@@ -59,7 +59,8 @@ def analyze(obs: Observation) -> list[Finding]:
     hits = [
         ln
         for ln in v.grep(CRASH)
-        if (cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n)) and not CRASH_ADVICE.match(ln.text)
+        if (cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n))
+        and not CRASH_ADVICE.match(ln.text)
     ]
     if hits:
         return [
