@@ -184,6 +184,14 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 notes=notes,
             )
     pool = specific or active
+    # Saturation is a state of a healthy server (SPEC: "healthy but saturated"): when a failure
+    # follows it, the server is no longer healthy and the failure is the cause.
+    pool = [
+        f
+        for f in pool
+        if f.category != Category.OVERLOAD
+        or not any(g.category != Category.OVERLOAD and g.first_line > f.first_line for g in pool)
+    ] or pool
     if pool:
         best = min(pool, key=lambda f: (f.first_line, -f.confidence))
         for f in active:

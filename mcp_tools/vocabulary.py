@@ -433,6 +433,9 @@ CRASH = re.compile(
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
     r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
     r"|Triton Error \[CUDA\]|CUDA kernel errors might be asynchronously reported"
+    # Ascend's runtime (torch_npu): "ERR00100 PTA call acl api failed", "rtKernelLaunch execute failed",
+    # "The process exits for this inner error"
+    r"|PTA call acl api failed|rtKernelLaunch execute failed|The process exits for this inner error"
     # Gloo, the CPU side of torch.distributed (metadata broadcast between TP / PP ranks)
     r"|gloo/transport/\S+\] (?:Read|Write) error|Gloo connectFullMesh failed"
     # Ray: a worker process that died under a task ("Worker exit type: SYSTEM_ERROR")
@@ -471,7 +474,8 @@ CRASH_REPEATS = re.compile(
     r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|No module named|undefined symbol"
     r"|cannot import name|no kernel image is available|invalid device function"
     r"|cudaErrorNoKernelImageForDevice|cudaErrorInvalidValue"
-    r"|(?:failed with error|CUDA error:?) invalid argument",
+    r"|(?:failed with error|CUDA error:?) invalid argument"
+    r"|rtKernelLaunch execute failed, reason=\[invalid value\]",
     _I,
 )
 

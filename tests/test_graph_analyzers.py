@@ -853,3 +853,20 @@ def test_v1s_engine_core_building_itself_is_the_start_and_its_step_loop_is_not()
         error,
     ]
     assert _root(stepping) != "unsupported_config"
+
+
+def test_a_crash_after_saturation_is_the_cause_not_the_saturation() -> None:
+    """Saturation is a healthy server's state: a worker that then dies (here of Ascend's runtime: a kernel
+    launch that rejected its arguments, which a restart repeats) is the outage."""
+    w = "(Worker_TP2 pid=598143) ERROR 10-21 01:17:01 [multiproc_executor.py:703]"
+    saturated = [_stats(waiting=4, kv=100.0) for _ in range(4)]
+    assert root(obs(saturated)) == "overload"
+    crash = [
+        f"{w} RuntimeError: The Inner error is reported as above. The process exits for this inner error, and "
+        "the current working operator name is layer_norm_fwd_kernel.",
+        f"{w} [ERROR] 2025-10-21-01:17:01 (PID:598143, Device:2, RankID:-1) ERR00100 PTA call acl api failed.",
+        f"{w} The argument is invalid.Reason: rtKernelLaunch execute failed, reason=[invalid value]",
+    ]
+    d = diagnose(obs([*saturated, *crash]))
+    assert d.category == "engine_crash"
+    assert any(f.facts.get("repeats_on_restart") for f in d.findings if f.category == "engine_crash")

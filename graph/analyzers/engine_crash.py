@@ -74,7 +74,9 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts={
                     "cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits),
                     "in_startup": failed_in_startup(v, hits[0].n),
-                    "repeats_on_restart": _repeats(v, hits[0].n),
+                    # before it, or in its own words (a kernel launch that rejected its arguments)
+                    "repeats_on_restart": _repeats(v, hits[0].n)
+                    or any(CRASH_REPEATS.search(ln.text) for ln in hits[:3]),
                 },
             )
         ]
