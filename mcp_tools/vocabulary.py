@@ -740,6 +740,16 @@ UNSUPPORTED_GENERIC = re.compile(
     r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
     _I,
 )
+#: A check whose only job is to refuse what this build or device does not support (vLLM's
+#: ``_check_if_gpu_supports_dtype``, ``is_fa_version_supported``, ``has_device_capability``): a traceback
+#: that ends in one (a bare ``AssertionError`` after ``assert is_..._supported(...)``, or a paste cut off
+#: inside it) failed that check, whatever the missing message said.
+SUPPORT_CHECK = re.compile(
+    r"\b(?:is_\w*supported|\w+_is_supported|supports_\w+|_?check_if_\w*supports?_\w+|check_\w*support\w*"
+    r"|has_device_capability)\b"
+)
+#: A bare exception line (no message of its own).
+BARE_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 
 

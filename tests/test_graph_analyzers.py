@@ -870,3 +870,31 @@ def test_a_crash_after_saturation_is_the_cause_not_the_saturation() -> None:
     d = diagnose(obs([*saturated, *crash]))
     assert d.category == "engine_crash"
     assert any(f.facts.get("repeats_on_restart") for f in d.findings if f.category == "engine_crash")
+
+
+def test_a_traceback_that_ends_in_a_support_check_is_unsupported() -> None:
+    """A bare AssertionError after ``assert is_..._supported(...)``, or a paste cut off inside a check of
+    what the GPU supports: the check refused this configuration, whatever its missing message said."""
+    bare = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/site-packages/vllm/v1/attention/backends/flash_attn.py", line 156, in __init__',
+        "    assert is_fa_version_supported(self.fa_version)",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "AssertionError",
+        "CRITICAL 02-17 20:51:49 core_client.py:158] Got fatal signal from worker processes, shutting down.",
+    ]
+    rc = choose_root_cause(run_analyzers(obs(bare)), obs(bare))
+    assert rc.category == "unsupported_config"
+    assert any("is_fa_version_supported" in e.text for e in rc.evidence)
+    cut = [
+        '  File "/usr/lib/python3.10/site-packages/vllm/worker/worker.py", line 71, in init_model',
+        "    _check_if_gpu_supports_dtype(self.model_config.dtype)",
+        '  File "/usr/lib/python3.10/site-packages/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype',
+    ]
+    assert root(obs(cut)) == "unsupported_config"
+    # An assertion that checks something else is not a support check.
+    other = [*bare[:2], "    assert self.block_size > 0", *bare[3:]]
+    assert root(obs(other)) != "unsupported_config"
+    # Nor is a check whose exception gives its own (other) reason: its words judge.
+    explained = [*cut, "    raise ValueError(", "ValueError: dtype 'int3' is not a floating point type"]
+    assert root(obs(explained)) != "unsupported_config"

@@ -12,15 +12,19 @@ The GPU named in the spec is checked against the planner's support table as well
 
 from __future__ import annotations
 
-from graph.analyzers.base import Evidence, Finding, finding, view
+from graph.analyzers.base import Evidence, Finding, Line, LogView, finding, view
 from graph.observation import Observation
 from mcp_tools.redact import redact_args
 from mcp_tools.vocabulary import (
+    BARE_EXCEPTION,
+    EXCEPTION,
     FACT_KV_CACHE_DTYPE,
     FACT_MIN_CAPABILITY,
     FACT_NO_BF16,
     FACT_QUANTIZATION,
     FACT_UNRECOGNIZED_ARGS,
+    FRAME,
+    SUPPORT_CHECK,
     UNSUPPORTED,
     UNSUPPORTED_GENERIC,
     UNSUPPORTED_WARNING,
@@ -55,7 +59,59 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts=_what("\n".join(ln.text for ln in hits[:3])),
             )
         ]
+    checks = _failed_support_check(v)
+    if checks:
+        return [
+            finding(
+                "unsupported_config",
+                0.8,
+                f"The start failed in a check of what this build or GPU supports (line {checks[0].n}).",
+                checks,
+                pattern=SUPPORT_CHECK,
+                analyzer="unsupported_config",
+            )
+        ]
     return _from_spec(obs, v.total)
+
+
+def _next_record(v: LogView, n: int) -> Line | None:
+    """The next line after ``n`` from the same process that is not a caret underline or blank."""
+    proc = v.lines[n - 1].proc
+    for ln in v.lines[n:]:
+        if ln.head or ln.proc != proc:
+            continue
+        text = ln.text.strip()
+        if text and set(text) - set("^~ "):
+            return ln
+    return None
+
+
+def _failed_support_check(v: LogView) -> list[Line]:
+    """A traceback that ends in a support check: its deepest frame is the check and no exception with
+    a message follows (the paste was cut there), or it asserts support and raised a bare
+    AssertionError. The lines cited: the check, and the exception when there is one."""
+    for ln in v.grep(SUPPORT_CHECK):
+        nxt = _next_record(v, ln.n)
+        frame = FRAME.match(ln.text)
+        if frame is not None:
+            if not SUPPORT_CHECK.search(frame.group("fn")):
+                continue
+            # the call into the check (the source line before the frame), the check's own source
+            # line, and what follows it: an end of the traceback, a bare exception, or another record
+            call = [c for c in v.window(ln.n, 3)[:-1] if c.proc == ln.proc and v.is_source(c.n)][-1:]
+            after = _next_record(v, nxt.n) if nxt is not None and v.is_source(nxt.n) else nxt
+            if after is None or BARE_EXCEPTION.match(after.text):
+                return [*call, ln] + ([nxt] if nxt is not None else []) + ([after] if after else [])
+            if not (FRAME.match(after.text) or EXCEPTION.match(after.text)):
+                return [*call, ln] + ([nxt] if nxt is not None else [])
+        elif (
+            ln.text.lstrip().startswith("assert ")
+            and v.is_source(ln.n)
+            and nxt is not None
+            and BARE_EXCEPTION.match(nxt.text)
+        ):
+            return [ln, nxt]
+    return []
 
 
 def _what(text: str) -> dict[str, object]:
