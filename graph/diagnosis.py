@@ -108,6 +108,9 @@ class RootCause(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     finding: Finding | None = None
     notes: list[str] = Field(default_factory=list)
+    #: An ``unknown`` the analyzers reached on purpose (the failure was raised in code torch.compile
+    #: generated): a model may not fill it with one of the symptoms that followed.
+    settled: bool = False
 
 
 def _recovered(obs: Observation, f: Finding) -> int | None:
@@ -182,6 +185,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 "A person should read the cited lines.",
                 evidence=_exception_evidence(obs, exc),
                 notes=notes,
+                settled=compiled,
             )
     pool = specific or active
     # Saturation is a state of a healthy server (SPEC: "healthy but saturated"): when a failure
@@ -1352,6 +1356,8 @@ def _overturn_refused(
     active = [f for f in findings if f.category == answer.category and _recovered(obs, f) is None]
     if not active:
         return f"no active analyzer finding supports {answer.category}"
+    if root.category == Category.UNKNOWN and root.settled:
+        return "the analyzers' unknown is settled: what followed the failure is its consequence"
     if root.category == Category.UNKNOWN:
         return None  # filling an unknown with a cause they found
     # A tie: the other finding stands as high as the analyzers' choice (as confident, as specific), which

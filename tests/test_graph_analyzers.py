@@ -898,3 +898,20 @@ def test_a_traceback_that_ends_in_a_support_check_is_unsupported() -> None:
     # Nor is a check whose exception gives its own (other) reason: its words judge.
     explained = [*cut, "    raise ValueError(", "ValueError: dtype 'int3' is not a floating point type"]
     assert root(obs(explained)) != "unsupported_config"
+
+
+def test_a_death_marker_printed_before_its_traceback_still_reads_what_it_died_of() -> None:
+    """V1 prints "EngineCore encountered a fatal error." and then the traceback: a module missing from
+    the image in that traceback makes the crash one a restart repeats."""
+    lines = [
+        *STARTUP_OK,
+        *STARTUP_FIGURES,
+        f"{E} EngineCore encountered a fatal error.",
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 1, in run_busy_loop',
+        f"{E}     from cupy.cuda import nccl",
+        f"{E} ModuleNotFoundError: No module named 'cupy'",
+    ]
+    d = diagnose(obs(lines))
+    assert d.category == "engine_crash"
+    assert any(f.facts.get("repeats_on_restart") for f in d.findings if f.category == "engine_crash")

@@ -49,7 +49,14 @@ def _repeats(v: LogView, n: int) -> bool:
     """Did something a restart repeats happen in this life of the server, before it died at line ``n``?
     (An earlier life's import error is that life's; this one may have been started with a fixed image.)"""
     life = v.last(START_MARK, before=n)
-    return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=n + 1) is not None
+    end = n + 1
+    # A death marker that introduces its traceback ("EngineCore encountered a fatal error." then
+    # "Traceback ..."): what it died of is printed after it, up to the next start.
+    following = next((ln for ln in v.lines[n:] if not ln.head and ln.proc == v.lines[n - 1].proc), None)
+    if following is not None and TRACEBACK_HEAD.search(following.text):
+        restart = v.first(START_MARK, after=n)
+        end = min(n + 200, restart.n if restart else v.total + 1)
+    return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=end) is not None
 
 
 def analyze(obs: Observation) -> list[Finding]:
