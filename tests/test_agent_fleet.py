@@ -50,16 +50,25 @@ def test_leases_one_holder_expiry_takeover_and_fencing(tmp_path: Path) -> None:
         check_lease_rules(store)
 
 
+def wait_until_expired(store: Any, key: str, timeout_s: float = 30.0) -> None:
+    """Until the store itself no longer counts ``key``'s lease as live (its own clock, not a sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while key in store.live_leases():
+        assert time.monotonic() < deadline, f"the lease on {key!r} was still live after {timeout_s:g} s"
+        time.sleep(0.05)
+
+
 def check_lease_rules(store: Any) -> None:
     """The lease store's rules, on SQLite here and on Postgres in test_agent_fleet_postgres."""
-    a = store.acquire("svc", "a", ttl_s=0.5)
-    assert a is not None and store.acquire("svc", "b", ttl_s=0.5) is None  # held
-    assert store.renew(a, ttl_s=0.5)
+    # Held for 30 s: a loaded machine's stalls between these statements cannot expire it.
+    a = store.acquire("svc", "a", ttl_s=30)
+    assert a is not None and store.acquire("svc", "b", ttl_s=30) is None  # held
     run = store.claim_run(a, period=7)
     assert run is not None and run.attempts == 1 and run.status == "running"
-    time.sleep(0.6)  # a stops renewing (killed): the lease expires
+    assert store.renew(a, ttl_s=0.5)  # a's last renewal: it now expires half a second from here
+    wait_until_expired(store, "svc")  # a stops renewing (killed): the lease expires
     assert not store.renew(a, ttl_s=0.5)
-    b = store.acquire("svc", "b", ttl_s=5)
+    b = store.acquire("svc", "b", ttl_s=30)
     assert b is not None and b.token > a.token
     taken = store.claim_run(b, period=7)  # a's cycle never finished: b runs it
     assert taken is not None and taken.attempts == 2 and taken.previous_holder == "a"
@@ -71,7 +80,7 @@ def check_lease_rules(store: Any) -> None:
     assert not store.skip("svc", 7, "c", "late")  # ... nor marked skipped
     assert store.skip("svc", 8, "c", "nobody reached it")
     store.release(b)
-    c = store.acquire("svc", "c", ttl_s=5)
+    c = store.acquire("svc", "c", ttl_s=30)
     assert c is not None and c.token == b.token + 1  # released: free at once
     assert [(r.period, r.status, r.holder) for r in store.runs("svc")] == [
         (7, "done", "b"),
@@ -123,13 +132,16 @@ def test_fleet_flags_that_belong_in_the_file(cli: Any, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_fleet_rounds_carry_each_service_on(cli: Any, tmp_path: Path, sandbox_factory: Any) -> None:  # noqa: F811
     """Two rounds of four services (one broken) with two workers: each service's cycle once a round,
-    the broken one's plan waiting for a decision and not planned again, the ledger saying so."""
+    the broken one's plan waiting for a decision and not planned again, the ledger saying so.
+
+    Rounds of 20 s: a round may start with half its time left, and on a busy machine a cycle takes 5 s
+    or more (two per worker)."""
     sb = sandbox_factory(scenario="healthy")
     services = deploy_services(sb, healthy=3, broken=1)
-    path = write_fleet(tmp_path / "fleet.toml", sb, services, workers=2, interval="6s", lease="3s")
+    path = write_fleet(tmp_path / "fleet.toml", sb, services, workers=2, interval="20s", lease="3s")
     res = cli("watch", "--fleet", str(path), "--max-cycles", "2")
     assert res.returncode == 0, res.stderr
-    assert "4 service(s) every 6s with 2 worker(s)" in res.stdout
+    assert "4 service(s) every 20s with 2 worker(s)" in res.stdout
     assert res.stdout.count("4 cycle(s) here") == 2, res.stdout
     assert f"NEW weights_oom on {sb.project}/{sb.location}/broken-0" in res.stdout
     assert "a plan already waits for a decision" in res.stdout  # round 2 carried round 1's state
@@ -146,14 +158,15 @@ def test_services_not_reached_by_the_deadline_are_skipped(
     tmp_path: Path,
     sandbox_factory: Any,  # noqa: F811
 ) -> None:
-    """One worker, a round of 2 s, and a service whose Cloud Run reads hang: the services after it
-    are reported and recorded as skipped, not silently dropped."""
+    """One worker, a round of 6 s, and a service whose Cloud Run reads hang (its cycle runs to the
+    round's deadline): the services after it are reported and recorded as skipped, not silently
+    dropped. (A round of 2 s could end before a busy machine started even the first cycle.)"""
     from agent.fleet import FleetWatcher, load_fleet
 
     sb = sandbox_factory(scenario="healthy")
     services = deploy_services(sb, healthy=3)
-    path = write_fleet(tmp_path / "fleet.toml", sb, services, workers=1, interval="2s", lease="3s")
-    sb.faults.inject(target="svc-0", kind="hang", count=None, seconds=5)
+    path = write_fleet(tmp_path / "fleet.toml", sb, services, workers=1, interval="6s", lease="3s")
+    sb.faults.inject(target="svc-0", kind="hang", count=None, seconds=30)  # longer than the round
     s = get_settings()
     reports = []
     with open_leases(s.checkpoint_url, s.state_dir) as store:

@@ -22,16 +22,19 @@ import pytest
 
 from graph.leases import open_leases
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.mcp_client import ROOT
+from tests.mcp_client import ROOT, server_env
 from tests.postgres import postgres_cluster, postgres_url  # noqa: F401  (fixtures)
 from tests.test_agent_fleet import check_lease_rules, deploy_services, write_fleet
 
 pytestmark = pytest.mark.slow  # real processes, a real Postgres, a kill
 
-INTERVAL_S = 8.0
+INTERVAL_S = 12.0
 LEASE_S = 3.0
 ROUNDS = 4
-SLACK_S = 1.5  # a loaded 2-core machine: the survivors' poll, a process' stall
+SLACK_S = 3.0  # a loaded 2-core machine: the survivors' poll, a process' stall
+#: Workers per replica: the two survivors together have a free one for every service, so the dead
+#: replica's cycle waits only for its lease, never for another service's cycle to end.
+WORKERS = 3
 
 _CYCLE = re.compile(r"^(\S+)/(\S+)/(\S+): cycle (\d+): .*thread (\S+)\)$")
 
@@ -63,16 +66,18 @@ def test_replicas_share_the_fleet_and_survive_a_kill(
     sb = sandbox_factory(scenario="healthy")
     services = deploy_services(sb, healthy=4, broken=1)
     path = write_fleet(
-        tmp_path / "fleet.toml", sb, services, workers=2, interval=f"{INTERVAL_S:g}s", lease=f"{LEASE_S:g}s"
+        tmp_path / "fleet.toml",
+        sb,
+        services,
+        workers=WORKERS,
+        interval=f"{INTERVAL_S:g}s",
+        lease=f"{LEASE_S:g}s",
     )
     procs = []
     for i in range(3):
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")},
-            "GEMMA_SRE_CHECKPOINT_URL": postgres_url,
-            "GEMMA_SRE_STATE_DIR": str(tmp_path / f"state-{i}"),  # nothing shared but the database
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = server_env(  # nothing shared but the database
+            {"GEMMA_SRE_CHECKPOINT_URL": postgres_url, "PYTHONUNBUFFERED": "1"}, tmp_path / f"state-{i}"
+        )
         cmd = [sys.executable, "-m", "agent.cli", "watch", "--fleet", str(path), "--max-cycles", str(ROUNDS)]
         out = (tmp_path / f"replica-{i}.out").open("w")
         procs.append((subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))

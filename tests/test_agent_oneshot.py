@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.mcp_client import server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMMA_SRE = str(Path(sys.executable).parent / "gemma-sre")
@@ -38,10 +39,8 @@ def healthy(sandbox_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
     return sb
 
 
-def _env80(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env.update(COLUMNS="80", TERM="dumb", **extra)
-    return env
+def _env80(state_dir: str | os.PathLike[str], **extra: str) -> dict[str, str]:
+    return server_env({"COLUMNS": "80", "TERM": "dumb", **extra}, state_dir)
 
 
 # -- one-shot readouts ---------------------------------------------------------------------------------
@@ -249,7 +248,7 @@ def test_a_profile_without_a_file_is_an_error(
 # -- version, completion -----------------------------------------------------------------------------
 
 
-def test_version_and_shell_completion(cli: Any) -> None:
+def test_version_and_shell_completion(cli: Any, tmp_path: Path) -> None:
     from importlib.metadata import version
 
     r = cli("--version")
@@ -258,7 +257,7 @@ def test_version_and_shell_completion(cli: Any) -> None:
     assert "--install-completion" in r.stdout and "--show-completion" in r.stdout and "--profile" in r.stdout
     # typer finds the shell from the process' ancestors unless told not to: under `make test` with
     # quoted PYTEST_ARGS an sh sits between make and pytest, and sh is not supported
-    no_detection = _env80(_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
+    no_detection = _env80(tmp_path / "state", _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
     r = subprocess.run(
         [GEMMA_SRE, "--show-completion", "bash"], capture_output=True, text=True, timeout=60, env=no_detection
     )
@@ -269,9 +268,7 @@ def test_version_and_shell_completion(cli: Any) -> None:
 
 
 def test_sandbox_env_is_evaluated_by_a_shell_and_points_gemma_sre_at_it(tmp_path: Path) -> None:
-    env = _env80(
-        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), PATH=f"{Path(GEMMA_SRE).parent}:{os.environ['PATH']}"
-    )
+    env = _env80(tmp_path / "state", PATH=f"{Path(GEMMA_SRE).parent}:{os.environ['PATH']}")
     script = (
         'eval "$(gemma-sre sandbox --env --port 0 --scenario healthy --time-scale 1000 --zero-latency)"'
         " || exit 9\n"
@@ -341,7 +338,7 @@ def test_eval_sandbox_reports_each_case_on_stderr_and_stdout_stays_one_document(
         capture_output=True,
         text=True,
         timeout=300,
-        env=_env80(GEMMA_SRE_STATE_DIR=str(tmp_path / "state")),
+        env=_env80(tmp_path / "state"),
     )
     doc = json.loads(r.stdout)
     assert doc["summary"]["cases"] == 1, r.stderr

@@ -4,7 +4,6 @@ free-form questions through a streaming OpenAI-compatible server, and the real C
 from __future__ import annotations
 
 import io
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from agent.repl.commands import COMMAND_NAMES, ReplCommands
 from graph.config import Configuration
 from mcp_tools.capacity import parse_vllm_args, plan_capacity
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.mcp_client import server_env
 from tests.scripted_openai import ScriptedOpenAI
 
 MODEL = "google/gemma-4-12b-it"
@@ -211,13 +211,9 @@ def test_cli_in_a_pseudo_terminal_ctrl_c_cancels_the_answer_and_ctrl_d_leaves(tm
     exe = Path(sys.executable).parent / "gemma-sre"
     with slow:
         url = slow.root
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-        env.update(
-            GEMMA_SRE_STATE_DIR=str(tmp_path / "state"),
-            GEMMA_SRE_MODEL_URL=url,
-            TERM="xterm",
-            COLUMNS="150",
-            PROMPT_TOOLKIT_NO_CPR="1",
+        env = server_env(
+            {"GEMMA_SRE_MODEL_URL": url, "TERM": "xterm", "COLUMNS": "150", "PROMPT_TOOLKIT_NO_CPR": "1"},
+            tmp_path / "state",
         )
         child = pexpect.spawn(str(exe), ["repl"], env=env, encoding="utf-8", timeout=60, dimensions=(40, 150))
         try:
@@ -267,10 +263,7 @@ def repl_on_a_pty(tmp_path: Path, args: list[str], **env_more: str) -> Iterator[
     exit sends Ctrl-D and waits for the goodbye."""
     pexpect = pytest.importorskip("pexpect")
     exe = Path(sys.executable).parent / "gemma-sre"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env.update(
-        GEMMA_SRE_STATE_DIR=str(tmp_path / "state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", **env_more
-    )
+    env = server_env({"TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", **env_more}, tmp_path / "state")
     child = pexpect.spawn(
         str(exe), ["repl", *args], env=env, encoding="utf-8", timeout=90, dimensions=(50, 160)
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from graph.checkpoint import open_decisions
 from sandbox.scenarios import scenario_specs
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
+from tests.mcp_client import server_env
 from tests.processes import announcing, serving
 from tests.scripted_openai import free_port
 
@@ -92,7 +92,12 @@ def fake_slack() -> Iterator[FakeSlack]:
     srv = uvicorn.Server(uvicorn.Config(fs.app(), host="127.0.0.1", port=fs.port, log_level="warning"))
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()
+    deadline = time.monotonic() + 30
     while not srv.started:
+        assert t.is_alive(), f"the Slack-compatible server on port {fs.port} stopped before it served"
+        assert time.monotonic() < deadline, (
+            f"the Slack-compatible server on port {fs.port} did not start in 30 s"
+        )
         time.sleep(0.02)
     yield fs
     srv.should_exit = True
@@ -147,18 +152,17 @@ def world(fake_slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> It
     sb = start_sandbox(time_scale=TEST_TIME_SCALE, zero_latency=True)
     state = tmp_path_factory.mktemp("serve-state")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env.update(sandbox_env(sb))
-    env.update(
+    env = server_env(
         {
+            **sandbox_env(sb),
             "XDG_CONFIG_HOME": str(state / "xdg-config"),  # no developer's gemma-sre.toml
-            "GEMMA_SRE_STATE_DIR": str(state),
             "GEMMA_SRE_SERVE_TOKEN": TOKEN,
             "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
             "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
             "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
             "GEMMA_SRE_SLACK_API_URL": fake_slack.url,
-        }
+        },
+        state,
     )
     try:
         with serving([sys.executable, "-m", "agent.cli", "serve", "--port", str(port)], port, env=env):
@@ -464,16 +468,15 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
     import re
 
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env.update(
+    env = server_env(
         {
             "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
-            "GEMMA_SRE_STATE_DIR": str(tmp_path),
             "GEMMA_SRE_SERVE_TOKEN": TOKEN,
             "GEMMA_SRE_SLACK_SIGNING_SECRET": SECRET,
             "GEMMA_SRE_SLACK_BOT_TOKEN": BOT,
             "GEMMA_SRE_SLACK_CHANNEL": CHANNEL,
-        }
+        },
+        tmp_path,
     )
     cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", str(port)]
     with announcing(cmd, env=env, until="Slack interactivity") as (p, text):

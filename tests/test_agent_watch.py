@@ -4,7 +4,6 @@ approval without blocking observation, survives a restart, is fixed after approv
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from mcp_tools.errors import UserError
 from sandbox.serve import start_in_thread
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.loop_support import LoopOn, loop_on  # noqa: F401  (fixture)
+from tests.mcp_client import server_env
 
 
 @pytest.fixture
@@ -162,8 +162,7 @@ def test_run_loop_counts_cycles_degrades_and_survives_a_failing_cycle(
 @pytest.mark.slow  # end to end: the watch process, stopped by a signal
 def test_cli_watch_in_the_sandbox_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "gemma-sre"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMMA_SRE_")}
-    env["GEMMA_SRE_STATE_DIR"] = str(tmp_path / "state")
+    env = server_env({}, tmp_path / "state")
     p = subprocess.Popen(
         [str(exe), "watch", "--sandbox", "--interval", "1s"],
         env=env,

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
@@ -191,28 +192,62 @@ async def _stream_tokens(client: httpx.AsyncClient, prompt: str, max_tokens: int
     return stamps
 
 
+async def _in_flight_together(
+    sim: VllmSim, n: int, requests: list[Any], timeout_s: float = 30.0
+) -> tuple[list[Any], bool]:
+    """Run ``requests`` (coroutines) at once; also whether all ``n`` were in the server together.
+
+    A loaded machine can send them so late that the first have finished before the last arrive: such a
+    round says nothing about the scheduler, and the caller runs another."""
+    tasks = [asyncio.create_task(r) for r in requests]
+    deadline = time.monotonic() + timeout_s
+    together = False
+    while not all(t.done() for t in tasks):
+        together = together or sim.in_flight >= n
+        assert time.monotonic() < deadline, f"{n} requests still unanswered after {timeout_s:g} s"
+        await asyncio.sleep(0.001)
+    return list(await asyncio.gather(*tasks)), together
+
+
+ROUNDS = 5  # rounds of a concurrency test before "never in flight together" is a failure
+
+
 def test_scheduler_queues_beyond_max_num_seqs() -> None:
     itl = 0.03
     cfg = SimConfig(
         served_model_name=MODEL, max_model_len=512, max_num_seqs=2, kv_cache_tokens=10_000, itl_s=itl
     )
     sim, url, stop = _serve(cfg)
+
+    async def metrics_once_all_in(c: httpx.AsyncClient) -> dict[str, float]:
+        # The moment all four have arrived (a loaded machine sends them late), not a fixed sleep.
+        deadline = time.monotonic() + 30
+        while sim.in_flight < 4:
+            assert time.monotonic() < deadline, "the four requests never were in the server together"
+            await asyncio.sleep(0.001)
+        return await asyncio.to_thread(_metrics, url)
+
+    async def one_round() -> tuple[list[list[float]], dict[str, float], bool]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            streams = [_stream_tokens(c, f"req {i}", 40) for i in range(4)]
+            probe = asyncio.create_task(metrics_once_all_in(c))
+            results, together = await _in_flight_together(sim, 4, streams)
+            if not together:
+                probe.cancel()
+                return results, {}, False
+            mid = await probe
+            # read while all four were still there: 2 running and 2 waiting add up to 4
+            return results, mid, mid["vllm:num_requests_running"] + mid["vllm:num_requests_waiting"] == 4
+
     try:
-
-        async def main() -> tuple[list[list[float]], dict[str, float]]:
-            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
-                tasks = [asyncio.create_task(_stream_tokens(c, f"req {i}", 40)) for i in range(4)]
-                # Wait for the moment all four have arrived (a loaded machine sends them late), not a
-                # fixed sleep: the scheduler's split is what is measured, not the client's speed.
-                mid: dict[str, float] = {}
-                for _ in range(200):
-                    mid = await asyncio.to_thread(_metrics, url)
-                    if mid["vllm:num_requests_running"] + mid["vllm:num_requests_waiting"] >= 4:
-                        break
-                    await asyncio.sleep(0.01)
-                return list(await asyncio.gather(*tasks)), mid
-
-        results, mid = asyncio.run(main())
+        for _ in range(ROUNDS):
+            results, mid, measured = asyncio.run(one_round())
+            if measured:
+                break
+        else:
+            raise AssertionError(
+                f"in {ROUNDS} rounds the four requests were never read in the server together"
+            )
     finally:
         stop()  # type: ignore[operator]
     assert mid["vllm:num_requests_running"] == 2 and mid["vllm:num_requests_waiting"] == 2
@@ -224,21 +259,27 @@ def test_scheduler_queues_beyond_max_num_seqs() -> None:
 
 def test_kv_full_preempts_newest_and_everyone_finishes() -> None:
     cfg = SimConfig(
-        served_model_name=MODEL, max_model_len=128, kv_cache_tokens=120, ttft_base_s=0.001, itl_s=0.001
+        served_model_name=MODEL, max_model_len=128, kv_cache_tokens=120, ttft_base_s=0.001, itl_s=0.005
     )
     sim, url, stop = _serve(cfg)
+
+    async def one_round() -> tuple[list[list[float]], bool]:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            return await _in_flight_together(sim, 4, [_stream_tokens(c, f"p{i} " * 10, 40) for i in range(4)])
+
     try:
-
-        async def main() -> list[list[float]]:
-            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
-                return list(await asyncio.gather(*[_stream_tokens(c, f"p{i} " * 10, 40) for i in range(4)]))
-
-        results = asyncio.run(main())
+        for _ in range(ROUNDS):  # four at once need more KV than there is (a round of late ones may not)
+            before = _metrics(url)["vllm:num_preemptions_total"]
+            results, together = asyncio.run(one_round())
+            assert all(len(r) == 41 for r in results)  # every request got all its tokens
+            if together:
+                break
+        else:
+            raise AssertionError(f"in {ROUNDS} rounds the four requests were never in the server together")
         m = _metrics(url)
     finally:
         stop()  # type: ignore[operator]
-    assert all(len(r) == 41 for r in results)  # every request got all its tokens
-    assert m["vllm:num_preemptions_total"] > 0
+    assert m["vllm:num_preemptions_total"] > before
     assert m["vllm:kv_cache_usage_perc"] == 0 and m["vllm:num_requests_running"] == 0
 
 
@@ -309,8 +350,25 @@ def test_injected_latency_measured_within_5_percent() -> None:
     """
     from tests.processes import sim_process
 
+    TTFT, ITL = 0.2, 0.02
+
+    def ttft(r: list[float]) -> float:
+        return r[1] - r[0]
+
+    def itl(r: list[float]) -> float:
+        return (r[-1] - r[1]) / (len(r) - 2)
+
+    def e2e(r: list[float]) -> float:
+        return r[-1] - r[0]
+
+    def undisturbed(r: list[float]) -> bool:
+        return all(
+            truth * 0.99 < got < truth * 1.05
+            for got, truth in ((ttft(r), TTFT), (itl(r), ITL), (e2e(r), TTFT + 11 * ITL))
+        )
+
     flags = dict(
-        served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=0.2, itl_s=0.02
+        served_model_name=MODEL, max_model_len=512, kv_cache_tokens=10_000, ttft_base_s=TTFT, itl_s=ITL
     )
     with sim_process(**flags) as url:
 
@@ -320,15 +378,21 @@ def test_injected_latency_measured_within_5_percent() -> None:
             nodelay = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             async with httpx.AsyncClient(base_url=url, timeout=10, transport=nodelay) as c:
                 await c.get("/health")  # a warm connection, as any benchmark has
-                return [await _stream_tokens(c, f"latency {i}", 12) for i in range(5)]
+                out = [await _stream_tokens(c, f"latency {i}", 12) for i in range(5)]
+                # A busy machine delays the client's stamps: go on (up to 40 requests) until one ran
+                # undisturbed, rather than take a disturbed one for the server's latency.
+                while not any(undisturbed(r) for r in out) and len(out) < 40:
+                    out.append(await _stream_tokens(c, f"latency {len(out)}", 12))
+                return out
 
         results = asyncio.run(main())
-    # A busy machine only ever adds delay, so the fastest of five requests is the one that measures the
-    # server: it is never faster than what was injected, and within 5% of it.
-    ttft = min(r[1] - r[0] for r in results)
-    itl = min((r[-1] - r[1]) / (len(r) - 2) for r in results)
-    assert 0.2 * 0.99 < ttft < 0.2 * 1.05, ttft
-    assert 0.02 * 0.99 < itl < 0.02 * 1.05, itl
+    # Every request: never faster than injected, to its first token or to its last (a late stamp of the
+    # first token can shorten the gaps after it, so those are judged only in an undisturbed request).
+    assert min(ttft(r) for r in results) > TTFT * 0.99, results
+    assert min(e2e(r) for r in results) > (TTFT + 11 * ITL) * 0.99, results
+    # One that the machine did not disturb measures the server: all three within 5% of the injected.
+    closest = min(results, key=e2e)
+    assert any(undisturbed(r) for r in results), (len(results), ttft(closest), itl(closest), e2e(closest))
 
 
 def test_time_scale_and_zero_latency() -> None:
