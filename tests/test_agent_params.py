@@ -148,7 +148,11 @@ _NUMBERISH = st.one_of(
 )
 
 
-@settings(max_examples=80, deadline=3000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80,
+    deadline=3000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     flag=st.sampled_from(["--gpu-memory-gib", "--gpu-count", "--gpu-memory-utilization", "--max-model-len"]),
     value=_NUMBERISH,
@@ -172,7 +176,11 @@ def _is_non_finite(v: str) -> bool:
         return False
 
 
-@settings(max_examples=40, deadline=3000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=3000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     argv=st.lists(
         # not "-n": a valid one after the guard ("-n 0 ... -n 80") would win and start a real benchmark

@@ -531,7 +531,9 @@ def test_a_slow_streaming_model_is_cut_at_the_deadline() -> None:
         d = assess(oom_obs(), model=slow, policy="approve")
         took = time.monotonic() - t0
     assert srv.requests[0]["stream"] is True
-    assert took < 8, took  # cut near the 1 s deadline, not after the 20 s answer
+    # Cut near the 1 s deadline, not after the answer, which takes 20 s or more (a busy machine only
+    # slows the server's stream down): the bound leaves the rest of the machine's load room.
+    assert took < 15, took
     assert d.category == "weights_oom" and d.summary.startswith("CUDA ran out of memory")
     assert d.model_used == "gemma-cpu" and d.model_calls == 1 and d.model_valid_answers == 0
     assert any("cut at the 1 s deadline" in n and "analyzers' diagnosis stands" in n for n in d.notes), (

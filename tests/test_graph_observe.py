@@ -73,7 +73,8 @@ def test_hung_logging_ends_the_cycle_at_its_deadline(sandbox_factory: Any) -> No
     r = run_cycle(config_for(sb, cycle_deadline_s=4.0, **AUTO_ALL))
     took = time.monotonic() - started
     sb.faults.clear()
-    assert took < 4.0 + 6.0, f"the cycle took {took:.1f} s with a 4 s deadline"
+    # Well under one hung 30 s attempt (a busy machine adds to the 4 s; the deadline cuts the attempt).
+    assert took < 4.0 + 12.0, f"the cycle took {took:.1f} s with a 4 s deadline"
     assert mutations(sb) == []
     blind = {b["source"]: b for b in r.values["observation_summary"]["blind"]}
     assert blind["logs"]["reason"] == "deadline" and "deadline of 4 s ran out" in blind["logs"]["why"]

@@ -140,7 +140,11 @@ _LOG = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(raw=st.binary(max_size=2000))
 def test_any_bytes_load_or_fail_in_one_line(tmp_path: Path, raw: bytes) -> None:
     for name in ("h.yaml", "h.jsonl"):
@@ -152,7 +156,11 @@ def test_any_bytes_load_or_fail_in_one_line(tmp_path: Path, raw: bytes) -> None:
             assert "\n" not in str(e) and str(p) in str(e)
 
 
-@settings(max_examples=100, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(logs=st.lists(_LOG, max_size=30), style=st.sampled_from([False, None]), indent=st.integers(2, 6))
 def test_streamed_and_whole_yaml_agree(
     tmp_path: Path, logs: list[dict], style: bool | None, indent: int
