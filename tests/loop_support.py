@@ -17,6 +17,7 @@ CLI's ``--sandbox`` builds for it (every service of its project), as ``(sandbox,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,38 @@ def config_for(sb: Any, service: str | None = None, **overrides: Any) -> Configu
     )
     base.update(overrides)
     return Configuration.from_settings(**base)
+
+
+def metrics_when(
+    sb: Any,
+    until: Callable[[dict[str, float]], bool],
+    what: str,
+    service: str | None = None,
+    timeout_s: float = 60,
+) -> dict[str, float]:
+    """The service's vLLM ``/metrics`` (each family's first sample) once ``until`` holds, polled: a
+    scenario's load builds its state at its own pace, slower on a busy machine. Fails naming ``what``."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sandbox.testing import run_clients
+
+    services, _ = run_clients(sb)
+    uri = services.get_service(name=sb.service_name(service or service_of(sb))).uri
+    deadline = time.monotonic() + timeout_s
+    seen: dict[str, float] = {}
+    while True:
+        text = httpx.get(f"{uri}/metrics", timeout=5).text
+        seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
+        if until(seen):
+            return seen
+        assert time.monotonic() < deadline, f"{what}: not seen in {timeout_s:g} s; last /metrics: {seen}"
+        time.sleep(0.3)
+
+
+def queue_filled(sb: Any) -> None:
+    """Until the overload scenario's steady load has filled the queue (what its diagnosis reads)."""
+    metrics_when(sb, lambda m: m.get("vllm:num_requests_waiting", 0) >= 16, "a full queue")
 
 
 def serving(sb: Any) -> list[str]:

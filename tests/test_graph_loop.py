@@ -9,7 +9,6 @@ against the audit log.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tests.loop_support import (
     assert_every_mutation_approved,
     config_for,
     mutations,
+    queue_filled,
     service_of,
     serving,
 )
@@ -93,7 +93,7 @@ def test_fp8_on_t4_is_diagnosed_and_fixed_after_approval(sandbox_factory: Any) -
 
 def test_overload_is_diagnosed_from_metrics_and_fixed(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="overload", zero_latency=False)
-    time.sleep(1.0)  # let the scenario's steady load fill the queue
+    queue_filled(sb)  # the scenario's steady load fills the queue
     # The fix is more instances (set_scaling). The sandbox serves a revision from one instance and does
     # not scale out, so a canary would rightly see the fix drown at 100% of the load and roll it back:
     # this test is about the loop from diagnosis to a verified change, verified directly.
@@ -118,7 +118,7 @@ def test_reject_applies_nothing_and_is_audited(sandbox_factory: Any) -> None:  #
 
 def test_a_fix_that_does_not_verify_is_rolled_back(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="overload", zero_latency=False)
-    time.sleep(1.0)
+    queue_filled(sb)
     first = run_cycle(config_for(sb))
     good = first.values["observation_summary"]["latest_ready_revision"]
     assert first.status == "awaiting_approval" and good

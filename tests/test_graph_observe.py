@@ -21,7 +21,7 @@ from graph.observation import Observation, Unread
 from graph.runner import run_cycle
 from mcp_tools.remediation import RemediationKind
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.loop_support import config_for, mutations
+from tests.loop_support import config_for, mutations, queue_filled
 
 #: The most permissive configuration there is: auto, with every mutating kind listed as safe.
 AUTO_ALL: dict[str, Any] = dict(
@@ -87,7 +87,7 @@ def test_hung_logging_ends_the_cycle_at_its_deadline(sandbox_factory: Any) -> No
 
 def test_metrics_prove_overload_without_logs_but_auto_asks_a_person(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="overload", zero_latency=False)
-    time.sleep(1.0)  # let the scenario's steady load fill the queue
+    queue_filled(sb)  # the scenario's steady load fills the queue
     sb.faults.inject("logging", status=503, count=None)
     r = run_cycle(config_for(sb, **AUTO_ALL))
     sb.faults.clear()

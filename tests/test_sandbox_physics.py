@@ -3,7 +3,6 @@ Ready, and a ready revision serves a vLLM-compatible endpoint whose figures come
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
@@ -13,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_tools import capacity
 from sandbox.testing import logging_client, run_clients, sandbox_factory  # noqa: F401  (fixtures)
+from tests.loop_support import metrics_when
 
 ALL_TIME = 'timestamp>="2000-01-01T00:00:00Z"'
 
@@ -187,36 +187,17 @@ def test_incident_file_becomes_the_service_and_its_logs(sandbox_factory, tmp_pat
 
 def test_overload_shows_queueing_and_preemption(sandbox_factory):  # noqa: F811
     sb = sandbox_factory(scenario="overload", zero_latency=False)
-    services, _ = run_clients(sb)
-    uri = services.get_service(name=sb.service_name("gemma-4-12b")).uri
-    names = (
-        "vllm:num_requests_waiting",
-        "vllm:kv_cache_usage_perc",
-        "vllm:num_requests_running",
-        "vllm:num_preemptions",
-    )
 
-    def overloaded(seen: dict[str, float]) -> bool:
+    def overloaded(m: dict[str, float]) -> bool:
+        assert m.get("vllm:num_requests_running", 0) <= 16, m  # never more than --max-num-seqs=16
         return (
-            len(seen) == len(names)
-            and seen["vllm:num_requests_running"] >= 12  # of --max-num-seqs=16 (a preempted one waits)
-            and seen["vllm:num_requests_waiting"] >= 16
-            and seen["vllm:kv_cache_usage_perc"] > 0.9
-            and seen["vllm:num_preemptions"] > 0
+            m.get("vllm:num_requests_running", 0) >= 12  # (a preempted one waits)
+            and m.get("vllm:num_requests_waiting", 0) >= 16
+            and m.get("vllm:kv_cache_usage_perc", 0) > 0.9
+            and m.get("vllm:num_preemptions", 0) > 0
         )
 
-    # The scenario's steady load builds the state up at its own pace (slower on a busy machine): wait
-    # for it, generously, and name what was awaited.
-    deadline = time.monotonic() + 60
-    seen: dict[str, float] = {}
-    while not overloaded(seen):
-        assert time.monotonic() < deadline, f"no queueing with preemption after 60 s; last /metrics: {seen}"
-        time.sleep(0.3)
-        fams = {
-            f.name: f for f in text_string_to_metric_families(httpx.get(f"{uri}/metrics", timeout=5).text)
-        }
-        seen = {n: fams[n].samples[0].value for n in names if n in fams}
-        assert seen.get("vllm:num_requests_running", 0) <= 16, seen  # never more than --max-num-seqs
+    metrics_when(sb, overloaded, "queueing with preemption", service="gemma-4-12b")
 
 
 def test_incident_fate_follows_the_incident(sandbox_factory, tmp_path: Path):  # noqa: F811
