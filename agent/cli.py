@@ -92,8 +92,11 @@ def _run(argv: list[str]) -> None:
         configure_logging(False, False)
         serve()
         return
-    # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``.
+    # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``; typer turns a
+    # Ctrl-C inside a command into a silent ``Exit(130)``: it gets the line an interrupt gets here.
     rc = get_app()(args=argv, standalone_mode=False)
+    if rc == 130:
+        print("interrupted", file=sys.stderr)
     if isinstance(rc, int) and rc != 0:
         sys.exit(rc)
 

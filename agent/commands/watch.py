@@ -112,43 +112,46 @@ def register(app: typer.Typer) -> None:
         interval_s = parse_interval(interval or "60s")
         pol = Policy.parse(policy)
         instance: str | None = None
-        with contextlib.ExitStack() as stack:
-            if sandbox:
-                from agent.commands.repl import sandbox_configuration
-                from sandbox.scenarios import SCENARIOS
-                from sandbox.server import start_sandbox
+        watcher: Watcher | None = None
+        try:  # Ctrl-C stops it at any point, its start (the sandbox's, the first imports) included
+            with contextlib.ExitStack() as stack:
+                if sandbox:
+                    from agent.commands.repl import sandbox_configuration
+                    from sandbox.scenarios import SCENARIOS
+                    from sandbox.server import start_sandbox
 
-                if scenario not in SCENARIOS:
-                    raise UserError(f"--scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
-                sb = start_sandbox(scenario=scenario)
-                stack.callback(sb.stop)
-                import uuid
+                    if scenario not in SCENARIOS:
+                        raise UserError(f"--scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
+                    sb = start_sandbox(scenario=scenario)
+                    stack.callback(sb.stop)
+                    import uuid
 
-                instance = f"sandbox-{uuid.uuid4().hex}"  # this sandbox lives as long as this command
-                cfg = sandbox_configuration(sb, service=service, policy=pol)
-                console.print(
-                    "[dim]sandbox: decide from another terminal (same GEMMA_SRE_STATE_DIR) while this "
-                    "runs; the sandbox stops with it[/]"
+                    instance = f"sandbox-{uuid.uuid4().hex}"  # this sandbox lives as long as this command
+                    cfg = sandbox_configuration(sb, service=service, policy=pol)
+                    console.print(
+                        "[dim]sandbox: decide from another terminal (same GEMMA_SRE_STATE_DIR) while this "
+                        "runs; the sandbox stops with it[/]"
+                    )
+                else:
+                    overrides: dict[str, Any] = {"service": service}
+                    if pol is not None:
+                        overrides["policy"] = pol
+                    cfg = Configuration.from_settings(**overrides)
+                watcher = Watcher(
+                    cfg, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event, instance=instance
                 )
-            else:
-                overrides: dict[str, Any] = {"service": service}
-                if pol is not None:
-                    overrides["policy"] = pol
-                cfg = Configuration.from_settings(**overrides)
-            watcher = Watcher(
-                cfg, webhook=webhook, quiet_cycles=quiet_cycles, on_event=on_event, instance=instance
-            )
-            console.print(
-                f"watching {cfg.service} every {interval_s:g}s (policy {cfg.policy.value}); "
-                f"state: {watcher.store.path}; Ctrl-C stops",
-                soft_wrap=True,
-            )
-            n = 0
-            try:
+                console.print(
+                    f"watching {cfg.service} every {interval_s:g}s (policy {cfg.policy.value}); "
+                    f"state: {watcher.store.path}; Ctrl-C stops",
+                    soft_wrap=True,
+                )
                 n = watcher.run(interval_s=interval_s, max_cycles=max_cycles, on_cycle=on_cycle)
-            except KeyboardInterrupt:
+        except KeyboardInterrupt:
+            if watcher is None:
+                console.print("stopped before the first cycle")
+            else:
                 console.print(
                     f"stopped (cycle {watcher.state.cycle}); the state is kept in {watcher.store.path}"
                 )
-                return
-            console.print(f"done after {n} cycle(s)")
+            return
+        console.print(f"done after {n} cycle(s)")
