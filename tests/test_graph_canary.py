@@ -107,8 +107,8 @@ def test_a_fix_that_doubles_ttft_never_gets_traffic(sandbox_factory: Any) -> Non
     canary = v["canary"]
     assert canary["breached_at"] == 0 and canary["steps"] == []
     # The fault makes it x2 (the injected truth, read back below). A busy machine adds the same delay
-    # to both revisions' figures, which only pulls the measured ratio towards 1, never past x2: the
-    # measurement must show more than the x1.3 the decision needed, and no more than the fault made.
+    # to both revisions' figures, which pulls the measured ratio towards 1, not past x2: it must show
+    # more than the x1.3 the decision needed, and no more than the fault made (a quarter for noise).
     ratio = canary["before"]["ttft_p50_ms"] / canary["baseline"]["ttft_p50_ms"]
     assert 1.3 < ratio < SLOW_FIX_FACTOR * 1.25, ratio
     assert (
