@@ -85,10 +85,14 @@ def metrics_when(
     deadline = time.monotonic() + timeout_s
     seen: dict[str, float] = {}
     while True:
-        text = httpx.get(f"{uri}/metrics", timeout=5).text
-        seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
-        if until(seen):
-            return seen
+        try:  # an overloaded server (what some scenarios make) may answer late: that is "not yet"
+            text = httpx.get(f"{uri}/metrics", timeout=10).text
+        except httpx.TimeoutException:
+            text = None
+        if text is not None:
+            seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
+            if until(seen):
+                return seen
         assert time.monotonic() < deadline, f"{what}: not seen in {timeout_s:g} s; last /metrics: {seen}"
         time.sleep(0.3)
 

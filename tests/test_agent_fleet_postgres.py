@@ -28,7 +28,7 @@ from tests.test_agent_fleet import check_lease_rules, deploy_services, write_fle
 
 pytestmark = pytest.mark.slow  # real processes, a real Postgres, a kill
 
-INTERVAL_S = 12.0
+INTERVAL_S = 15.0
 LEASE_S = 3.0
 ROUNDS = 4
 SLACK_S = 3.0  # a loaded 2-core machine: the survivors' poll, a process' stall

@@ -35,7 +35,7 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's doc
 SERVICES = [("chat-a", "healthy"), ("chat-b", "reference-weights-oom"), ("chat-c", "reference-weights-oom")]
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 180) -> Any:
     """``check()``'s first truthy value, polled; fails naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not (got := check()):
@@ -65,7 +65,7 @@ class Server:
         assert len(found) <= 1, found  # one open investigation per service
         return found[0] if found else None
 
-    def status(self, service: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
+    def status(self, service: str, *statuses: str, timeout: float = 180) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             inv = self.investigation(service)
             return inv if inv is not None and inv["status"] in statuses else None
@@ -128,7 +128,7 @@ def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Any) -> None:
         )
     )
     names = [n for n, _ in SERVICES]
-    path = write_fleet(tmp_path / "fleet.toml", sb, names, workers=2, interval="4s", lease="3s")
+    path = write_fleet(tmp_path / "fleet.toml", sb, names, workers=2, interval="10s", lease="3s")
     fleet = load_fleet(path)
     with ExitStack() as stack:
         stack.callback(sb.stop)
@@ -173,7 +173,7 @@ def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Any) -> None:
             slack = f"{url}/slack/interactions"
             assert sign_callback([thread_b, "--url", slack, "--user", "U0ALICE"]) == 0
             assert sign_callback([thread_c, "--url", slack, "--user", "U0ALICE", "--reject"]) == 0
-            assert server.status("chat-b", "fixed", "rolled_back", "failed", timeout=90)["status"] == "fixed"
+            assert server.status("chat-b", "fixed", "rolled_back", "failed")["status"] == "fixed"
             server.status("chat-c", "rejected")
             # A replica's round after the fix records the thread's outcome on the incident.
             fixed_at = leases.now()

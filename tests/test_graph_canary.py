@@ -95,8 +95,10 @@ def test_a_good_fix_goes_through_every_step_and_stays(sandbox_factory: Any) -> N
 
 def test_a_fix_that_doubles_ttft_never_gets_traffic(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="canary-slow-fix", zero_latency=False)
-    # x1.3 rather than the default x1.5: a starved CPU adds the same delay to both revisions' figures.
-    first = run_cycle(config_for(sb, canary_max_ratio=1.3))
+    # x1.3 rather than the default x1.5, and prompts of 512 tokens (a prefill of some 250 ms rather
+    # than 25): a starved CPU adds the same delay to both revisions' figures, which matters less the
+    # longer the true TTFT is.
+    first = run_cycle(config_for(sb, canary_max_ratio=1.3, canary_prompt_tokens=512))
     baseline = first.values["observation_summary"]["latest_ready_revision"]
     done = resume_cycle(first.thread_id, decision="approve", approver="alice")
     assert done.status == "rolled_back", done.summary
