@@ -144,7 +144,7 @@ def _service_of(key: str, services: list[str]) -> str:
 def _kill_mid_cycle(store: Any, victim: subprocess.Popen[bytes], prefix: str) -> tuple[float, set[Any]]:
     """SIGKILL ``victim`` while it is running a cycle, after its first round, early enough in the
     round that its lease expires before the round's deadline; (when, its rows)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + ROUNDS * INTERVAL_S + 60  # the replica's whole life, a slow start included
     first_period = None
     while time.monotonic() < deadline:
         assert victim.poll() is None, "the replica to kill ended on its own"

@@ -362,9 +362,12 @@ def test_injected_latency_measured_within_5_percent() -> None:
         return r[-1] - r[0]
 
     def undisturbed(r: list[float]) -> bool:
-        return all(
-            truth * 0.99 < got < truth * 1.05
-            for got, truth in ((ttft(r), TTFT), (itl(r), ITL), (e2e(r), TTFT + 11 * ITL))
+        # Within 5% over (never faster) to the first token and to the last; the gaps after a first
+        # stamp up to 5% late can look up to 1 ms (5%) shorter each, so they get 5% either way.
+        return (
+            TTFT * 0.99 < ttft(r) < TTFT * 1.05
+            and (TTFT + 11 * ITL) * 0.99 < e2e(r) < (TTFT + 11 * ITL) * 1.05
+            and ITL * 0.95 < itl(r) < ITL * 1.05
         )
 
     flags = dict(
