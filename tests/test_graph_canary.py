@@ -28,13 +28,12 @@ from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import SLOW_FIX_FACTOR
 from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.loop_support import ERRORS_ONLY
 from tests.loop_support import config_for as loop_config
 
 pytestmark = pytest.mark.slow  # the loop end to end, with real benchmarks of the simulated servers
 
 SERVICE = "gemma-4-12b"
-#: For the zero-latency mechanism tests: only errors are judged (a starved CPU makes ~0 ms latencies noise).
-ERRORS_ONLY: dict[str, Any] = dict(canary_max_ratio=None, slo_ttft_p95_ms=60_000.0, slo_itl_p95_ms=60_000.0)
 
 
 def config_for(sb: Any, **overrides: Any) -> Configuration:
