@@ -17,6 +17,7 @@ from mcp_tools.errors import UserError
 from mcp_tools.google_api import ApiReader, build_client, call
 from mcp_tools.incident import SEVERITIES, LogLine
 from mcp_tools.names import validate_revision_name, validate_service_name
+from mcp_tools.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,8 @@ class CloudLogging(ApiReader):
                 page_size=min(limit, 1000),
             ):
                 line = entry_to_logline(e)
-                if needle is None or needle in line.record_text.lower():
+                # matched as printed: redacted, so a filter cannot probe for a secret's presence
+                if needle is None or needle in redact(line.record_text).lower():
                     out.append(line)
                     if len(out) >= limit:
                         break

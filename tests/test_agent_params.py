@@ -150,7 +150,7 @@ _NUMBERISH = st.one_of(
 
 @settings(
     max_examples=80,
-    deadline=3000,
+    deadline=None,  # a verdict on wall-clock time fails on a busy machine
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
@@ -178,7 +178,7 @@ def _is_non_finite(v: str) -> bool:
 
 @settings(
     max_examples=40,
-    deadline=3000,
+    deadline=None,  # a verdict on wall-clock time fails on a busy machine
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(

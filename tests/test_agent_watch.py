@@ -190,7 +190,9 @@ def ctrl_c_watch(state: Path, once: str, wait_s: float = 180) -> tuple[int, str]
                 line = lines.get(timeout=left)
             except queue.Empty:
                 continue
-            assert line is not None, f"the watch ended (exit {p.wait()}) before {once!r}:\n" + "".join(said)
+            if line is None:
+                ended = p.wait(timeout=30)
+                raise AssertionError(f"the watch ended (exit {ended}) before {once!r}:\n" + "".join(said))
             said.append(line)
         p.send_signal(signal.SIGINT)
         try:

@@ -107,11 +107,11 @@ def test_a_fix_that_doubles_ttft_never_gets_traffic(sandbox_factory: Any) -> Non
     assert "median TTFT" in " ".join(v["reasons"])
     canary = v["canary"]
     assert canary["breached_at"] == 0 and canary["steps"] == []
-    # The fault makes it x2 (the injected truth, read back below). A busy machine adds the same delay
-    # to both revisions' figures, which pulls the measured ratio towards 1, not past x2: it must show
-    # more than the x1.3 the decision needed, and no more than the fault made (a quarter for noise).
+    # The fault makes it x2 (the injected truth, read back below); the measured ratio must show more
+    # than the x1.3 the decision needed. No upper bound: a stall during the canary's own measurement
+    # (a busy machine) can only push it up, and the injected factor is checked from the notes.
     ratio = canary["before"]["ttft_p50_ms"] / canary["baseline"]["ttft_p50_ms"]
-    assert 1.3 < ratio < SLOW_FIX_FACTOR * 1.25, ratio
+    assert ratio > 1.3, ratio
     assert (
         sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"][fix]["notes"][
             "ttft_factor"

@@ -142,7 +142,7 @@ _LOG = st.fixed_dictionaries(
 
 @settings(
     max_examples=150,
-    deadline=2000,
+    deadline=None,  # a verdict on wall-clock time fails on a busy machine
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(raw=st.binary(max_size=2000))
@@ -158,7 +158,7 @@ def test_any_bytes_load_or_fail_in_one_line(tmp_path: Path, raw: bytes) -> None:
 
 @settings(
     max_examples=100,
-    deadline=2000,
+    deadline=None,  # a verdict on wall-clock time fails on a busy machine
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(logs=st.lists(_LOG, max_size=30), style=st.sampled_from([False, None]), indent=st.integers(2, 6))

@@ -58,7 +58,7 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-@settings(max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(src=_FILTERS)
 def test_filter_parser_answers_or_refuses_in_one_line(src: str) -> None:
     before = _rss_mib()
@@ -99,7 +99,7 @@ _FLAG_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     args=st.lists(
         st.one_of(_FLAG_NAMES, _FLAG_VALUES, st.tuples(_FLAG_NAMES, _FLAG_VALUES).map("=".join)), max_size=12
