@@ -315,31 +315,15 @@ def plan_headline(req: Any) -> str:
     return "; ".join(s.describe() for s in req.plan.steps) or "(no steps)"
 
 
-def _thread_ids(saver: Any, limit: int) -> list[str]:
-    """Thread ids in the checkpoint store, the most recently checkpointed first (the saver's public
-    ``list``: newest checkpoint first, read only until ``limit`` threads are seen)."""
-    from contextlib import closing
-
-    seen: dict[str, None] = {}
-    with closing(saver.list(None)) as checkpoints:  # closed at once: the saver's cursor holds its lock
-        for tup in checkpoints:
-            conf = tup.config["configurable"]
-            if conf.get("checkpoint_ns", ""):
-                continue  # a subgraph's checkpoint: its thread is the root's
-            seen.setdefault(str(conf["thread_id"]), None)
-            if len(seen) >= limit:
-                break
-    return list(seen)
-
-
 def pending_threads(state_dir: Path | None = None, *, limit: int = 500) -> list[PendingThread]:
     """Threads waiting for a decision (the approve node's interrupt), oldest request first."""
+    from graph.checkpoint import recent_thread_ids
     from graph.runner import compiled_graph
     from graph.state import ApprovalRequest
 
     out: list[PendingThread] = []
     with compiled_graph(state_dir) as g:
-        for tid in _thread_ids(g.checkpointer, limit):
+        for tid in recent_thread_ids(g.checkpointer, limit):
             snap = g.get_state({"configurable": {"thread_id": tid}})
             if not snap.interrupts:
                 continue

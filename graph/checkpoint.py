@@ -99,6 +99,52 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
         conn.close()
 
 
+# The threads of the store, the most recently checkpointed first: one aggregate over the savers'
+# ``checkpoints`` table (thread_id, checkpoint_ns, checkpoint_id; the same in langgraph-checkpoint-sqlite
+# and -postgres). Checkpoint ids are time-ordered (uuid6), so the newest is the largest; a subgraph's
+# checkpoints (a non-empty namespace) belong to their root's thread.
+_RECENT_THREADS = (
+    "SELECT thread_id, MAX(checkpoint_id) AS newest FROM checkpoints WHERE checkpoint_ns = '' "
+    "GROUP BY thread_id ORDER BY newest DESC LIMIT {ph}"
+)
+
+
+def recent_thread_ids(saver: BaseCheckpointSaver, limit: int) -> list[str]:
+    """Up to ``limit`` thread ids in ``saver``'s store, the most recently checkpointed first.
+
+    SQLite and Postgres: one query that reads no checkpoint (``list()`` would fetch and deserialise
+    every checkpoint of every thread). Any other saver: its public ``list``, in the order it yields
+    (newest first for the SQL savers, thread by thread for the in-memory one), read until ``limit``
+    threads are seen."""
+    from contextlib import closing
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute(_RECENT_THREADS.format(ph="?"), (limit,))
+            return [str(row[0]) for row in cur.fetchall()]
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # the optional extra: then no saver is one
+        PostgresSaver = None  # type: ignore[assignment,misc]  # noqa: N806
+    if PostgresSaver is not None and isinstance(saver, PostgresSaver):
+        with saver._cursor() as cur:  # the saver's own connection, under its lock
+            cur.execute(_RECENT_THREADS.format(ph="%s"), (limit,))
+            return [str(row["thread_id"]) for row in cur.fetchall()]  # the saver's rows are dicts
+    seen: dict[str, None] = {}
+    listing: Any = saver.list(None)  # a generator: closed at once, a saver's cursor may hold its lock
+    with closing(listing) as checkpoints:
+        for tup in checkpoints:
+            conf = tup.config["configurable"]
+            if conf.get("checkpoint_ns", ""):
+                continue  # a subgraph's checkpoint: its thread is the root's
+            seen.setdefault(str(conf["thread_id"]), None)
+            if len(seen) >= limit:
+                break
+    return list(seen)
+
+
 _SETUP_LOCK = 0x67656D6D73  # an advisory-lock key for the checkpointer's migrations
 _set_up: set[str] = set()  # the Postgres URLs this process has run the migrations on
 

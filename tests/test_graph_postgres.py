@@ -37,9 +37,13 @@ def test_postgres_checkpoints_resume_a_thread(
     first = run_cycle(cfg)
     assert first.status == "awaiting_approval"
     assert not (get_settings().state_dir / "checkpoints.sqlite").exists()  # nothing went to SQLite
+    from langgraph.checkpoint.postgres import PostgresSaver
+
     from agent.readouts import pending_threads
 
-    assert [p.thread_id for p in pending_threads()] == [first.thread_id]  # the saver's public list()
+    with monkeypatch.context() as m:
+        m.setattr(PostgresSaver, "list", lambda *_a, **_k: pytest.fail("threads read through list()"))
+        assert [p.thread_id for p in pending_threads()] == [first.thread_id]  # one aggregate query
     t = time.monotonic()
     done = resume_cycle(first.thread_id, decision="approve", approver="dana")
     assert done.status == "fixed", done.summary
@@ -47,6 +51,18 @@ def test_postgres_checkpoints_resume_a_thread(
 
 
 from sandbox.testing import sandbox_factory  # noqa: E402,F401  (fixture)
+
+
+def test_postgres_threads_come_from_one_query(
+    postgres_url: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graph.checkpoint import open_checkpointer
+    from tests.test_graph_threads import check_query_path
+
+    with open_checkpointer(postgres_url, tmp_path) as saver:
+        check_query_path(saver, monkeypatch)
 
 
 def test_postgres_one_decision_per_plan(
