@@ -299,10 +299,13 @@ class Watcher:
         """The read-only look ``res`` as its incident's thread: its report written from its own state
         (the look ran with ``write_report=False``, not knowing yet that the incident is new)."""
         from graph.nodes.report import write_report
+        from graph.runner import record_report
         from graph.state import Outcome
 
+        cfg = self._run_cfg()
         outcome = Outcome.model_validate(res.values.get("outcome") or {})
-        res.report = write_report(res.values, outcome, self._run_cfg(), res.thread_id)  # type: ignore[arg-type]
+        res.report = write_report(res.values, outcome, cfg, res.thread_id)  # type: ignore[arg-type]
+        record_report(res.thread_id, res.report, state_dir=cfg.state_dir)  # the thread's own record
         return res
 
     def _notify(self, events: list[IncidentEvent]) -> int:

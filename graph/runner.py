@@ -204,6 +204,22 @@ def thread_result(thread_id: str, *, state_dir: str | Path | None = None) -> Cyc
         return _result(g, thread_id, {"configurable": {"thread_id": thread_id}})
 
 
+def record_report(thread_id: str, paths: dict[str, str], *, state_dir: str | Path | None = None) -> None:
+    """Put a report written outside the graph (a read-only watch's look, reported once it is known to be
+    a new incident) into its thread, as the report node stores it: ``thread_result(...).report`` and
+    every reader of the thread (MCP ``get_incident_report``, the REPL) then finds it."""
+    from graph.checkpoint import thread_lease
+
+    s = get_settings()
+    where = Path(state_dir) if state_dir else s.state_dir
+    with compiled_graph(where) as g, thread_lease(s.checkpoint_url, where, thread_id) as leased:
+        if not leased:
+            raise UserError(f"thread {thread_id!r} is being run by another process")
+        config = {"configurable": {"thread_id": thread_id}}
+        thread_configuration(thread_id, g)  # UserError: no such thread
+        g.update_state(config, {"report": dict(paths)}, as_node="report")
+
+
 def thread_configuration(thread_id: str, g: Any) -> Configuration:
     snap = g.get_state({"configurable": {"thread_id": thread_id}})
     if not snap.values:

@@ -128,6 +128,11 @@ def test_a_read_only_watch_runs_one_cycle_and_reports_the_incident_from_it(
     doc = json.loads(report.read_text())
     assert doc["thread_id"] == c1.thread_id and doc["diagnosis"]["category"] == "weights_oom"
     assert doc["outcome"]["status"] == "diagnosed"
+    from graph.runner import thread_result
+
+    found = thread_result(c1.thread_id, state_dir=cfg.state_path)  # as get_incident_report reads it
+    assert found.status == "diagnosed" and Path(found.report["json"]) == report
+    assert Path(found.report["markdown"]).read_text().strip()
     c2 = w.cycle()  # still broken: observed, no second report
     assert c2.events == [] and reports() - reports_before == {report}
     assert sb.journal.entries() == []
