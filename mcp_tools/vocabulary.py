@@ -453,16 +453,19 @@ CRASH_DIED = re.compile(
     r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Background loop has errored"
     r"|Engine loop is not running|MQEngineDeadError|MQLLMEngine is already dead"
     r"|Got fatal signal from worker processes|Engine core proc \S+ died unexpectedly|EngineCore_\w* died"
-    # The family, not one release's sentence (v0.4 .. current): a worker, process, proc or engine that
-    # died ("Worker VllmWorkerProcess pid 1221 died, exit code: -11", "Worker proc 0 died unexpectedly",
-    # "Process EngineCore_DP0 (PID: 212) died with exit code -11", "RayWorkerProc rank=0 died
-    # unexpectedly") or is dead ("Engine is dead.", "At least one Worker is dead. Dead Workers: [...]",
-    # "AsyncLLMEngine is already dead, terminating server process"); not a Ray actor vLLM restarts
-    # ("... died with ActorDiedError, reinitializing"); a worker stopped by SIGTERM ("exit code: -15",
-    # KILLED_FROM_OUTSIDE) is the engine shutting its workers down after what failed, not a death
+    # The family, not one release's sentence (v0.4 .. current): one of vLLM's own workers or engine
+    # processes that died ("Worker VllmWorkerProcess pid 1221 died, exit code: -11", "Worker proc 0 died
+    # unexpectedly", "Worker proc VllmWorker-0 died", "Process EngineCore_DP0 (PID: 212) died with exit
+    # code -11", "Engine core process EngineCore_DP0 died", "RayWorkerProc rank=0 died unexpectedly",
+    # Ray's "its worker process has died") or is dead ("Engine is dead.", "At least one Worker is dead.
+    # Dead Workers: [...]", "AsyncLLMEngine is already dead, terminating server process"). Not any
+    # process of any program ("Tokenizer process 33 died"), nor one being restarted ("... died with
+    # ActorDiedError, reinitializing", "... died, restarting"); a worker stopped by SIGTERM ("exit code:
+    # -15", KILLED_FROM_OUTSIDE) is the engine shutting its workers down after what failed, not a death
     # (graph/analyzers/engine_crash.py)
-    r"|\b(?:Worker|Process|proc|Engine(?: ?core)?|RayWorkerProc)\b[^\n]{0,60}?\bdied\b"
-    r"(?! with ActorDiedError)"
+    r"|(?:\bVllmWorker\w*|\bRayWorkerProc\b|\bEngineCore\w*|\bWorker proc\b|\bEngine ?core proc(?:ess)?\b"
+    r"|\bWorker \S+ pid \d+|\bworker process(?:es)? (?:has|have)\b)[^\n]{0,60}?\bdied\b"
+    r"(?! with ActorDiedError)(?![^\n]*\b(?:restart|reinitializ|respawn)\w*)"
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:",
     _I,
 )
@@ -486,12 +489,14 @@ CRASH_REPEATS = re.compile(
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
     r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
-    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out"
-    # V0's RPC to its engine process, v0.6 .. v0.10: "RPCServer didn't reply within 10000 ms",
-    # "MQLLMEngine didn't reply within 10000ms", "Server didn't reply within 10000 ms"
-    r"|(?:didn't|did not) reply within \d+ ?ms",
+    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out",
     _I,
 )
+#: V0's RPC to its engine process timed out, v0.6 .. v0.10: "RPCServer didn't reply within 10000 ms",
+#: "MQLLMEngine didn't reply within 10000ms", "Server didn't reply within 10000 ms". A stall only as
+#: an error (the TimeoutError vLLM raises, a line at ERROR) or when it repeats: one warning of a slow
+#: reply on a server that goes on answering is not a hang.
+HUNG_NO_REPLY = re.compile(r"(?:didn't|did not) reply within \d+ ?ms", _I)
 #: Waiting that only means a hang when it repeats (a slow compile can print it once or twice).
 HUNG_WAITING = re.compile(
     r"No available shared memory broadcast block found|Waiting for output from MQLLMEngine"
@@ -660,7 +665,14 @@ MODEL_NOT_FOUND = re.compile(
 OVERLOAD_STATS = re.compile(
     r"Running: (\d+) reqs.*?(?:Waiting|Pending): (\d+) reqs.*?GPU KV cache usage: ([\d.]+)%", _I
 )
-OVERLOAD_PREEMPT = re.compile(r"preempted by PreemptionMode|is preempted|preemption", _I)
+#: vLLM's scheduler preempting a request (v0.5 .. v0.10: "Sequence group cmpl-7d3c is preempted by
+#: PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. ...
+#: total_num_cumulative_preemption=51"). Not any "preemption": Kubernetes' scheduler says "No
+#: preemption victims found for incoming pod" of a pod it cannot place, and the args print
+#: "preemption_mode=None".
+OVERLOAD_PREEMPT = re.compile(
+    r"preempted by PreemptionMode|\bSequence group \S+ is preempted by\b|total_num_cumulative_preemption=\d", _I
+)
 OVERLOAD_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", _I)
 OVERLOAD_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", _I)
 
@@ -845,6 +857,6 @@ FAMILY_WORDING: dict[str, tuple[re.Pattern[str], ...]] = {
     "unsupported_config": (UNSUPPORTED, UNSUPPORTED_GENERIC),
     "overload": (OVERLOAD_STATS, OVERLOAD_PREEMPT, OVERLOAD_REJECT),
     "engine_crash": (CRASH, CRASH_DIED, EXCEPTION),
-    "engine_hung": (HUNG_STALL, HUNG_WAITING, HUNG_STATS),
+    "engine_hung": (HUNG_STALL, HUNG_NO_REPLY, HUNG_WAITING, HUNG_STATS),
     "image_pull": (IMAGE_PULL,),
 }

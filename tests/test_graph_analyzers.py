@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK
 
-from graph.analyzers import ANALYZERS, engine_crash, run_analyzers
+from graph.analyzers import ANALYZERS, engine_crash, engine_hung, overload, run_analyzers, unsupported_config
 from graph.diagnosis import choose_root_cause, diagnose
 from graph.observation import Observation
 from mcp_tools.incident import ServiceSpec
@@ -915,3 +915,74 @@ def test_a_death_marker_printed_before_its_traceback_still_reads_what_it_died_of
     d = diagnose(obs(lines))
     assert d.category == "engine_crash"
     assert any(f.facts.get("repeats_on_restart") for f in d.findings if f.category == "engine_crash")
+
+
+# A server that started and serves: what follows it happened while serving.
+_SERVING = [
+    *STARTUP_OK,
+    *STARTUP_FIGURES,
+    '(APIServer pid=1) INFO:     10.1.2.3:41236 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+]
+_STATS_OK = (
+    "(APIServer pid=1) INFO 05-29 19:20:05 [loggers.py:123] Engine 000: Avg prompt throughput: 120.0 tokens/s, "
+    "Avg generation throughput: 45.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.1%, "
+    "Prefix cache hit rate: 0.0%"
+)
+
+
+def test_a_support_check_raised_while_serving_is_not_the_start_refusing_a_setting() -> None:
+    """A request's traceback that ends in ``supports_tool_choice`` after the server came up: the check
+    refused that request, not this configuration (unsupported_config judges a start's checks only)."""
+    tb = [
+        "(APIServer pid=1) ERROR 05-29 19:20:00 [serving_chat.py:245] Error in preprocessing prompt inputs",
+        "(APIServer pid=1) Traceback (most recent call last):",
+        '(APIServer pid=1)   File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/serving_chat.py", line 210, in create_chat_completion',
+        "(APIServer pid=1)     if not tool_parser.supports_tool_choice(request):",
+        '(APIServer pid=1)   File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/tool_parsers/abstract_tool_parser.py", line 57, in supports_tool_choice',
+    ]
+    o = obs([*_SERVING, *tb, _STATS_OK])
+    assert unsupported_config.analyze(o) == []
+    assert root(o) == "healthy"
+    # The same check cut off in a start that never completed still refused the configuration.
+    assert root(_start_failing(*[t.replace("(APIServer pid=1)", E) for t in tb[2:]], _STATS_OK)) == "unsupported_config"
+
+
+def test_kubernetes_preemption_words_are_not_vllm_preempting_requests() -> None:
+    """The Kubernetes scheduler's "No preemption victims found" (a pod it cannot place), however often,
+    is not vLLM's scheduler preempting requests for KV cache; vLLM's own warnings, repeated, are."""
+    k8s = (
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes "
+        "are available: 3 No preemption victims found for incoming pod."
+    )
+    o = obs([*_SERVING, *[k8s] * 12, _STATS_OK])
+    assert overload.analyze(o) == []
+    assert root(o) == "healthy"
+    vllm = (
+        "WARNING 05-29 19:20:09 [scheduler.py:1775] Sequence group cmpl-7d3c is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
+        "end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more "
+        "KV cache memory. total_num_cumulative_preemption=51"
+    )
+    assert [f.category for f in overload.analyze(obs([*_SERVING, *[vllm] * 12]))] == ["overload"]
+
+
+def test_another_program_s_process_that_died_and_restarts_is_not_the_engine_dying() -> None:
+    """"died" of a process that is not one of vLLM's workers or engine cores, or that is being
+    restarted, is no engine death; vLLM's own actors dying still are."""
+    o = obs([*_SERVING, "INFO 05-29 19:20:01 [tokenizer_pool.py:88] Tokenizer process 33 died, restarting", _STATS_OK])
+    assert engine_crash.analyze(o) == []
+    assert root(o) == "healthy"
+    worker = obs([*_SERVING, "ERROR 05-29 19:20:01 [multiproc_executor.py:284] Worker proc VllmWorker-0 died unexpectedly, shutting down executor."])
+    assert [f.category for f in engine_crash.analyze(worker)] == ["engine_crash"]
+
+
+def test_one_slow_rpc_reply_warning_is_not_a_hung_engine() -> None:
+    """A single WARNING that an RPC got no reply in time, on a server that goes on answering, is no
+    hang; raised as the TimeoutError vLLM raises (or repeated) it is."""
+    slow = "WARNING 05-29 19:20:01 [client.py:355] MQLLMEngine didn't reply within 10000ms"
+    o = obs([*_SERVING, slow, _STATS_OK])
+    assert engine_hung.analyze(o) == []
+    assert root(o) == "healthy"
+    raised = obs([*_SERVING, "TimeoutError: MQLLMEngine didn't reply within 10000ms"])
+    assert [f.category for f in engine_hung.analyze(raised)] == ["engine_hung"]
+    assert [f.category for f in engine_hung.analyze(obs([*_SERVING, slow, slow, slow]))] == ["engine_hung"]

@@ -26,7 +26,14 @@ from graph.analyzers import _series as S
 from graph.analyzers.base import Evidence, Finding, Line, finding, view
 from graph.observation import Observation
 from graph.progress import FLAT_TOKENS_PER_S as _FLAT
-from mcp_tools.vocabulary import HUNG_STALL, HUNG_STATS, HUNG_TIMEOUT, HUNG_WAITING, SERIES_WORDS
+from mcp_tools.vocabulary import (
+    HUNG_NO_REPLY,
+    HUNG_STALL,
+    HUNG_STATS,
+    HUNG_TIMEOUT,
+    HUNG_WAITING,
+    SERIES_WORDS,
+)
 
 #: Consecutive stats periods with requests running and nothing generated that make a hang.
 FLAT_PERIODS = 2
@@ -40,6 +47,13 @@ def analyze(obs: Observation) -> list[Finding]:
 def _from_logs(obs: Observation) -> list[Finding]:
     v = view(obs)
     stall = list(v.grep(HUNG_STALL))
+    # An RPC that got no reply: a stall as an error (raised, or logged at ERROR) or when it repeats,
+    # as waiting does; one warning of a slow reply is not.
+    no_reply = list(v.grep(HUNG_NO_REPLY))
+    stall += [
+        ln for ln in no_reply if len(no_reply) >= REPEATS or ln.said_error or HUNG_TIMEOUT.search(ln.text)
+    ][:1]
+    stall.sort(key=lambda x: x.n)
     waiting = list(v.grep(HUNG_WAITING))
     # A read of the workers' broadcast queue that timed out: the workers stopped answering.
     stall += [ln for ln in waiting[:1] if v.first(HUNG_TIMEOUT, after=ln.n, before=ln.n + 40)]
@@ -63,7 +77,8 @@ def _from_logs(obs: Observation) -> list[Finding]:
             f"The engine stopped making progress (from line {lines[0].n}): {why}.",
             lines[:3],
             pattern=re.compile(
-                f"{HUNG_STALL.pattern}|{HUNG_WAITING.pattern}|{HUNG_STATS.pattern}", re.IGNORECASE
+                f"{HUNG_STALL.pattern}|{HUNG_NO_REPLY.pattern}|{HUNG_WAITING.pattern}|{HUNG_STATS.pattern}",
+                re.IGNORECASE,
             ),
             analyzer="engine_hung",
             facts={"flat_stats_periods": len(flat), "waits": len(waiting)},

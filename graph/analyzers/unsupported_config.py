@@ -12,7 +12,16 @@ The GPU named in the spec is checked against the planner's support table as well
 
 from __future__ import annotations
 
-from graph.analyzers.base import Evidence, Finding, Line, LogView, finding, view
+from graph.analyzers.base import (
+    Evidence,
+    Finding,
+    Line,
+    LogView,
+    finding,
+    phase_of,
+    started_between,
+    view,
+)
 from graph.observation import Observation
 from mcp_tools.redact import redact_args
 from mcp_tools.vocabulary import (
@@ -28,6 +37,7 @@ from mcp_tools.vocabulary import (
     UNSUPPORTED,
     UNSUPPORTED_GENERIC,
     UNSUPPORTED_WARNING,
+    UP_PHASES,
     Phase,
 )
 
@@ -89,8 +99,12 @@ def _next_record(v: LogView, n: int) -> Line | None:
 def _failed_support_check(v: LogView) -> list[Line]:
     """A traceback that ends in a support check: its deepest frame is the check and no exception with
     a message follows (the paste was cut there), or it asserts support and raised a bare
-    AssertionError. The lines cited: the check, and the exception when there is one."""
+    AssertionError. The lines cited: the check, and the exception when there is one. Only a start's
+    check: one raised after the engine was ready (a request's ``supports_tool_choice``), or by a start
+    that another completed after, refused a request or was retried, not this configuration."""
     for ln in v.grep(SUPPORT_CHECK):
+        if not _in_failed_start(v, ln.n):
+            continue
         nxt = _next_record(v, ln.n)
         frame = FRAME.match(ln.text)
         if frame is not None:
@@ -112,6 +126,13 @@ def _failed_support_check(v: LogView) -> list[Line]:
         ):
             return [ln, nxt]
     return []
+
+
+def _in_failed_start(v: LogView, n: int) -> bool:
+    """Line ``n`` is in a start that never completed: before the engine was ready (as far as its
+    milestones or stack say; a paste of the traceback alone says nothing), and no start completed
+    after it (``base.failed_in_startup``, which also takes a phase-less paste)."""
+    return phase_of(v, n) < Phase.ENGINE_READY and started_between(v, after=n, phases=UP_PHASES) is None
 
 
 def _what(text: str) -> dict[str, object]:
