@@ -671,7 +671,8 @@ OVERLOAD_STATS = re.compile(
 #: preemption victims found for incoming pod" of a pod it cannot place, and the args print
 #: "preemption_mode=None".
 OVERLOAD_PREEMPT = re.compile(
-    r"preempted by PreemptionMode|\bSequence group \S+ is preempted by\b|total_num_cumulative_preemption=\d", _I
+    r"preempted by PreemptionMode|\bSequence group \S+ is preempted by\b|total_num_cumulative_preemption=\d",
+    _I,
 )
 OVERLOAD_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", _I)
 OVERLOAD_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", _I)

@@ -944,7 +944,10 @@ def test_a_support_check_raised_while_serving_is_not_the_start_refusing_a_settin
     assert unsupported_config.analyze(o) == []
     assert root(o) == "healthy"
     # The same check cut off in a start that never completed still refused the configuration.
-    assert root(_start_failing(*[t.replace("(APIServer pid=1)", E) for t in tb[2:]], _STATS_OK)) == "unsupported_config"
+    assert (
+        root(_start_failing(*[t.replace("(APIServer pid=1)", E) for t in tb[2:]], _STATS_OK))
+        == "unsupported_config"
+    )
 
 
 def test_kubernetes_preemption_words_are_not_vllm_preempting_requests() -> None:
@@ -967,12 +970,23 @@ def test_kubernetes_preemption_words_are_not_vllm_preempting_requests() -> None:
 
 
 def test_another_program_s_process_that_died_and_restarts_is_not_the_engine_dying() -> None:
-    """"died" of a process that is not one of vLLM's workers or engine cores, or that is being
+    """ "died" of a process that is not one of vLLM's workers or engine cores, or that is being
     restarted, is no engine death; vLLM's own actors dying still are."""
-    o = obs([*_SERVING, "INFO 05-29 19:20:01 [tokenizer_pool.py:88] Tokenizer process 33 died, restarting", _STATS_OK])
+    o = obs(
+        [
+            *_SERVING,
+            "INFO 05-29 19:20:01 [tokenizer_pool.py:88] Tokenizer process 33 died, restarting",
+            _STATS_OK,
+        ]
+    )
     assert engine_crash.analyze(o) == []
     assert root(o) == "healthy"
-    worker = obs([*_SERVING, "ERROR 05-29 19:20:01 [multiproc_executor.py:284] Worker proc VllmWorker-0 died unexpectedly, shutting down executor."])
+    worker = obs(
+        [
+            *_SERVING,
+            "ERROR 05-29 19:20:01 [multiproc_executor.py:284] Worker proc VllmWorker-0 died unexpectedly, shutting down executor.",
+        ]
+    )
     assert [f.category for f in engine_crash.analyze(worker)] == ["engine_crash"]
 
 
