@@ -121,15 +121,21 @@ class Configuration(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _slo_in_ms(cls, data: Any) -> Any:
-        """``slo_ttft_p95_ms`` / ``slo_itl_p95_ms`` (the keys a canary's SLOs had): into ``slo``, over it."""
-        if not isinstance(data, dict) or not any(data.get(k) is not None for k in SLO_MS_KEYS):
+        """``slo_ttft_p95_ms`` / ``slo_itl_p95_ms`` (the keys a canary's SLOs had): into ``slo``, only for
+        a target ``slo`` does not set (a thread persisted before ``slo`` carries the old defaults in
+        them, which must not override a customised ``slo``)."""
+        if not isinstance(data, dict) or not any(k in data for k in SLO_MS_KEYS):
             return data
         data = dict(data)
         slo = data.get("slo")
-        merged = slo.model_dump() if isinstance(slo, SloConfig) else dict(slo or {})
+        if isinstance(slo, SloConfig):
+            merged, given = slo.model_dump(), slo.model_fields_set
+        else:
+            merged = dict(slo or {})
+            given = {k for k, v in merged.items() if v is not None}
         for key, field in SLO_MS_KEYS.items():
             ms = data.pop(key, None)
-            if ms is not None:
+            if ms is not None and field not in given:
                 merged[field] = float(ms) / 1000.0
         data["slo"] = merged
         return data

@@ -146,6 +146,11 @@ def test_plan_capacity_tool(client: SessionThread) -> None:
     assert sc["gpu"] == "nvidia-l4" and isinstance(sc["fits"], bool) and sc["weights_gib"] > 0
     bad = client.call("plan_capacity", {"model": "no-such/model-xyz"})
     assert bad.isError and "no-such/model-xyz" in text_of(bad)
+    # 0 is a value (not "not given", as 0 == False would make it): refused by the flag's own range.
+    zero = client.call(
+        "plan_capacity", {"model": "google/gemma-4-12B-it", "gpu": "nvidia-l4", "gpu_memory_utilization": 0}
+    )
+    assert zero.isError and "--gpu-memory-utilization: must be in (0, 1], got 0" in text_of(zero)
 
 
 @pytest.mark.parametrize(

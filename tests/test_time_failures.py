@@ -306,11 +306,17 @@ def test_the_canary_is_watched_against_the_same_slo_targets_the_series_are() -> 
         "itl": "inter-token p95 150 ms > SLO 100 ms",
     }
     assert slo_breaches(step, Configuration()) == {}  # the defaults: 2 s and 200 ms
-    # The keys users set for the canary (milliseconds) still set those targets, over ``slo``'s.
+    # The keys users set for the canary (milliseconds) still set the targets ``slo`` does not set.
     cfg = Configuration.from_runnable_config(
-        {"configurable": {"slo": {"ttft_p95_s": 9.0, "hung_minutes": 5}, "slo_ttft_p95_ms": 500}}
+        {"configurable": {"slo": {"hung_minutes": 5}, "slo_ttft_p95_ms": 500}}
     )
     assert (cfg.slo.ttft_p95_s, cfg.slo.itl_p95_s, cfg.slo.hung_minutes) == (0.5, 0.2, 5)
+    # A thread persisted before ``slo`` carries the old default (2000 ms): a customised ``slo`` wins,
+    # given as a dict or as a SloConfig; the legacy key still sets the target it leaves alone.
+    legacy = {"slo_ttft_p95_ms": 2000, "slo_itl_p95_ms": 150}
+    for slo in ({"ttft_p95_s": 9.0}, SloConfig(ttft_p95_s=9.0)):
+        old = Configuration.from_runnable_config({"configurable": {"slo": slo, **legacy}})
+        assert (old.slo.ttft_p95_s, old.slo.itl_p95_s) == (9.0, 0.15)
     assert "slo_ttft_p95_ms" not in cfg.persisted()
     assert Configuration.model_validate(cfg.persisted()).slo == cfg.slo  # a resumed thread reads it back
     with pytest.raises(ValidationError, match="ttft_p95_s"):

@@ -774,6 +774,12 @@ def _budget_margins(
 _REQUEST_KEYS = ("gpu", "gpu_memory_gib", "gpu_count", "vllm_version", "gpu_memory_used_gib")
 
 
+def _given(value: Any) -> bool:
+    """A flag's value that is sent: anything but None and False (0 and 0.0 are values, refused or not
+    by the flags' own checks; ``0 in (None, False)`` would drop them)."""
+    return value is not None and value is not False
+
+
 def plan_request(params: Mapping[str, Any]) -> CapacityPlan:
     """A plan asked for as ``gemma-sre plan`` and the MCP tool ``plan_capacity`` ask, from their
     parameters by name: ``model``, the GPU and release (``_REQUEST_KEYS``), ``vllm_args`` (a list),
@@ -781,7 +787,7 @@ def plan_request(params: Mapping[str, Any]) -> CapacityPlan:
     override ``vllm_args`` as if they came last. Other names (a CLI's ``--json``) are not read."""
     args = [str(a) for a in params.get("vllm_args") or []]
     for name, value in params.items():
-        if name in VllmFlags.model_fields and name not in ("model", "extra") and value not in (None, False):
+        if name in VllmFlags.model_fields and name not in ("model", "extra") and _given(value):
             flag = "--" + name.replace("_", "-")
             args.append(flag if value is True else f"{flag}={value}")
     request = {k: params[k] for k in _REQUEST_KEYS if k in params}
