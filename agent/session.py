@@ -154,7 +154,7 @@ def run_interactive(
         blind = [u for u in unread if str(u).startswith("service spec")]
         if blind:
             print(f"error: could not read the service: {blind[0]}", file=sys.stderr)
-        return 1 if result.status == "failed" or blind else 0
+        return 1 if result.status in ("failed", "undetermined") or blind else 0
 
 
 def _emit_json(opts: CycleOptions, result: Any) -> None:

@@ -133,6 +133,7 @@ def status_line(s: CycleSummary) -> str:
         "fixed": "fixed and verified",
         "rolled_back": "the fix did not verify; rolled back",
         "failed": "the fix did not verify and could not be rolled back",
+        "undetermined": "the fix could not be verified (service unread); not rolled back: a person checks",
     }.get(s.status, s.status)
     if s.status == "diagnosed" and s.pending_thread:
         nxt = f"a plan already waits for a decision on thread {s.pending_thread}"

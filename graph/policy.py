@@ -93,4 +93,5 @@ def route_after_approve(state: SREState, config: RunnableConfig) -> Literal["app
 
 def route_after_verify(state: SREState, config: RunnableConfig) -> Literal["rollback", "report"]:
     v = state.get("verification") or {}
-    return "report" if v.get("ok") else "rollback"
+    # Undetermined (the service could not be read): no verdict, so no automatic rollback.
+    return "report" if v.get("ok") or v.get("undetermined") else "rollback"

@@ -53,6 +53,12 @@ def outcome_of(state: SREState, policy: Policy) -> Outcome:
             f"{approval.get('approver')}; verified.",
         )
     reasons = "; ".join(v.get("reasons") or []) or "verification failed"
+    if v.get("undetermined"):
+        return Outcome(
+            status="undetermined",
+            summary=f"Revision {applied.get('revision')} was applied, but could not be verified ({reasons}); "
+            "nothing was rolled back: a person must check the service.",
+        )
     if rb.get("ok"):
         return Outcome(
             status="rolled_back",
@@ -471,6 +477,11 @@ def follow_ups(state: SREState, outcome: Outcome) -> list[str]:
         out.append(f"The service now runs on {changes['gpu_type']}: check its cost and the region's quota.")
     if outcome.status in ("rolled_back", "failed"):
         out.append("The fix did not verify: the incident is still open; see the verification reasons above.")
+    if outcome.status == "undetermined":
+        out.append(
+            "The fix could not be verified (the service could not be read) and was not rolled back: check "
+            "the service's traffic and health, then roll back by hand if the fix is bad."
+        )
     if outcome.status in ("rejected", "no_action"):
         out.append("Nothing was applied: the incident is still open until a person acts.")
     for s in plan.steps:

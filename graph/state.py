@@ -246,6 +246,9 @@ class Verification(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     seconds: float = 0.0
     canary: Canary | None = None  # how the fix was given traffic (None: it took all of it once Ready)
+    # The service could not be read by the deadline (a change made before this run): no verdict, no
+    # rollback; the report hands it to a person.
+    undetermined: bool = False
 
 
 class RollbackResult(BaseModel):
@@ -266,6 +269,7 @@ OutcomeStatus = Literal[
     "fixed",  # applied and verified
     "rolled_back",  # applied, verification failed, traffic back on the last good revision
     "failed",  # applied, verification failed, and no rollback was possible
+    "undetermined",  # applied, the service could not be read to verify it: not rolled back, for a person
 ]
 
 

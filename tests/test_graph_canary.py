@@ -216,9 +216,10 @@ DIES_AFTER_THE_LEDGER = (
 )
 
 
-def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_factory: Any) -> None:  # noqa: F811
-    sb = sandbox_factory(scenario="canary-fix")
-    first = run_cycle(config_for(sb, canary_hold_s=0.0, **ERRORS_ONLY))
+def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str, dict[str, str]]:
+    """A canary fix approved in a process killed once the ledger recorded the apply (the fix deployed
+    with no traffic): the first cycle's result, the serving revision, the fix, the CLI's environment."""
+    first = run_cycle(config_for(sb, canary_hold_s=0.0, **{**ERRORS_ONLY, **overrides}))
     assert first.status == "awaiting_approval"
     baseline = first.values["observation_summary"]["latest_ready_revision"]
     env = {**os.environ, **sandbox_env(sb)}
@@ -238,8 +239,57 @@ def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_f
     assert made is not None
     assert made.revision == fix  # the ledger has it; the checkpoint does not
     assert [e.event for e in audit.read(get_settings().state_dir)] == ["approval"]
+    return first, baseline, fix, env
 
+
+def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first, baseline, fix, env = killed_after_the_ledger(sb)
+    assert_carried_on_and_promoted(sb, approve_in_a_new_process(env, first.thread_id), first, baseline, fix)
+
+
+def test_a_failed_read_on_resume_is_no_verdict_verify_reads_again(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first, baseline, fix, env = killed_after_the_ledger(sb)
+    # The resumed approve's reachability probe passes; apply's read of the service is refused (403: not
+    # retried); verify's own reads work: the canary is carried on and promoted, nothing rolled back.
+    sb.faults.inject("run:service", "hang", count=1, seconds=0.01)
+    refused = sb.faults.inject("run:service", "status", status=403, count=1)
     doc = approve_in_a_new_process(env, first.thread_id)
+    assert refused.fired == 1
+    applied = thread_result(first.thread_id).values["applied"]
+    assert_carried_on_and_promoted(sb, doc, first, baseline, fix)
+    assert applied["error"] is None
+
+
+def test_a_service_never_read_on_resume_is_undetermined_not_rolled_back(sandbox_factory: Any) -> None:  # noqa: F811
+    sb = sandbox_factory(scenario="canary-fix")
+    first, baseline, fix, env = killed_after_the_ledger(sb, verify_deadline_s=3.0)
+    sb.faults.inject("run:service", "hang", count=1, seconds=0.01)  # the reachability probe passes
+    refused = sb.faults.inject("run:service", "status", status=403, count=None)
+    r = subprocess.run(
+        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    sb.faults.clear()
+    assert refused.fired >= 2  # apply's read and verify's
+    assert r.returncode == 1, r.stderr  # a person must act
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "undetermined", doc
+    v = thread_result(first.thread_id).values["verification"]
+    assert v["undetermined"] and not v["ok"]
+    assert any("undetermined; nothing was rolled back" in why for why in v["reasons"]), v
+    assert thread_result(first.thread_id).values.get("rollback") is None
+    # Traffic untouched: the fix as deployed (tagged, no traffic), the serving revision still serving.
+    assert fix_shares(sb, fix) == [0] and serving(sb) == {baseline: 100}
+    events = [e.event for e in audit.read(get_settings().state_dir)]
+    assert "rollback" not in events and events.count("mutation") == 1, events
+
+
+def assert_carried_on_and_promoted(sb: Any, doc: dict[str, Any], first: Any, baseline: str, fix: str) -> None:
     assert doc["status"] == "fixed", doc
     done = thread_result(first.thread_id)
     applied = done.values["applied"]

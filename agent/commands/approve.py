@@ -54,7 +54,7 @@ def _decide(
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
         print_outcome(console, result.status, result.summary, result.report)
-    if result.status in ("failed",) or lost:
+    if result.status in ("failed", "undetermined") or lost:
         raise typer.Exit(1)
 
 

@@ -104,7 +104,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
             why = short_error(e)
             result.error = f"applied before this run; the service could not be read to carry on: {why}"
         else:
-            _carry_on(result, info, key, cfg)
+            carry_on(result, info, key, cfg)
         return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
     rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
@@ -141,7 +141,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
             result.already_applied = first
             result.revision = info.latest_created_revision
             result.error = None  # whether it came up is verify's question
-            _carry_on(result, info, key, cfg)
+            carry_on(result, info, key, cfg)
             break
         if first and _changed_since(info, planned_from, summary.spec_etag):
             # Someone changed the service after the plan was made: the approved diff is no longer what
@@ -197,7 +197,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
     return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
 
-def _carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
+def carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
     """A change made before this run (``result.revision``), completed from the live service as the run
     that made it had it: deployed as a canary (its tag in the traffic), the revision that serves beside
     it, and, while it has no traffic yet, the serving revision's baseline."""

@@ -9,7 +9,9 @@ for a canary (``apply`` deployed the fix with a tag and no traffic), much more, 
 4. traffic in ``canary_steps`` (e.g. 10, 50, 100 percent), each step watched for ``canary_hold_s``
    with the SLOs (TTFT p95, inter-token p95, error rate) measured on the service URL and the tag's.
 
-Any failure sends the loop to rollback (traffic back to the serving revision, 100%), with the reasons
+A service verify cannot read at all, for a change made before this run, is no verdict: the result is
+undetermined and goes to the report (a person), never to an automatic rollback. Any failure sends the
+loop to rollback (traffic back to the serving revision, 100%), with the reasons
 and the figures kept for the report. Resumable: the node re-runs from its top after a crash, reads
 where the traffic is, and never sends a step that is already in place (nor goes back a step).
 """
@@ -22,6 +24,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.config import Configuration
+from graph.nodes.apply import carry_on
 from graph.state import ApplyResult, Approval, Canary, CanaryStep, SREState, Verification, event
 from graph.world import World
 from mcp_tools.errors import short_error
@@ -50,24 +53,41 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if not applied.revision:
         v.reasons.append(f"nothing was applied: {applied.error or 'no revision'}")
         return _done(v, started, cfg)
-    if applied.already_applied and applied.error:
-        # Made before this run, and apply could not read the service to carry it on: whether it is a
-        # canary with no traffic is not known, so it is not judged as if it were rolled out.
-        v.reasons.append(applied.error)
-        return _done(v, started, cfg)
-
+    # Made before this run, and apply could not read the service to carry it on: carried on here from
+    # verify's own reads. A failed read is no verdict on the fix: never read by the deadline, the result
+    # is undetermined (for a person), not a rollback of a change that may be rolled out and good.
+    carry = applied.already_applied and bool(applied.error)
+    updates: dict[str, Any] = {}
+    read = False
     deadline = started + cfg.verify_deadline_s
     info: Any = None
     while True:
         try:
             info = world.get_service(name)
+            read = True
         except Exception as e:
-            v.reasons.append(f"could not read the service: {short_error(e)}")
+            why = f"could not read the service: {short_error(e)}"
+            if why not in v.reasons:  # once, not once a poll
+                v.reasons.append(why)
             info = None
+        if info is not None and carry:
+            applied = applied.model_copy(update={"error": None})
+            carry_on(applied, info, applied.key, cfg)
+            updates["applied"] = applied.model_dump(mode="json")
+            carry = False
+        if not read and applied.already_applied and time.monotonic() >= deadline:
+            v.undetermined = True
+            v.reasons.append(
+                f"the service could not be read within {cfg.verify_deadline_s:.0f} s: whether revision "
+                f"{applied.revision} works is undetermined; nothing was rolled back (a person must check)"
+            )
+            if applied.error:
+                v.reasons.insert(0, applied.error)
+            return _done(v, started, cfg)
         if info is not None and info.latest_ready_revision == applied.revision:
             v.ready = True
             break
-        failed = _revision_failed(info, applied.revision) if info is not None else None
+        failed = _revision_failed(info, str(applied.revision)) if info is not None else None
         if failed:
             v.ready = False
             v.reasons.append(f"revision {applied.revision} did not become Ready: {failed}")
@@ -81,18 +101,18 @@ def verify(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     if not v.ready:
         if applied.error and not any(applied.error in r for r in v.reasons):
             v.reasons.append(f"apply reported: {applied.error}")
-        return _done(v, started, cfg)
+        return {**updates, **_done(v, started, cfg)}
 
     if applied.canary and applied.tag:
         _canary(v, applied, info, world, cfg, state, config)
-        return _done(v, started, cfg)
+        return {**updates, **_done(v, started, cfg)}
     base_url = info.uri or cfg.vllm_base_url
     if not base_url:
         v.reasons.append("the service has no URL to check")
-        return _done(v, started, cfg)
+        return {**updates, **_done(v, started, cfg)}
     _health_and_smoke(v, world, cfg, base_url, state)
     v.ok = bool(v.ready and v.health and v.smoke and v.progress is not False)
-    return _done(v, started, cfg)
+    return {**updates, **_done(v, started, cfg)}
 
 
 def _health_and_smoke(v: Verification, world: World, cfg: Configuration, url: str, state: SREState) -> bool:
@@ -278,6 +298,8 @@ def _done(v: Verification, started: float, cfg: Configuration | None = None) -> 
             f"verified: canary {v.revision} checked on its tag's URL, then given traffic {steps} with the "
             f"SLOs met at each step ({v.seconds:.1f} s)"
         )
+    elif v.undetermined:
+        msg = "verification undetermined: " + "; ".join(v.reasons)
     elif v.ok:
         msg = f"verified: revision {v.revision} Ready, /health ok, smoke completion ok"
         msg += f"{', tokens generated' if v.progress else ''} ({v.seconds:.1f} s)"
