@@ -105,10 +105,18 @@ def request_text(req: ApprovalRequest, *, width: int = 100) -> str:
     return buf.getvalue().rstrip("\n")
 
 
+# How an outcome's status is shown, in the one-shot commands and the REPL alike.
+OUTCOME_STYLE = {
+    "fixed": "bold green",
+    "healthy": "green",
+    "rolled_back": "yellow",
+    "undetermined": "bold yellow",
+    "failed": "bold red",
+}
+
+
 def print_outcome(console: Console, status: str, summary: str, report: dict[str, str]) -> None:
-    style = {"fixed": "bold green", "healthy": "green", "rolled_back": "yellow", "failed": "bold red"}.get(
-        status, "bold"
-    )
+    style = OUTCOME_STYLE.get(status, "bold")
     console.print(f"[{style}]{status}[/]: {summary}", highlight=False)
     if report.get("markdown"):
         console.print(f"report: {report['markdown']}", highlight=False, soft_wrap=True)

@@ -22,7 +22,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
-from agent.display import current_user, render_request
+from agent.display import OUTCOME_STYLE, current_user, render_request
 from agent.readouts import note as _note
 from graph.state import ApprovalRequest
 from mcp_tools.errors import ExternalError, UserError
@@ -322,7 +322,7 @@ class ReplCommands:
         if tid == self.pending_thread:
             self.pending_thread = None
         self.last_thread = tid
-        style = {"fixed": "bold green", "rolled_back": "yellow", "failed": "bold red"}.get(res.status, "bold")
+        style = OUTCOME_STYLE.get(res.status, "bold")
         out: list[RenderableType] = []
         timeline = res.values.get("timeline") or []
         for e in timeline:
