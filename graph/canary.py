@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from graph.config import Configuration
-from graph.state import Latency
+from graph.state import ApplyResult, Latency
 from mcp_tools.errors import short_error
+from mcp_tools.spec_ops import canary_names
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,27 @@ def measure(url: str, cfg: Configuration, label: str) -> Latency:
         itl_p50_ms=pct(itl, 50),
         itl_p95_ms=pct(itl, 95),
     )
+
+
+def carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
+    """A change made before this run (``result.revision``), completed from the live service as the run
+    that made it had it: deployed as a canary (its tag in the traffic), the revision that serves beside
+    it, and, while it has no traffic yet, the serving revision's baseline."""
+    _, tag = canary_names(cfg.service, key)
+    if not any(t.tag == tag for t in info.traffic):
+        return
+    result.canary, result.tag = True, tag
+    others = [t for t in info.traffic if t.revision != result.revision and t.percent > 0]
+    if others:
+        result.previous_ready_revision = max(others, key=lambda t: t.percent).revision
+    if result.baseline is None and result.revision and info.percent_of(result.revision) == 0:
+        result.baseline = baseline(info, cfg)
+
+
+def baseline(info: Any, cfg: Configuration) -> Latency | None:
+    """The serving revision's figures before the change: a short benchmark of the service URL."""
+    url = info.uri or cfg.vllm_base_url
+    return measure(url, cfg, "service") if url else None
 
 
 def _counts_as_error(status: int | None) -> bool:

@@ -31,11 +31,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph import audit
+from graph.canary import baseline, carry_on
 from graph.checkpoint import AppliedRecord, Decisions, open_ledger
 from graph.config import Configuration
 from graph.nodes.approve import thread_id_of
 from graph.policy import APPLY_KEY_ENV, apply_key, approval_id_for
-from graph.state import ApplyResult, Approval, Latency, ObservationSummary, SREState, event, now_iso
+from graph.state import ApplyResult, Approval, ObservationSummary, SREState, event, now_iso
 from graph.world import World
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.incident import ServiceSpec
@@ -165,7 +166,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
             result.canary = True
             result.previous_ready_revision = serving
             if result.baseline is None:
-                result.baseline = _baseline(info, cfg)
+                result.baseline = baseline(info, cfg)
         elif first and result.previous_ready_revision is None:
             result.previous_ready_revision = info.latest_ready_revision
         first = False
@@ -197,35 +198,12 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
     return _done(state, cfg, thread_id, approval, plan, result, ledger)
 
 
-def carry_on(result: ApplyResult, info: Any, key: str, cfg: Configuration) -> None:
-    """A change made before this run (``result.revision``), completed from the live service as the run
-    that made it had it: deployed as a canary (its tag in the traffic), the revision that serves beside
-    it, and, while it has no traffic yet, the serving revision's baseline."""
-    _, tag = canary_names(cfg.service, key)
-    if not any(t.tag == tag for t in info.traffic):
-        return
-    result.canary, result.tag = True, tag
-    others = [t for t in info.traffic if t.revision != result.revision and t.percent > 0]
-    if others:
-        result.previous_ready_revision = max(others, key=lambda t: t.percent).revision
-    if result.baseline is None and result.revision and info.percent_of(result.revision) == 0:
-        result.baseline = _baseline(info, cfg)
-
-
 def _serving(info: Any) -> str | None:
     """The Ready revision that serves the service (most of its traffic), if any: a fix to it is a canary."""
     serving = info.serving_revision
     if not serving or info.percent_of(serving) == 0:
         return None
     return serving if any(r.name == serving and r.ready for r in info.revisions) else None
-
-
-def _baseline(info: Any, cfg: Configuration) -> Latency | None:
-    """The serving revision's figures before the change: a short benchmark of the service URL."""
-    from graph.canary import measure
-
-    url = info.uri or cfg.vllm_base_url
-    return measure(url, cfg, "service") if url else None
 
 
 def _changed_since(info: Any, planned_from: ServiceSpec | None, etag: str | None) -> bool:

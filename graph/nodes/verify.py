@@ -23,8 +23,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from graph.canary import carry_on
 from graph.config import Configuration
-from graph.nodes.apply import carry_on
 from graph.state import ApplyResult, Approval, Canary, CanaryStep, SREState, Verification, event
 from graph.world import World
 from mcp_tools.errors import short_error
