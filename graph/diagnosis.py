@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
-from graph.analyzers import Evidence, Finding, run_analyzers, view
+from graph.analyzers import Evidence, Finding, family_facts, run_analyzers, view
 from graph.analyzers.base import (
     RESTARTED,
     START_MARK,
@@ -265,12 +265,27 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
     if category is None:
         return None
     phase = phase_of(view(obs), ln.n)
-    return RootCause(
+    evidence = _exception_evidence(obs, ln)
+    summary = (
+        f"The first failure (line {ln.n}) matches no known wording; it happened while the server was "
+        f"at '{phase.name.lower()}', and an error of that kind there means {category}."
+    )
+    found = Finding(
         category=category,
         confidence=0.55,
-        summary=f"The first failure (line {ln.n}) matches no known wording; it happened while the server was "
-        f"at '{phase.name.lower()}', and an error of that kind there means {category}.",
-        evidence=_exception_evidence(obs, ln),
+        summary=summary,
+        evidence=evidence,
+        analyzer="life",
+        first_line=ln.n,
+        last_line=ln.n,
+        facts=family_facts(category, obs, "\n".join(e.text for e in evidence)),
+    )
+    return RootCause(
+        category=category,
+        confidence=found.confidence,
+        summary=summary,
+        evidence=evidence,
+        finding=found,
         notes=notes,
     )
 

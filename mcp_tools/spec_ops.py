@@ -51,6 +51,18 @@ def get_flag(args: list[str], flag: str) -> str | bool | None:
     return None
 
 
+def flags(args: list[str]) -> dict[str, str | bool]:
+    """Every ``--flag`` an argument list sets, by its ``--kebab-case`` name, with its value (True: bare)."""
+    out: dict[str, str | bool] = {}
+    for a in args:
+        name, _ = _split(a)
+        if name.startswith("--"):
+            value = get_flag(args, name)
+            if value is not None:
+                out[name] = value
+    return out
+
+
 def set_flag(args: list[str], flag: str, value: Any) -> list[str]:
     """A copy of ``args`` with ``--flag`` set to ``value`` (True: a bare flag; None/False: removed)."""
     want = _flag_name(flag)

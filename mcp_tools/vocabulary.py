@@ -775,6 +775,11 @@ UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
 FACT_SERVED_CONTEXT = re.compile(r"maximum context length is (\d+)")
 FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
+#: What the refused request needed: V1 "... for a total of at least 8193 tokens", V0 "However, you
+#: requested 4500 tokens (4000 in the messages, 500 in the completion)".
+FACT_REQUESTED_TOKENS = re.compile(
+    r"for a total of (?:at least )?(\d+) tokens|However, you requested (\d+) tokens"
+)
 #: auth_denied: what refused
 FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)
 FACT_DENIED_BUCKET = re.compile(r"storage|bucket|gs://|/mnt/", _I)
@@ -800,6 +805,53 @@ FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
 FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
 FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")
 FACT_KV_CACHE_DTYPE = re.compile(r"kv.?cache.?dtype|fp8_e|nvfp4", _I)
+#: A GPU generation named as the least a kernel runs on ("FlashAttention only supports Ampere GPUs or
+#: newer", "requires Hopper or later", "sm80+", "sm_90 or newer"), and where each generation's compute
+#: capability starts.
+FACT_MIN_ARCH = re.compile(
+    r"\b(?P<arch>Volta|Turing|Ampere|Ada(?: Lovelace)?|Hopper|Blackwell)\b(?: architecture)?(?: GPUs?)?"
+    r" (?:or|and) (?:newer|later|above)"
+    r"|\bsm_?(?P<sm>\d{2,3})(?:\+| (?:or|and) (?:newer|later|above))",
+    _I,
+)
+ARCH_COMPUTE_CAPABILITY = {
+    "volta": 7.0,
+    "turing": 7.5,
+    "ampere": 8.0,
+    "ada": 8.9,
+    "ada lovelace": 8.9,
+    "hopper": 9.0,
+    "blackwell": 10.0,
+}
+#: A FlashAttention support check that failed: vLLM's FlashAttention (FA2) runs on compute capability
+#: 8.0 and up (vllm-flash-attn's ``fa_version_unsupported_reason``: "FA2 is only supported on devices
+#: with compute capability >= 8").
+FACT_FLASH_ATTENTION = re.compile(r"is_fa_version_supported|fa_version_unsupported|FlashAttention", _I)
+FLASH_ATTENTION_MIN_CC = 8.0
+#: The words of a flag's name that say nothing of its feature ("--enable-chunked-prefill" is about
+#: "chunked prefill"), and the flags a failing check's words never implicate: they name what is served
+#: or where, or the family has its own remedy for them (context length, dtype, parallelism, memory).
+FLAG_FILLER_WORDS = frozenset(
+    {"enable", "disable", "use", "num", "max", "min", "size", "the", "mode", "config"}
+)
+FLAGS_NEVER_IMPLICATED = frozenset(
+    {
+        "model",
+        "tokenizer",
+        "host",
+        "port",
+        "served_model_name",
+        "download_dir",
+        "trust_remote_code",
+        "max_model_len",
+        "dtype",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "gpu_memory_utilization",
+        "api_key",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1000,3 +1000,71 @@ def test_one_slow_rpc_reply_warning_is_not_a_hung_engine() -> None:
     raised = obs([*_SERVING, "TimeoutError: MQLLMEngine didn't reply within 10000ms"])
     assert [f.category for f in engine_hung.analyze(raised)] == ["engine_hung"]
     assert [f.category for f in engine_hung.analyze(obs([*_SERVING, slow, slow, slow]))] == ["engine_hung"]
+
+
+AWQ_ON_A_16_BIT_REPO = [  # vLLM's QuantizationConfig.get_from_keys_or wording (vllm/model_executor/layers/quantization/base_config.py)
+    "INFO 05-29 19:07:48 [__init__.py:216] Automatically detected platform cuda.",
+    "(APIServer pid=1) INFO 05-29 19:07:52 [api_server.py:1839] vLLM API server version 0.11.0",
+    "(APIServer pid=1) INFO 05-29 19:07:52 [utils.py:233] non-default args: {'model': 'google/gemma-2-27b-it', 'quantization': 'awq'}",
+    "(APIServer pid=1) Traceback (most recent call last):",
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/base_config.py", line 120, in get_config_filenames',
+    "(APIServer pid=1) ValueError: Cannot find the config file for awq",
+]
+
+
+def test_a_failure_the_servers_life_classifies_carries_its_familys_facts() -> None:
+    """No unsupported_config wording names this failure; where it happened does, and the finding it
+    yields still says which of the service's flags the failing record names, for the remedy."""
+    spec = ServiceSpec(name="g", args=["--model=google/gemma-2-27b-it", "--quantization=awq", "--port=8080"])
+    d = diagnose(obs(AWQ_ON_A_16_BIT_REPO, service=spec))
+    assert d.category == "unsupported_config"
+    facts = next(f.facts for f in d.findings if f.category == "unsupported_config")
+    assert facts.get("implicated_flags") == ["--quantization"]
+
+
+def test_implicated_flags_are_named_by_their_feature_or_their_value_and_never_by_what_is_served() -> None:
+    args = [
+        "--model=awq-org/model",
+        "--enable-chunked-prefill",
+        "--kv-cache-dtype=fp8_e5m2",
+        "--quantization=awq",
+        "--port=8000",
+        "--max-model-len=4096",
+    ]
+    named = unsupported_config.implicated_flags
+    assert named(args, "AssertionError: Chunked prefill is not supported with sliding window") == [
+        "--enable-chunked-prefill"
+    ]
+    assert named(args, "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.") == [
+        "--kv-cache-dtype"
+    ]
+    assert named(args, "ValueError: Cannot find the config file for awq") == ["--quantization"]
+    # the model, the port and the context length are never the flag to drop, whatever the text says
+    assert named(args, "model awq-org/model on port 8000 with max model len 4096 failed") == [
+        "--quantization"
+    ]
+    assert named(args, "RuntimeError: CUDA error: no kernel image is available") == []
+
+
+def test_the_least_gpu_a_kernel_needs_is_read_from_its_generation_or_its_sm_number() -> None:
+    o = obs([])
+    assert (
+        unsupported_config.facts_of(o, "FlashAttention only supports Ampere GPUs or newer.")[
+            "min_compute_capability"
+        ]
+        == 8.0
+    )
+    assert (
+        unsupported_config.facts_of(o, "this kernel requires Hopper or later")["min_compute_capability"]
+        == 9.0
+    )
+    assert unsupported_config.facts_of(o, "compiled for sm90+ only")["min_compute_capability"] == 9.0
+    assert (
+        unsupported_config.facts_of(o, "assert is_fa_version_supported(self.fa_version)")[
+            "min_compute_capability"
+        ]
+        == 8.0
+    )
+    assert "min_compute_capability" not in unsupported_config.facts_of(
+        o, "Model architectures ['X'] are not supported"
+    )

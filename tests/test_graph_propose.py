@@ -159,3 +159,45 @@ def test_a_crash_in_the_start_up_goes_to_a_person_and_one_while_serving_restarts
         kinds[name] = [o_.steps[0].kind for o_ in propose_options(d, obs)]
     assert kinds["starting"][:2] == [K.ESCALATE, K.RESTART]
     assert kinds["serving"][0] is K.RESTART
+
+
+def test_a_flag_the_failing_check_names_is_dropped_first() -> None:
+    spec = L4.model_copy(update={"args": [*L4.args, "--enable-chunked-prefill"]})
+    d = _diag(
+        "unsupported_config",
+        "Chunked prefill is not supported",
+        implicated_flags=["--enable-chunked-prefill"],
+    )
+    first = propose_options(d, Observation(id="x", service=spec))[0]
+    assert [(s.kind, s.change) for s in first.steps] == [
+        (K.SET_VLLM_ARGS, {"--enable-chunked-prefill": None})
+    ]
+
+
+def test_a_kernel_that_needs_a_newer_gpu_moves_to_one_only_when_this_one_is_older() -> None:
+    old = L4.model_copy(update={"gpu_type": "nvidia-tesla-t4"})
+    d = _diag(
+        "unsupported_config", "FlashAttention only supports Ampere GPUs or newer.", min_compute_capability=8.0
+    )
+    moves = [
+        s.change["gpu_type"]
+        for o in propose_options(d, Observation(id="x", service=old))
+        for s in o.steps
+        if s.kind is K.SET_RESOURCES
+    ]
+    assert moves == ["nvidia-l4"]  # ranked after the flags and checkpoints that keep the GPU
+    on_l4 = propose_options(d, Observation(id="x", service=L4))  # an L4 is Ada (8.9): the GPU is not why
+    assert not any(s.kind is K.SET_RESOURCES for o in on_l4 for s in o.steps)
+
+
+def test_requests_longer_than_the_context_get_a_longer_one_when_the_logged_kv_cache_holds_it() -> None:
+    unknown = L4.model_copy(update={"args": ["--model=acme/unlisted-model", "--max-model-len=8192"]})
+    obs = Observation(id="x", service=unknown)
+    text = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"
+    roomy = _diag(
+        "context_too_long", text, served_context=8192, requested_tokens=9000, kv_cache_tokens=464656
+    )
+    first = propose_options(roomy, obs)[0]
+    assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--max-model-len": 16384})]
+    tight = _diag("context_too_long", text, served_context=8192, requested_tokens=9000, kv_cache_tokens=8500)
+    assert [s.kind for o in propose_options(tight, obs) for s in o.steps] == [K.ESCALATE]

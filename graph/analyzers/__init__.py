@@ -3,6 +3,7 @@ style). Each is a pure function ``analyze(obs) -> list[Finding]``; ``ANALYZERS``
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 
@@ -34,4 +35,14 @@ def run_analyzers(obs: Observation) -> list[Finding]:
     return out
 
 
-__all__ = ["ANALYZERS", "Evidence", "Finding", "LogView", "run_analyzers", "view"]
+def family_facts(category: str, obs: Observation, text: str) -> dict[str, object]:
+    """What a family's analyzer reads from a failing record for the remedies (its module's
+    ``facts_of(obs, text)``), for a failure found by where in the server's life it happened rather than
+    by the family's wording; {} for a family that reads none."""
+    if category in _NONE:
+        return {}
+    facts_of = getattr(importlib.import_module(f"{__name__}.{category}"), "facts_of", None)
+    return facts_of(obs, text) if facts_of is not None else {}
+
+
+__all__ = ["ANALYZERS", "Evidence", "Finding", "LogView", "family_facts", "run_analyzers", "view"]

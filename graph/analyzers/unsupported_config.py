@@ -12,6 +12,8 @@ The GPU named in the spec is checked against the planner's support table as well
 
 from __future__ import annotations
 
+import re
+
 from graph.analyzers.base import (
     Evidence,
     Finding,
@@ -24,15 +26,23 @@ from graph.analyzers.base import (
 )
 from graph.observation import Observation
 from mcp_tools.redact import redact_args
+from mcp_tools.spec_ops import flags
 from mcp_tools.vocabulary import (
+    ARCH_COMPUTE_CAPABILITY,
     BARE_EXCEPTION,
     EXCEPTION,
+    FACT_FLASH_ATTENTION,
     FACT_KV_CACHE_DTYPE,
+    FACT_MIN_ARCH,
     FACT_MIN_CAPABILITY,
     FACT_NO_BF16,
     FACT_QUANTIZATION,
     FACT_UNRECOGNIZED_ARGS,
+    FLAG_FILLER_WORDS,
+    FLAGS_NEVER_IMPLICATED,
+    FLASH_ATTENTION_MIN_CC,
     FRAME,
+    KIND_NO_DEVICE,
     SUPPORT_CHECK,
     UNSUPPORTED,
     UNSUPPORTED_GENERIC,
@@ -66,7 +76,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 hits[:3],
                 pattern=UNSUPPORTED,
                 analyzer="unsupported_config",
-                facts=_what("\n".join(ln.text for ln in hits[:3])),
+                facts=facts_of(obs, "\n".join(ln.text for ln in hits[:3])),
             )
         ]
     checks = _failed_support_check(v)
@@ -79,6 +89,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 checks,
                 pattern=SUPPORT_CHECK,
                 analyzer="unsupported_config",
+                facts=facts_of(obs, "\n".join(ln.text for ln in checks)),
             )
         ]
     return _from_spec(obs, v.total)
@@ -135,8 +146,9 @@ def _in_failed_start(v: LogView, n: int) -> bool:
     return phase_of(v, n) < Phase.ENGINE_READY and started_between(v, after=n, phases=UP_PHASES) is None
 
 
-def _what(text: str) -> dict[str, object]:
-    """What is not supported, as the remedies need it."""
+def facts_of(obs: Observation, text: str) -> dict[str, object]:
+    """What is not supported, as the remedies need it, from the failing record's ``text`` (also for a
+    failure the server's life classified, ``graph.diagnosis``, whose wording no pattern names)."""
     facts: dict[str, object] = {}
     m = FACT_UNRECOGNIZED_ARGS.search(text)
     if m:
@@ -144,13 +156,49 @@ def _what(text: str) -> dict[str, object]:
     if FACT_NO_BF16.search(text):
         facts["no_bfloat16"] = True
     c = FACT_MIN_CAPABILITY.search(text)
+    a = FACT_MIN_ARCH.search(text)
     if c:
         facts["min_compute_capability"] = int(c.group(1) or c.group(2)) / 10
+    elif a:
+        arch, sm = a.group("arch"), a.group("sm")
+        facts["min_compute_capability"] = ARCH_COMPUTE_CAPABILITY[arch.lower()] if arch else int(sm) / 10
+    elif FACT_FLASH_ATTENTION.search(text):
+        facts["min_compute_capability"] = FLASH_ATTENTION_MIN_CC
     if FACT_QUANTIZATION.search(text):
         facts["quantization"] = True
     if FACT_KV_CACHE_DTYPE.search(text):
         facts["kv_cache_dtype"] = True
+    if KIND_NO_DEVICE.search(text):
+        facts["no_device"] = True
+    named = implicated_flags(obs.service.args if obs.service else [], text)
+    if named:
+        facts["implicated_flags"] = named
     return facts
+
+
+def implicated_flags(args: list[str], text: str) -> list[str]:
+    """The flags the service sets that a failing check names: by its feature's words ("chunked prefill"
+    for ``--enable-chunked-prefill``, "kv cache dtype") or by its value ("awq" for
+    ``--quantization=awq``). Turning such a flag off is the smallest change that can make the check
+    pass. Flags naming what is served, or that another family's remedy sizes, are never named."""
+    said = " " + re.sub(r"[\W_]+", " ", text.lower()) + " "
+    out = []
+    for flag, value in flags(args).items():
+        name = flag.lstrip("-").replace("-", "_")
+        if name in FLAGS_NEVER_IMPLICATED:
+            continue
+        words = [w for w in name.split("_") if w not in FLAG_FILLER_WORDS]
+        phrases = [" ".join(words)] if words else []
+        # a word-like value (not a path, a number or a boolean)
+        if (
+            isinstance(value, str)
+            and re.fullmatch(r"[A-Za-z][\w.-]{2,}", value)
+            and value.lower() not in ("true", "false", "auto", "none")
+        ):
+            phrases.append(re.sub(r"[\W_]+", " ", value.lower()))
+        if any(f" {p} " in said for p in phrases if p):
+            out.append(flag)
+    return out
 
 
 def _from_spec(obs: Observation, total: int) -> list[Finding]:

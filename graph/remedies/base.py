@@ -29,6 +29,18 @@ def escalate(action: str, why: str, **details: Any) -> RemediationPlan:
     return plan(PlanStep(kind=K.ESCALATE, change=change, why=why))
 
 
+def distinct_plans(plans: list[RemediationPlan]) -> list[RemediationPlan]:
+    """``plans`` without the ones whose steps repeat an earlier plan's changes, in order."""
+    seen: set[str] = set()
+    out = []
+    for p in plans:
+        key = repr([(s.kind, sorted(s.change.items(), key=str)) for s in p.steps])
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def fact(diag: Diagnosis, key: str) -> Any:
     """A fact the analyzers extracted for the diagnosed category (None when absent)."""
     for f in diag.findings:

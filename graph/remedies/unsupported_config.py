@@ -7,7 +7,7 @@ from typing import Any
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, fact
+from graph.remedies.base import K, distinct_plans, escalate, fact
 from graph.remedies.catalog import QUANT_SUFFIX, gpu_cc, larger_gpu, sibling_checkpoints
 from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
 from mcp_tools.remediation import RemediationPlan
@@ -21,6 +21,15 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         out.append(
             flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
         )
+    for flag in fact(diag, "implicated_flags") or []:
+        if flag not in bad:
+            out.append(
+                flags_option(
+                    cap,
+                    {flag: None},
+                    f"the failing check names {flag}, which the service sets: serve without it",
+                )
+            )
     no_bf16 = bool(fact(diag, "no_bfloat16"))
     need: float | None = fact(diag, "min_compute_capability")
     quantization = bool(fact(diag, "quantization"))
@@ -57,7 +66,8 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         min_cc = need
         if min_cc is None and no_bf16:
             min_cc = 8.0
-        if min_cc is not None:
+        cc_now = gpu_cc(cap.gpu)
+        if min_cc is not None and (cc_now is None or cc_now < min_cc):
             gpu = larger_gpu(cap.gpu, min_cc=min_cc)
             if gpu:
                 gpu_options.append(
@@ -74,6 +84,16 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
     # preflight takes the first option the planner says fits and the GPU supports.
     out += gpu_options
+    if fact(diag, "no_device") and not out:
+        out.append(
+            escalate(
+                "The engine found no GPU although it was asked to run on one: check that the instance really "
+                "gets its GPU (the Cloud Run service's GPU, the pod's nvidia.com/gpu limit, Ray's num_gpus "
+                "for the replica) and that the image's CUDA runs on the host's driver.",
+                "the process saw no GPU",
+            )
+        )
+    out = distinct_plans(out)
     if not out:
         out.append(
             escalate(
