@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from graph.analyzers.base import Finding, evidence_text, finding, simple, view
 from graph.observation import Observation
+from mcp_tools.capacity.startup import parse_vllm_startup
 from mcp_tools.vocabulary import (
     CONTEXT,
     CONTEXT_REJECTED,
     FACT_DERIVED_MAX_LEN,
+    FACT_REQUESTED_TOKENS,
     FACT_SERVED_CONTEXT,
     FACT_USER_MAX_LEN,
 )
@@ -49,8 +51,15 @@ def analyze(obs: Observation) -> list[Finding]:
             ("derived_max_model_len", FACT_DERIVED_MAX_LEN),
             ("served_context", FACT_SERVED_CONTEXT),
             ("user_max_model_len", FACT_USER_MAX_LEN),
+            ("requested_tokens", FACT_REQUESTED_TOKENS),
         ):
             m = p.search(text)
             if m:
-                f.facts[key] = int(m.group(1))
+                f.facts[key] = int(next(g for g in m.groups() if g))
+        if "served_context" in f.facts:
+            # What the server's own start said its KV cache holds: a longer context fits when one
+            # request of that length does.
+            kv = parse_vllm_startup(ln.text for ln in view(obs).lines).kv_cache_tokens
+            if kv:
+                f.facts["kv_cache_tokens"] = kv
     return found

@@ -42,6 +42,23 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             )
             if opt.steps[0].predicted and opt.steps[0].predicted.get("fits"):
                 out.append(opt)
+    kv = fact(diag, "kv_cache_tokens")
+    if not out and served and kv:
+        # No plan from the planner (a model or GPU it does not know), but the server's own start said
+        # how many tokens its KV cache holds: a context that one such request fits in, at most the
+        # model's limit when it is known.
+        need = max(fact(diag, "requested_tokens") or 0, served + 1)
+        target = max(served * 2, -(-need // 1024) * 1024)
+        target = min(target, round_max_model_len(kv), limit or target)
+        if target >= need:
+            out.append(
+                flags_option(
+                    cap,
+                    {"--max-model-len": target},
+                    f"serve a longer context: the KV cache holds {kv} tokens, a {target}-token request fits "
+                    "(vLLM refuses to start above the model's own limit: the canary would show it)",
+                )
+            )
     out.append(
         escalate(
             f"Clients send requests longer than the served context ({served or '?'} tokens): shorten "
