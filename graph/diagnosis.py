@@ -57,6 +57,8 @@ from mcp_tools.vocabulary import (
     KIND_UNREACHABLE,
     KIND_UNSUPPORTED,
     REPORTS_ONLY,
+    REQUEST_SERVED,
+    REQUEST_SERVED_PREFILTER,
     TRACEBACK_HEAD,
     UP_PHASES,
     Phase,
@@ -415,7 +417,9 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         elif api_done is not None:
             break
     health = v.last(HEALTH_ANSWERED, prefilter=HEALTH_PREFILTER)
-    cited = [v.lines[n - 1] for n in (first_up, api_done) if n is not None] + [health, up]
+    # the best proof it serves: the first request it answered
+    served = v.first(REQUEST_SERVED, after=api_done or first_up or 0, prefilter=REQUEST_SERVED_PREFILTER)
+    cited = [v.lines[n - 1] for n in (first_up, api_done) if n is not None] + [health, served, up]
     evidence = [
         Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text), 300))
         for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)

@@ -282,6 +282,13 @@ STARTED = re.compile(
 SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
 
 #: A health check the server answered (a healthy server's most direct evidence).
+#: A request the server answered: a 2xx on an inference route, or an engine stats line with a request
+#: running or tokens generated (vLLM's periodic "Engine 000: Avg prompt throughput: ...").
+REQUEST_SERVED = re.compile(
+    r"\"(?:POST|GET) /v\d/\S* HTTP/\d(?:\.\d)?\" 2\d\d\b"
+    r"|Avg generation throughput: (?!0\.0 )\d[\d.]* tokens/s|Running: [1-9]\d* reqs"
+)
+REQUEST_SERVED_PREFILTER = re.compile(r"HTTP/|generation throughput|Running: ")
 HEALTH_ANSWERED = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)\S* HTTP/\d(?:\.\d)?\" 200\b")
 HEALTH_PREFILTER = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)")
 

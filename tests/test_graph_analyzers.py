@@ -297,6 +297,10 @@ def test_healthy_with_noisy_logs() -> None:
     ] * 50
     o = obs(lines)
     assert root(o) == "healthy"
+    # what proves it serves is cited: the first request it answered, not the 404 or the warning
+    cited = [e.text for e in choose_root_cause(run_analyzers(o), o).evidence]
+    assert any('"POST /v1/chat/completions HTTP/1.1" 200 OK' in t for t in cited)
+    assert not any("favicon" in t or "sampling parameters" in t for t in cited)
 
 
 def test_unknown_when_nothing_matches() -> None:
@@ -427,6 +431,7 @@ def test_patterns_with_literal_digits_are_known() -> None:
         "FATAL",
         "SERVER_ERROR_STATUS",
         "HEALTH_ANSWERED",
+        "REQUEST_SERVED",
     }
     found = {
         name
