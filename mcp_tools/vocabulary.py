@@ -483,6 +483,9 @@ CRASH_DIED = re.compile(
 CRASH_REPEATS = re.compile(
     r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|No module named|undefined symbol"
     r"|cannot import name|no kernel image is available|invalid device function"
+    # an op the build's compiled extension lacks (torch.ops._C.<op>: "'_OpNamespace' '_C' object has
+    # no attribute 'apply_repetition_penalties_'")
+    r"|'_OpNamespace' '\w+' object has no attribute"
     r"|cudaErrorNoKernelImageForDevice|cudaErrorInvalidValue"
     r"|(?:failed with error|CUDA error:?) invalid argument"
     r"|rtKernelLaunch execute failed, reason=\[invalid value\]",

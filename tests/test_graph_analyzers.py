@@ -830,6 +830,9 @@ def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> Non
     assert facts(lines) == {"cuda_fault": False, "in_startup": False, "repeats_on_restart": True}
     without_import = [ln for ln in lines if "ModuleNotFoundError" not in ln]
     assert facts(without_import)["repeats_on_restart"] is False  # a crash while serving: restart first
+    # an op the build's compiled extension lacks (vllm-ascend #2544's wording) is the build, every time
+    missing_op = "AttributeError: '_OpNamespace' '_C' object has no attribute 'apply_repetition_penalties_'"
+    assert facts([*without_import[:3], missing_op, *without_import[3:]])["repeats_on_restart"] is True
 
 
 def test_an_image_a_wrapper_cannot_get_is_an_image_pull() -> None:
