@@ -35,6 +35,9 @@ _LEAD_TS = re.compile(
     r"^(?:\[)?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| ?[A-Z]{3,4})?(?:\])?(?:\s|$)"
 )  # one space: indentation after it is the line's
 _KUBECTL_PREFIX = re.compile(r"^\[pod/[^\]]+\]\s+")
+#: The BSD syslog header rsyslog and ``journalctl`` put before a unit's output: "Apr  3 17:38:57
+#: langmodel52 langmodel[139935]: ".
+_SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: ")
 #: A tqdm bar with a record glued after it ("... 4/4 [00:02<00:00,  1.5it/s]INFO 05-01 ...").
 _TQDM_GLUE = re.compile(r"^.*?\|\s*\d+/\d+\s*\[[^\]]*\](?=\S)")
 #: The process that printed the line.
@@ -57,6 +60,9 @@ _PIPE = re.compile(
     r"^\|?\s*(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\s*\|\s?"
     r"(?:(?:stdout|stderr)\s*\|\s?|[\w.<>]+:[\w.<>]+:\d+ - )?"
 )
+#: Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", its timestamp gone:
+#: "- vllm.v1.engine.core_client - CRITICAL - Got fatal signal ...".
+_DASHED = re.compile(r"^-?\s*[\w.]+ - (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - ")
 _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?")
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
@@ -112,6 +118,9 @@ def clean(raw: str) -> Clean:
             if m and not _TQDM_GLUE.match(s):
                 s = s[m.end() :]
                 head = s[:1]
+        if head.isupper() and s[3:4] == " ":
+            s = _SYSLOG.sub("", s, count=1)
+            head = s[:1]
         if head.isdigit() or head == "[":
             s = _LEAD_TS.sub("", s, count=1)
             if s.startswith("[pod/"):
@@ -141,7 +150,16 @@ def clean(raw: str) -> Clean:
                 proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
                 s = s[m2.end() :]
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
-    for pat in (_VLLM, _GLOG, _PYLOG) if lead[:1].isupper() else (_PIPE,) if lead[:1] == "|" else ():
+    head = lead[:1]
+    for pat in (
+        (_VLLM, _GLOG, _PYLOG, _DASHED)
+        if head.isupper()
+        else (_PIPE,)
+        if head == "|"
+        else (_DASHED,)
+        if head == "-" or head.islower()
+        else ()
+    ):
         m = pat.match(lead)
         if m:
             lv = m.group("level")

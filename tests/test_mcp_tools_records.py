@@ -73,6 +73,22 @@ from mcp_tools.records import clean, continues, severity_of
         ),
         ("E0501 12:00:00.123456  1234 raylet.cc:12] Worker died", "Worker died", "", "ERROR"),
         ("Killed", "Killed", "", ""),
+        # rsyslog / journalctl around a systemd unit's output (vllm-project/vllm#16030)
+        (
+            "Apr  3 17:38:57 langmodel52 langmodel[140343]: #033[1;36m(VllmWorker rank=3 pid=140343)#033[0;0m"
+            " OSError: /root/.cache/xgrammar/xgrammar.so: cannot open shared object file",
+            "OSError: /root/.cache/xgrammar/xgrammar.so: cannot open shared object file",
+            "VllmWorker rank=3 pid=140343",
+            "",
+        ),
+        (
+            "Apr  3 17:38:57 langmodel52 langmodel[139935]: 2025-04-03 17:38:57,455 - "
+            "vllm.v1.engine.core_client - CRITICAL - Got fatal signal from worker processes, shutting down.",
+            "Got fatal signal from worker processes, shutting down.",
+            "",
+            "CRITICAL",
+        ),
+        ("a - b - c", "a - b - c", "", ""),  # dashes that are not a logger's columns stay words
     ],
 )
 def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:
