@@ -302,6 +302,13 @@ SHUTDOWN = re.compile(
     r"|Finished server process",
     re.IGNORECASE,
 )
+#: A worker tearing itself down because its parent went away ("Parent process exited, terminating
+#: worker", "WorkerProc shutting down."): what the parent died of, or was stopped by, is the shutdown;
+#: this line alone says neither (the API server's traceback may come after it).
+WORKER_TEARDOWN = re.compile(
+    r"Parent process exited|terminating worker|WorkerProc shutting down|Worker\w* (?:proc\w* )?shutting down",
+    re.IGNORECASE,
+)
 #: The weights loaded (what blocked loading did not happen, or did not matter).
 LOADED = re.compile(
     r"Loading (?:model )?weights took|Model loading took|Available KV cache memory|GPU KV cache size"

@@ -1076,3 +1076,25 @@ def test_the_least_gpu_a_kernel_needs_is_read_from_its_generation_or_its_sm_numb
     assert "min_compute_capability" not in unsupported_config.facts_of(
         o, "Model architectures ['X'] are not supported"
     )
+
+
+def test_workers_torn_down_by_their_parent_are_no_orderly_shutdown() -> None:
+    """The workers print their teardown before the API server prints what killed it (parallelworks/
+    activate-rag-vllm's vllm.out): the traceback after it is the failure, not a shutdown's noise."""
+    a = "(APIServer pid=21)"
+    lines = [
+        *STARTUP_OK,
+        "(EngineCore_DP0 pid=32) INFO 02-09 12:47:03 [core.py:272] init engine (profile, create kv cache, warmup model) took 78.45 seconds",
+        "(Worker_TP0 pid=41) INFO 02-09 12:47:08 [multiproc_executor.py:730] Parent process exited, terminating worker",
+        "(Worker_TP0 pid=41) INFO 02-09 12:47:08 [multiproc_executor.py:774] WorkerProc shutting down.",
+        f"{a} Traceback (most recent call last):",
+        f'{a}   File "/usr/local/lib/python3.12/dist-packages/openai_harmony/__init__.py", line 699, in load_harmony_encoding',
+        f"{a} openai_harmony.HarmonyError: invalid tiktoken vocab file: expected token and rank, could not split on ' ' at line 1",
+    ]
+    assert root(obs(lines)) == "unknown"
+    stopped = [
+        *lines[:-4],
+        f"{a} INFO 02-09 12:47:08 [launcher.py:80] Shutting down FastAPI HTTP server.",
+        *lines[-4:],
+    ]
+    assert root(obs(stopped)) == "healthy"  # an orderly stop first: what fails after it is its teardown

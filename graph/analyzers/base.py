@@ -33,6 +33,7 @@ from mcp_tools.vocabulary import (
     STARTED,
     TRACEBACK_HEAD,
     UP_PHASES,
+    WORKER_TEARDOWN,
     Phase,
 )
 
@@ -497,7 +498,9 @@ def after_shutdown(v: LogView, n: int) -> bool:
     between: what fails then is the teardown, not a cause. A shutdown right after an exception (within
     a few records) is not orderly: it is that failure's own teardown ("Shutting down Ray distributed
     executor" after a ModuleNotFoundError)."""
-    sd = v.last(SHUTDOWN, before=n)
+    sd = next(
+        (ln for ln in reversed(list(v.grep(SHUTDOWN, before=n))) if not WORKER_TEARDOWN.search(ln.text)), None
+    )
     if sd is None or v.last(START_MARK, after=sd.n, before=n) is not None:
         return False
     lo = sd.n
