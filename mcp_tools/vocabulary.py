@@ -572,6 +572,15 @@ QUOTA = re.compile(
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
     _I,
 )
+#: A start waiting for GPUs a Ray cluster does not have: vLLM's ray_utils (v0.4 .. current) warns "The
+#: number of required GPUs exceeds the total number of available GPUs in the placement group.", then
+#: repeats "Waiting for creating a placement group of specs for N seconds" until it gives up ("Cannot
+#: provide a placement group of placement_group_specs=... within 1800 seconds"). Printed as warnings
+#: and INFO: what decides is that the start never completes after them.
+GPU_CAPACITY_WAIT = re.compile(
+    r"The number of required [GT]PUs exceeds the total number of available [GT]PUs"
+    r"|Waiting for creating a placement group of specs|Cannot provide a placement group"
+)
 
 # --------------------------------------------------------------------------------------------------
 # host_memory_exceeded  (graph/analyzers/host_memory_exceeded.py)

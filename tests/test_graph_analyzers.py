@@ -1098,3 +1098,19 @@ def test_workers_torn_down_by_their_parent_are_no_orderly_shutdown() -> None:
         *lines[-4:],
     ]
     assert root(obs(stopped)) == "healthy"  # an orderly stop first: what fails after it is its teardown
+
+
+def test_a_start_waiting_for_gpus_the_ray_cluster_lacks_is_no_gpu_to_be_had() -> None:
+    """vLLM's ray_utils wording (agent-distillation's committed vllm log, v0.8.5): a warning and INFO
+    lines, but the start never completes after them."""
+    waits = [
+        "INFO 05-26 18:53:37 [api_server.py:1043] vLLM API server version 0.8.5.post1",
+        "INFO 05-26 18:53:50 [llm_engine.py:240] Initializing a V0 LLM engine (v0.8.5.post1) with config: model='Qwen/Qwen2.5-32B-Instruct'",
+        "WARNING 05-26 18:53:53 [ray_utils.py:342] The number of required GPUs exceeds the total number of available GPUs in the placement group.",
+        "INFO 05-26 18:54:03 [ray_utils.py:233] Waiting for creating a placement group of specs for 10 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]",
+        "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]",
+        "*** SIGTERM received at time=1748300290 on cpu 8 ***",
+    ]
+    assert root(obs(waits)) == "gpu_quota"
+    formed = [*waits[:-1], *STARTUP_FIGURES, "INFO:     Application startup complete."]
+    assert root(obs(formed)) != "gpu_quota"  # the placement group formed: the start completed

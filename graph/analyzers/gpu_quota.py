@@ -9,9 +9,9 @@ resource \"NVIDIA_L4_GPUS\"", "Quota 'NVIDIA_L4_GPUS' exceeded", "GCE quota exce
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, simple
+from graph.analyzers.base import Finding, failed_in_startup, finding, simple, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import QUOTA
+from mcp_tools.vocabulary import GPU_CAPACITY_WAIT, QUOTA
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -21,4 +21,24 @@ def analyze(obs: Observation) -> list[Finding]:
         pattern=QUOTA,
         summary="No GPU could be had (line {line}): {text}",
         confidence=0.9,
-    )
+    ) or _waiting_for_gpus(obs)
+
+
+def _waiting_for_gpus(obs: Observation) -> list[Finding]:
+    """A start that waits for GPUs its Ray cluster does not have and never completes: the request
+    for GPUs cannot be met here (the same family as a scheduler's "Insufficient nvidia.com/gpu")."""
+    v = view(obs)
+    waits = list(v.grep(GPU_CAPACITY_WAIT))
+    if not waits or not failed_in_startup(v, waits[0].n):
+        return []
+    return [
+        finding(
+            "gpu_quota",
+            0.8,
+            f"The start waits for GPUs the cluster does not have (line {waits[0].n}) and never completes.",
+            [waits[0], waits[-1]],
+            pattern=GPU_CAPACITY_WAIT,
+            analyzer="gpu_quota",
+            last_line=waits[-1].n,
+        )
+    ]
