@@ -1114,3 +1114,39 @@ def test_a_start_waiting_for_gpus_the_ray_cluster_lacks_is_no_gpu_to_be_had() ->
     assert root(obs(waits)) == "gpu_quota"
     formed = [*waits[:-1], *STARTUP_FIGURES, "INFO:     Application startup complete."]
     assert root(obs(formed)) != "gpu_quota"  # the placement group formed: the start completed
+
+
+def test_a_timeout_raised_in_the_engines_step_loop_is_a_hung_engine() -> None:
+    """vLLM 0.4's run_engine_loop waits on the workers with asyncio.wait_for and raises a bare
+    TimeoutError (vllm-project/vllm#5060); the request's CancelledError the chain starts from is what
+    the timeout cut short, not an orderly shutdown."""
+    lines = [
+        "INFO 05-26 22:28:18 async_llm_engine.py:154] Aborted request cmpl-10dff83cb4b6422ba8c64213942a7e46.",
+        'INFO:     10.11.3.150:6231 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/asyncio/tasks.py", line 456, in wait_for',
+        "    return fut.result()",
+        "asyncio.exceptions.CancelledError",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/async_llm_engine.py", line 501, in run_engine_loop',
+        "    has_requests_in_progress = await asyncio.wait_for(",
+        '  File "/usr/lib/python3.10/asyncio/tasks.py", line 458, in wait_for',
+        "    raise exceptions.TimeoutError() from exc",
+        "asyncio.exceptions.TimeoutError",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already",
+    ]
+    o = obs(lines)
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "engine_hung"
+    assert any("asyncio.wait_for(" in e.text for e in rc.evidence)
+    # the same timeout outside the step loop (a client's own wait) says nothing of the engine
+    elsewhere = [ln.replace("in run_engine_loop", "in fetch_page") for ln in lines]
+    assert root(obs(elsewhere)) != "engine_hung"

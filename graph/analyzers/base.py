@@ -31,6 +31,7 @@ from mcp_tools.vocabulary import (
     SHUTDOWN,
     START_MARK,
     STARTED,
+    STEP_FRAMES,
     TRACEBACK_HEAD,
     UP_PHASES,
     WORKER_TEARDOWN,
@@ -454,6 +455,23 @@ def phase_of(v: LogView, n: int) -> Phase:
     return phase
 
 
+def in_step_loop(v: LogView, exc: Line, reach: int = 400) -> bool:
+    """The traceback that ends at ``exc`` passes through the engine's step loop (``STEP_FRAMES``)."""
+    return step_frame(v, exc, reach) is not None
+
+
+def step_frame(v: LogView, exc: Line, reach: int = 400) -> Line | None:
+    """The frame of the engine's step loop (``STEP_FRAMES``) in the traceback that ends at ``exc``."""
+    for i in range(exc.n - 1, max(0, exc.n - reach), -1):
+        ln = v.lines[i - 1]
+        m = FRAME.match(ln.text)
+        if m is not None and STEP_FRAMES.match(m.group("fn")):
+            return ln
+        if TRACEBACK_HEAD.search(ln.text):
+            return None
+    return None
+
+
 def failed_in_startup(v: LogView, n: int) -> bool:
     """Line ``n`` fails a start that never completed: its phase is known, before the API server was up,
     and no start completed after it. The same start fails the same way again, so a restart repeats it."""
@@ -498,9 +516,14 @@ def after_shutdown(v: LogView, n: int) -> bool:
     between: what fails then is the teardown, not a cause. A shutdown right after an exception (within
     a few records) is not orderly: it is that failure's own teardown ("Shutting down Ray distributed
     executor" after a ModuleNotFoundError)."""
-    sd = next(
-        (ln for ln in reversed(list(v.grep(SHUTDOWN, before=n))) if not WORKER_TEARDOWN.search(ln.text)), None
-    )
+    # Neither a worker's teardown nor a cancellation the traceback chains on from ("CancelledError",
+    # then "The above exception was the direct cause of ...": a request cut short by what failed).
+    stops = [
+        ln
+        for ln in v.grep(SHUTDOWN, before=n)
+        if not WORKER_TEARDOWN.search(ln.text) and not (EXCEPTION.match(ln.text) and v.chain_end(ln.n))
+    ]
+    sd = stops[-1] if stops else None
     if sd is None or v.last(START_MARK, after=sd.n, before=n) is not None:
         return False
     lo = sd.n

@@ -24,6 +24,7 @@ from graph.analyzers.base import (
     after_shutdown,
     failed_in_startup,
     finding,
+    in_step_loop,
     phase_of,
     view,
 )
@@ -39,7 +40,6 @@ from mcp_tools.vocabulary import (
     FACT_CUDA_FAULT,
     FRAME,
     KILLED_FROM_OUTSIDE,
-    STEP_FRAMES,
     TRACEBACK_HEAD,
     Phase,
 )
@@ -136,7 +136,7 @@ def start_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | No
     phase = phase_of(v, exc.n)
     if not Phase.LOADED <= phase < Phase.ENGINE_READY or not failed_in_startup(v, exc.n):
         return None
-    if raised_in_compiled_code(v, exc) or _in_step_loop(v, exc):
+    if raised_in_compiled_code(v, exc) or in_step_loop(v, exc):
         return None
     return Finding(
         category="engine_crash",
@@ -149,15 +149,3 @@ def start_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | No
         last_line=exc.n,
         facts={"in_startup": True, "repeats_on_restart": _repeats(v, exc.n)},
     )
-
-
-def _in_step_loop(v: LogView, exc: Line, reach: int = 400) -> bool:
-    """The traceback that ends at ``exc`` passes through the engine's step loop (``STEP_FRAMES``)."""
-    for i in range(exc.n - 1, max(0, exc.n - reach), -1):
-        text = v.lines[i - 1].text
-        m = FRAME.match(text)
-        if m is not None and STEP_FRAMES.match(m.group("fn")):
-            return True
-        if TRACEBACK_HEAD.search(text):
-            return False
-    return False

@@ -23,10 +23,12 @@ import math
 import re
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, finding, view
+from graph.analyzers.base import Evidence, Finding, Line, finding, step_frame, view
 from graph.observation import Observation
 from graph.progress import FLAT_TOKENS_PER_S as _FLAT
 from mcp_tools.vocabulary import (
+    BARE_EXCEPTION,
+    EXCEPTION,
     HUNG_NO_REPLY,
     HUNG_STALL,
     HUNG_STATS,
@@ -54,6 +56,16 @@ def _from_logs(obs: Observation) -> list[Finding]:
         ln for ln in no_reply if len(no_reply) >= REPEATS or ln.said_error or HUNG_TIMEOUT.search(ln.text)
     ][:1]
     stall.sort(key=lambda x: x.n)
+    # A timeout raised in the engine's step loop: the step never returned (v0.4's run_engine_loop
+    # around asyncio.wait_for, before vLLM worded it "Engine iteration timed out"). Cited: the call in
+    # the step loop that waited, and the timeout.
+    timed_out: list[Line] = []
+    for ln in v.grep(HUNG_TIMEOUT):
+        frame = step_frame(v, ln) if EXCEPTION.match(ln.text) or BARE_EXCEPTION.match(ln.text) else None
+        if frame is not None:
+            call = v.lines[frame.n] if frame.n < v.total and v.is_source(frame.n + 1) else frame
+            timed_out = [call, ln]
+            break
     waiting = list(v.grep(HUNG_WAITING))
     # A read of the workers' broadcast queue that timed out: the workers stopped answering.
     stall += [ln for ln in waiting[:1] if v.first(HUNG_TIMEOUT, after=ln.n, before=ln.n + 40)]
@@ -65,15 +77,19 @@ def _from_logs(obs: Observation) -> list[Finding]:
     if len(waiting) >= REPEATS:
         lines = lines or waiting
         why = why or f"the engine's workers stopped answering ({len(waiting)} waits in a row)"
-    if stall:
-        lines = sorted({ln.n: ln for ln in [*stall[:1], *lines]}.values(), key=lambda x: x.n)
-        why = why or "the engine's own watchdog says an iteration timed out"
+    if stall or timed_out:
+        lines = sorted({ln.n: ln for ln in [*stall[:1], *timed_out, *lines]}.values(), key=lambda x: x.n)
+        why = why or (
+            "the engine's own watchdog says an iteration timed out"
+            if stall
+            else "a step of the engine's loop timed out waiting for its workers"
+        )
     if not lines:
         return []
     return [
         finding(
             "engine_hung",
-            0.9 if (stall and (flat or waiting)) else 0.85,
+            0.9 if ((stall or timed_out) and (flat or waiting)) else 0.85,
             f"The engine stopped making progress (from line {lines[0].n}): {why}.",
             lines[:3],
             pattern=re.compile(
