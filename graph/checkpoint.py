@@ -67,7 +67,7 @@ def open_checkpointer(url: str | None, state_dir: Path) -> Iterator[BaseCheckpoi
 
         with ExitStack() as stack:
             try:
-                pg = stack.enter_context(PostgresSaver.from_conn_string(url))
+                pg = stack.enter_context(PostgresSaver.from_conn_string(_named(url, "checkpoints")))
                 _setup_once(pg, url)
             except psycopg.Error as e:
                 why = " ".join(str(e).split())[:200]
@@ -386,14 +386,30 @@ def _is_postgres(url: str | None) -> bool:
     return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
 
 
-@contextmanager
-def open_connection(url: str | None, state_dir: Path) -> Iterator[tuple[Any, bool]]:
-    """An autocommit connection to the checkpoint store's database (``url``: a postgresql:// URL, a
-    SQLite path or None for the state directory's file), and whether it is Postgres, for the block."""
-    if _is_postgres(url):
-        import psycopg
+def _named(url: str, role: str) -> str:
+    """``url`` for a connection that says what it is for in ``pg_stat_activity`` (``application_name``
+    "gemma-sre <role>": checkpoints, ledger, lease, store), unless the URL or ``PGAPPNAME`` names one."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        with psycopg.connect(str(url), autocommit=True) as pg:
+    if "application_name" in conninfo_to_dict(url) or "PGAPPNAME" in os.environ:
+        return url
+    return make_conninfo(url, application_name=f"gemma-sre {role}")
+
+
+def _pg_connect(url: str, role: str) -> Any:
+    """An autocommit psycopg connection, named for its ``role`` (``_named``)."""
+    import psycopg
+
+    return psycopg.connect(_named(url, role), autocommit=True)
+
+
+@contextmanager
+def open_connection(url: str | None, state_dir: Path, role: str = "store") -> Iterator[tuple[Any, bool]]:
+    """An autocommit connection to the checkpoint store's database (``url``: a postgresql:// URL, a
+    SQLite path or None for the state directory's file), and whether it is Postgres, for the block.
+    ``role``: what it is for, as Postgres shows it (``_pg_connect``)."""
+    if _is_postgres(url):
+        with _pg_connect(str(url), role) as pg:
             yield pg, True
         return
     path = sqlite_path(url, state_dir)
@@ -409,7 +425,7 @@ def open_connection(url: str | None, state_dir: Path) -> Iterator[tuple[Any, boo
 @contextmanager
 def open_decisions(url: str | None, state_dir: Path) -> Iterator[Decisions]:
     """The decisions table in the database the checkpointer uses, for the ``with`` block."""
-    with open_connection(url, state_dir) as (conn, postgres):
+    with open_connection(url, state_dir, role="ledger") as (conn, postgres):
         yield Decisions(conn, postgres=postgres)
 
 
@@ -448,9 +464,7 @@ def thread_lease(url: str | None, state_dir: Path, thread_id: str) -> Iterator[b
     """
     digest = hashlib.sha256(thread_id.encode()).hexdigest()
     if _is_postgres(url):
-        import psycopg
-
-        with psycopg.connect(str(url), autocommit=True) as pg:
+        with _pg_connect(str(url), "lease") as pg:
             key = int(digest[:15], 16)  # fits a signed bigint
             row = pg.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             got = bool(row and row[0])

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from graph.checkpoint import DecisionRecord
+from graph.checkpoint import DecisionRecord, open_ledger
 from graph.config import Configuration
 from graph.policy import approval_id_for
 from graph.state import ApprovalRequest, RunMeta, now_iso
@@ -253,7 +253,7 @@ def resume_cycle(
     """
     from langgraph.types import Command
 
-    from graph.checkpoint import open_ledger, thread_lease
+    from graph.checkpoint import thread_lease
 
     if decision not in ("approve", "reject"):
         raise UserError(f"decision must be approve or reject, not {decision!r}")
@@ -263,9 +263,10 @@ def resume_cycle(
         raise UserError("--approver: a decision must name who made it")
     s = get_settings()
     state_dir = Path(live.state_dir) if live is not None and live.state_dir else s.state_dir
+    # The ledger is opened for each read and write, not for the run: the resumed graph waits on Cloud
+    # Run (apply, verify) for minutes, and on Postgres a ledger connection held that long is a pool slot.
     with (
         compiled_graph(state_dir) as g,
-        open_ledger(state_dir) as store,
         thread_lease(s.checkpoint_url, state_dir, thread_id) as leased,
     ):
         cfg = thread_configuration(thread_id, g)
@@ -274,7 +275,7 @@ def resume_cycle(
         config = _runnable_config(thread_id, cfg)
         if not leased:
             # Another live process runs this thread (it decided, or it is still planning).
-            return _busy(g, thread_id, config, store, decision)
+            return _busy(g, thread_id, config, state_dir, decision)
         snap = g.get_state(config)
         if not snap.interrupts and snap.next:
             # Killed mid-cycle: carry on from the last checkpoint (to the end, or to the approval).
@@ -284,7 +285,8 @@ def resume_cycle(
             return _result(g, thread_id, config)
         if not snap.interrupts:
             done = _result(g, thread_id, config)
-            recorded = store.for_thread(thread_id)
+            with open_ledger(state_dir) as store:
+                recorded = store.for_thread(thread_id)
             if recorded:
                 return _lost(done, recorded[-1], decision, running=False)
             raise UserError(f"thread {thread_id!r} is not waiting for a decision (it ended: {done.status})")
@@ -293,7 +295,7 @@ def resume_cycle(
         values = dict(snap.values or {})
         if option is not None:
             approved_key = _option_key(values, thread_id, option, cfg)
-        if decision == "approve" and store.get(thread_id, shown.plan_key) is None:
+        if decision == "approve" and _undecided(state_dir, thread_id, shown.plan_key):
             why = unreachable(cfg)
             if why:
                 raise UserError(
@@ -310,7 +312,8 @@ def resume_cycle(
             approval_id=approval_id_for(thread_id, approved_key),
             at=now_iso(),
         )
-        won, standing = store.claim(mine)
+        with open_ledger(state_dir) as store:
+            won, standing = store.claim(mine)
         # Not won while holding the lease: the process that decided first died before carrying it
         # out. Its recorded decision stands and is carried out here; the result says whose it is.
         from graph.nodes.approve import DecisionConflict
@@ -398,8 +401,14 @@ def unreachable(cfg: Configuration) -> str | None:
     return None
 
 
-def _busy(g: Any, thread_id: str, config: dict[str, Any], store: Any, decision: str) -> CycleResult:
-    recorded = store.for_thread(thread_id)
+def _undecided(state_dir: Path, thread_id: str, plan_key: str) -> bool:
+    with open_ledger(state_dir) as store:
+        return store.get(thread_id, plan_key) is None
+
+
+def _busy(g: Any, thread_id: str, config: dict[str, Any], state_dir: Path, decision: str) -> CycleResult:
+    with open_ledger(state_dir) as store:
+        recorded = store.for_thread(thread_id)
     res = _result(g, thread_id, config)
     if recorded:
         return _lost(res, recorded[-1], decision, running=True)

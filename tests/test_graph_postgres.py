@@ -107,6 +107,46 @@ def test_postgres_one_decision_per_plan(
     assert not (state / "checkpoints.sqlite").exists()  # decisions went to Postgres too
 
 
+def connections(url: str) -> dict[str, int]:
+    """The other sessions on ``url``'s database, by ``application_name`` (gemma-sre names its own)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT application_name, count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY application_name"
+        ).fetchall()
+    return {str(name): int(n) for name, n in rows}
+
+
+def test_postgres_no_ledger_connection_is_open_while_apply_waits_on_cloud_run(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox_factory: Any,  # noqa: F811
+) -> None:
+    """``gemma-sre approve`` as a process: while the sandbox holds the deploy's operation open (minutes on
+    the real API), the process keeps its checkpointer and its thread lease, and no ledger connection;
+    killed there, the next approve applies exactly once."""
+    from graph.checkpoint import open_ledger
+    from tests.test_graph_resume import finish_and_check, kill_while, mutations, start_pending
+
+    monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
+    get_settings.cache_clear()
+    with open_ledger(get_settings().state_dir):  # a ledger's connection is seen, by its name
+        assert connections(postgres_url).get("gemma-sre ledger") == 1
+    sb = sandbox_factory(scenario="reference-weights-oom")
+    thread = start_pending(sb)
+    seen: list[dict[str, int]] = []
+
+    def waiting() -> bool:  # the PATCH was sent and its operation is held: apply is in the wait
+        seen.append(connections(postgres_url))
+        return len(mutations(sb)) == 1 and seen[-1].get("gemma-sre lease") == 1
+
+    kill_while(sb, thread, "run:operation", waiting)
+    assert seen[-1] == {"gemma-sre checkpoints": 1, "gemma-sre lease": 1}  # held for the run; no ledger
+    finish_and_check(sb, thread)
+
+
 def test_langgraph_server_keeps_its_ledger_in_postgres(
     postgres_url: str,  # noqa: F811
     tmp_path: Path,

@@ -81,19 +81,31 @@ def _check_approval(
 
 def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     cfg = Configuration.from_runnable_config(config)
-    with open_ledger(cfg.state_path) as ledger:  # one for the node: the approval, the apply, the audit
-        return _apply(state, cfg, thread_id_of(config), ledger)
-
-
-def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decisions) -> dict[str, Any]:
+    thread_id = thread_id_of(config)
     plan = RemediationPlan.model_validate(state.get("plan") or {})
-    approval = _check_approval(state, cfg, thread_id, plan, ledger)
+    key = apply_key(thread_id, plan)
+    # The ledger is opened for each read and write, never across a Cloud Run wait (minutes on the real
+    # API): on Postgres a connection held that long is a pool slot, and an idle timeout away from an
+    # error. Each statement is its own transaction either way, so nothing relies on one connection.
+    with open_ledger(cfg.state_path) as ledger:
+        approval = _check_approval(state, cfg, thread_id, plan, ledger)
+        made = ledger.applied(thread_id, key)
+    return _apply(state, cfg, thread_id, plan, approval, made)
+
+
+def _apply(
+    state: SREState,
+    cfg: Configuration,
+    thread_id: str,
+    plan: RemediationPlan,
+    approval: Approval,
+    made: AppliedRecord | None,
+) -> dict[str, Any]:
     key = apply_key(thread_id, plan)
     world = World(cfg)
     name = cfg.service
     summary = ObservationSummary.model_validate(state.get("observation_summary") or {"service": name})
     result = ApplyResult(key=key, previous_ready_revision=summary.latest_ready_revision)
-    made = ledger.applied(thread_id, key)
     if made is not None:
         # The ledger says it was made (a process killed after recording it and before its state was
         # checkpointed, a replayed or retried run): never sent again, and carried on from the live
@@ -106,7 +118,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
             result.error = f"applied before this run; the service could not be read to carry on: {why}"
         else:
             carry_on(result, info, key, cfg)
-        return _done(state, cfg, thread_id, approval, plan, result, ledger)
+        return _done(state, cfg, thread_id, approval, plan, result)
 
     rollback_steps = [s for s in plan.steps if s.kind is RemediationKind.ROLLBACK]
     if rollback_steps:  # a plan that only routes traffic back: naturally idempotent
@@ -120,12 +132,12 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
                 result.error = res.message
         except Exception as e:
             result.error = short_error(e)
-        return _done(state, cfg, thread_id, approval, plan, result, ledger)
+        return _done(state, cfg, thread_id, approval, plan, result)
 
     pf = state.get("preflight") or {}
     if not pf.get("new_spec"):
         result.error = "preflight rendered no new spec"
-        return _done(state, cfg, thread_id, approval, plan, result, ledger)
+        return _done(state, cfg, thread_id, approval, plan, result)
     approved_spec = ServiceSpec.model_validate(pf["new_spec"])  # redacted, as preflight rendered it
     observed = (state.get("observation") or {}).get("service")
     planned_from = ServiceSpec.model_validate(observed) if observed else None  # redacted
@@ -195,7 +207,7 @@ def _apply(state: SREState, cfg: Configuration, thread_id: str, ledger: Decision
         except Exception as e:  # transient after the client's retries: re-check the key, then retry
             result.error = short_error(e)
             log.warning("apply attempt %d of %d failed: %s", attempt, cfg.retries, result.error)
-    return _done(state, cfg, thread_id, approval, plan, result, ledger)
+    return _done(state, cfg, thread_id, approval, plan, result)
 
 
 def _serving(info: Any) -> str | None:
@@ -221,40 +233,7 @@ def _done(
     approval: Approval,
     plan: RemediationPlan,
     result: ApplyResult,
-    ledger: Decisions,
 ) -> dict[str, Any]:
-    def record(name: audit.AuditKind, what: str, **more: Any) -> None:
-        audit.append(
-            audit.AuditEvent(
-                event=name,
-                thread_id=thread_id,
-                service=cfg.service,
-                actor="gemma-sre",
-                approval_id=approval.approval_id,
-                what=what,
-                **more,
-            ),
-            state_dir=cfg.state_path,
-            ledger=ledger,
-        )
-
-    if result.revision:  # the change is made: recorded before anything else
-        ledger.record_applied(
-            AppliedRecord(
-                thread_id=thread_id,
-                apply_key=result.key,
-                approval_id=str(approval.approval_id),
-                revision=result.revision,
-                at=now_iso(),
-            )
-        )
-        record(
-            "mutation",
-            ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
-            diff=(state.get("preflight") or {}).get("diff", ""),
-            revision=result.revision,
-            details={"apply_key": result.key, "error": result.error},
-        )
     if result.already_applied:
         msg = f"already applied before this run (revision {result.revision}); nothing sent again"
         if result.canary:
@@ -270,5 +249,41 @@ def _done(
         msg = f"applied: revision {result.revision}" + (f" ({result.error})" if result.error else "")
     else:
         msg = f"not applied: {result.error}"
-        record("mutation_failed", msg)
+
+    with open_ledger(cfg.state_path) as ledger:  # opened after every wait, for the records only
+
+        def record(name: audit.AuditKind, what: str, **more: Any) -> None:
+            audit.append(
+                audit.AuditEvent(
+                    event=name,
+                    thread_id=thread_id,
+                    service=cfg.service,
+                    actor="gemma-sre",
+                    approval_id=approval.approval_id,
+                    what=what,
+                    **more,
+                ),
+                state_dir=cfg.state_path,
+                ledger=ledger,
+            )
+
+        if result.revision:  # the change is made: recorded before anything else
+            ledger.record_applied(
+                AppliedRecord(
+                    thread_id=thread_id,
+                    apply_key=result.key,
+                    approval_id=str(approval.approval_id),
+                    revision=result.revision,
+                    at=now_iso(),
+                )
+            )
+            record(
+                "mutation",
+                ", ".join(f"{s.kind.value} {s.change}" for s in plan.steps),
+                diff=(state.get("preflight") or {}).get("diff", ""),
+                revision=result.revision,
+                details={"apply_key": result.key, "error": result.error},
+            )
+        elif not result.already_applied:
+            record("mutation_failed", msg)
     return {"applied": result.model_dump(mode="json"), "timeline": event("apply", msg)}
