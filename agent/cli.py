@@ -93,10 +93,11 @@ def _run(argv: list[str]) -> None:
         serve()
         return
     # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``; typer turns a
-    # Ctrl-C inside a command into a silent ``Exit(130)``: it gets the line an interrupt gets here.
+    # Ctrl-C inside a command into a silent ``Exit(130)``: it is the interrupt it was, for ``main``
+    # (one line on stderr and, with ``--json``, the error document).
     rc = get_app()(args=argv, standalone_mode=False)
     if rc == 130:
-        print("interrupted", file=sys.stderr)
+        raise KeyboardInterrupt
     if isinstance(rc, int) and rc != 0:
         sys.exit(rc)
 
@@ -132,6 +133,7 @@ def _exit_code(e: BaseException) -> int | None:
         _error(str(e))
         return 2 if isinstance(e, UserError) else 1
     if isinstance(e, KeyboardInterrupt):
+        _state["error"] = "interrupted"
         print("interrupted", file=sys.stderr)
         return 130
     typer = sys.modules.get("typer")
@@ -139,6 +141,7 @@ def _exit_code(e: BaseException) -> int | None:
         if isinstance(e, typer.Exit):
             return int(e.exit_code)
         if isinstance(e, typer.Abort):
+            _state["error"] = "aborted"
             print("aborted", file=sys.stderr)
             return 130
         if isinstance(e, typer.TyperException):  # usage errors (typer vendors click's exception classes)

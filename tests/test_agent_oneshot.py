@@ -332,6 +332,46 @@ def test_every_json_command_prints_one_document_on_errors(cli: Any, args: list[s
     assert doc["exit_code"] == 2 and doc["error"] and r.stderr == f"error: {doc['error']}\n"
 
 
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
+def test_ctrl_c_in_a_command_exits_130_and_a_json_command_says_so_in_one_document(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    tmp_path: Path,
+    as_json: bool,
+) -> None:
+    """``gemma-sre status`` as a process, sent SIGINT while the sandbox holds its Cloud Run read open:
+    exit 130, ``interrupted`` on stderr, and with ``--json`` the error document on stdout."""
+    import signal
+    import time
+
+    sb = sandbox_factory(scenario="healthy")
+    held = sb.faults.inject("run:service", "hang", count=1)  # answered when the client leaves
+    p = subprocess.Popen(
+        [GEMMA_SRE, "status", *(["--json"] if as_json else [])],
+        env=_env80(tmp_path / "state", **sandbox_env(sb), GEMMA_SRE_SERVICE="gemma-4-12b"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while held.fired < 1 and p.poll() is None:  # inside the held call: the interrupt lands there
+            assert time.monotonic() < deadline, "the command never read the service"
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, (out, err)
+    assert err.splitlines()[-1] == "interrupted" and "Traceback" not in err, err
+    if as_json:
+        assert json.loads(out) == {"error": "interrupted", "exit_code": 130}
+    else:
+        assert out == ""
+
+
 # -- progress -----------------------------------------------------------------------------------------
 
 
