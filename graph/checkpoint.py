@@ -129,9 +129,7 @@ def recent_thread_ids(saver: BaseCheckpointSaver, limit: int) -> list[str]:
     except ImportError:  # the optional extra: then no saver is one
         PostgresSaver = None  # type: ignore[assignment,misc]  # noqa: N806
     if PostgresSaver is not None and isinstance(saver, PostgresSaver):
-        with saver._cursor() as cur:  # the saver's own connection, under its lock
-            cur.execute(_RECENT_THREADS.format(ph="%s"), (limit,))
-            return [str(row["thread_id"]) for row in cur.fetchall()]  # the saver's rows are dicts
+        return _postgres_recent(saver, limit)
     seen: dict[str, None] = {}
     listing: Any = saver.list(None)  # a generator: closed at once, a saver's cursor may hold its lock
     with closing(listing) as checkpoints:
@@ -143,6 +141,22 @@ def recent_thread_ids(saver: BaseCheckpointSaver, limit: int) -> list[str]:
             if len(seen) >= limit:
                 break
     return list(seen)
+
+
+def _postgres_recent(saver: Any, limit: int) -> list[str]:
+    """``recent_thread_ids`` on a ``PostgresSaver``, through its public ``conn`` (a psycopg connection,
+    used under the saver's ``lock`` as the saver uses it, or a pool, one connection borrowed)."""
+    from psycopg.rows import tuple_row
+    from psycopg_pool import ConnectionPool
+
+    sql, args = _RECENT_THREADS.format(ph="%s"), (limit,)
+    if isinstance(saver.conn, ConnectionPool):
+        with saver.conn.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(sql, args).fetchall()
+    else:
+        with saver.lock, saver.conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(sql, args).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 _SETUP_LOCK = 0x67656D6D73  # an advisory-lock key for the checkpointer's migrations

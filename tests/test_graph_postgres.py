@@ -65,6 +65,25 @@ def test_postgres_threads_come_from_one_query(
         check_query_path(saver, monkeypatch)
 
 
+def test_postgres_threads_of_a_pooled_saver_come_from_one_query(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``PostgresSaver`` on a connection pool (as an application builds one): the same query, on a
+    connection borrowed from the pool."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    from tests.test_graph_threads import check_query_path
+
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with ConnectionPool(postgres_url, min_size=1, max_size=2, kwargs=kwargs, open=True) as pool:
+        saver = PostgresSaver(pool)
+        saver.setup()
+        check_query_path(saver, monkeypatch)
+
+
 def test_postgres_one_decision_per_plan(
     postgres_url: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,

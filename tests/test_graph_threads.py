@@ -22,13 +22,19 @@ def seed(saver: BaseCheckpointSaver) -> None:
 
 
 def check_query_path(saver: BaseCheckpointSaver, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``saver``'s threads come from the aggregate query: its ``list`` is not called."""
+    """``saver``'s threads come from the aggregate query: its ``list`` is not called, nor its private
+    ``_cursor`` (langgraph-checkpoint-postgres's, which may change in any release)."""
     seed(saver)
 
     def no_list(*_: Any, **__: Any) -> Any:
         raise AssertionError("recent_thread_ids read the checkpoints through list()")
 
+    def no_private(*_: Any, **__: Any) -> Any:
+        raise AssertionError("recent_thread_ids used the saver's private _cursor()")
+
     monkeypatch.setattr(type(saver), "list", no_list)
+    if hasattr(type(saver), "_cursor"):
+        monkeypatch.setattr(type(saver), "_cursor", no_private)
     assert recent_thread_ids(saver, 500) == ["a", "c", "b"]  # a subgraph's checkpoint moves nothing
     assert recent_thread_ids(saver, 2) == ["a", "c"]
 
