@@ -96,11 +96,12 @@ class LogLine(_Lenient):
     @property
     def record_text(self) -> str:
         """The whole record as one text: the text payload (a request log's method, URL, status and
-        latency), or the structured payload as JSON. What ``gemma-sre logs`` prints, and what a log
-        text filter is matched against."""
+        latency), or the structured payload as JSON with its keys sorted. What ``gemma-sre logs`` prints,
+        and what a log text filter is matched against: one text per payload, whatever order its keys
+        came in (the writer's, the API's; a redacted payload comes back sorted)."""
         if self.text is not None:
             return self.text
-        return json.dumps(self.json_payload or {}, default=str)
+        return json.dumps(self.json_payload or {}, sort_keys=True, default=str)
 
 
 class StartupProbe(_Lenient):

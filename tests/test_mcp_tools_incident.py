@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from mcp_tools import incident as inc_mod
 from mcp_tools.errors import UserError
 from mcp_tools.incident import _load_yaml_whole, load_incident
+from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,3 +182,56 @@ def test_streamed_and_whole_yaml_agree(
         assert str(got.value) == str(e)
         return
     assert load_incident(p).model_dump() == whole
+
+
+# -- a structured payload's record text -------------------------------------------------------------
+
+
+def test_a_json_payload_is_found_and_printed_whatever_its_key_order(
+    sandbox_factory: Any,  # noqa: F811
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``LogLine.record_text`` of a structured payload is the text ``gemma-sre logs`` prints and the
+    text its ``--filter`` is matched against (``CloudLogging.list_entries``): one text per payload, so
+    the order its keys came in (the writer's, the API's) changes neither what is found nor what is shown,
+    a redacted payload included."""
+    from mcp_tools.incident import LogLine
+    from sandbox.cloudlogging.model import STDOUT, run_resource
+
+    sb = sandbox_factory(scenario="healthy")
+    for k, v in sandbox_env(sb).items():
+        monkeypatch.setenv(k, v)
+    service = "gemma-4-12b"
+    monkeypatch.setenv("GEMMA_SRE_SERVICE", service)
+    rev = sb.cloudrun.services[(sb.project, sb.location, service)]["latestCreatedRevision"].rsplit("/", 1)[1]
+    secret = "hf_" + "Q7xK2mP9vL4nR8sT1wY6zB3cD5fG0hJ"
+    payloads = [
+        {"zid": "a", "message": "kv pool drained", "level": "warning"},  # keys against their order
+        {"level": "warning", "message": "kv pool drained", "zid": "b"},  # keys in their order
+        {"zid": "c", "token": secret, "message": "kv pool drained", "level": "warning"},  # redacted
+    ]
+    now = sb.clock.now_s()
+    for i, payload in enumerate(payloads):
+        sb.logs.append(
+            project=sb.project,
+            log_id=STDOUT,
+            timestamp=now - 1 + i * 0.01,
+            severity="WARNING",
+            json_payload=payload,
+            resource=run_resource(sb.project, sb.location, service, rev),
+        )
+    first = payloads[0]
+    assert LogLine(json=first).record_text == LogLine(json=dict(reversed(first.items()))).record_text
+
+    def records(text: str) -> list[str]:
+        r = cli("logs", "--since", "1h", "--filter", text, "--json")
+        assert r.returncode == 0, r.stderr
+        return [rec["text"] for rec in json.loads(r.stdout)["records"]]
+
+    across = '"level": "warning", "message": "kv pool drained"'  # two fields, as the record shows them
+    found = records(across)
+    assert [json.loads(t)["zid"] for t in found] == ["a", "b", "c"], found
+    assert all(across in t for t in found)  # what was matched is what is printed
+    assert found[:2] == [LogLine(json=p).record_text for p in payloads[:2]]
+    assert secret not in found[2] and records(secret[:12]) == []
