@@ -1150,3 +1150,21 @@ def test_a_timeout_raised_in_the_engines_step_loop_is_a_hung_engine() -> None:
     # the same timeout outside the step loop (a client's own wait) says nothing of the engine
     elsewhere = [ln.replace("in run_engine_loop", "in fetch_page") for ln in lines]
     assert root(obs(elsewhere)) != "engine_hung"
+
+
+def test_a_queue_behind_an_engine_that_makes_nothing_is_a_stall_not_saturation() -> None:
+    """vllm-project/vllm#42340's stats lines: requests running and waiting, the KV cache nearly
+    empty, a tenth of a token per second: the engine stalled. The same queue with the KV cache full,
+    or with tokens flowing, is saturation."""
+
+    def stats(gen: float, waiting: int, kv: float) -> list[str]:
+        return [
+            f"(APIServer pid=1) INFO 04-10 09:0{i}:00 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+            f"Avg generation throughput: {gen} tokens/s, Running: 2 reqs, Waiting: {waiting} reqs, GPU KV cache usage: {kv}%, "
+            "Prefix cache hit rate: 88.7%"
+            for i in range(4)
+        ]
+
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(0.1, 6, 2.8)])) == "engine_hung"
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(0.1, 6, 99.5)])) == "overload"
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(41.3, 6, 2.8)])) == "overload"

@@ -24,6 +24,7 @@ from mcp_tools.vocabulary import (
     EXCEPTION,
     FRAME,
     FRAME_PHASES,
+    HUNG_STATS,
     LOADED,
     MILESTONES,
     RESTARTED,
@@ -470,6 +471,22 @@ def step_frame(v: LogView, exc: Line, reach: int = 400) -> Line | None:
         if TRACEBACK_HEAD.search(ln.text):
             return None
     return None
+
+
+#: Tokens per second each running request makes at the least while its engine works, on any backend
+#: (a CPU decodes a few per second): below it, with requests running and no prompt read, the engine is
+#: stalled, not slow.
+STALLED_TOKENS_PER_S_PER_REQUEST = 0.5
+
+
+def stalled_stats(text: str) -> bool:
+    """vLLM's periodic stats line says requests run and the engine makes (almost) nothing: no prompt
+    read and under ``STALLED_TOKENS_PER_S_PER_REQUEST`` generated per running request."""
+    m = HUNG_STATS.search(text)
+    if m is None:
+        return False
+    prompt, gen, running = float(m.group(1)), float(m.group(2)), int(m.group(3))
+    return running > 0 and prompt == 0.0 and gen < STALLED_TOKENS_PER_S_PER_REQUEST * running
 
 
 def failed_in_startup(v: LogView, n: int) -> bool:

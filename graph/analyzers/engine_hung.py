@@ -23,7 +23,7 @@ import math
 import re
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, finding, step_frame, view
+from graph.analyzers.base import Evidence, Finding, Line, finding, stalled_stats, step_frame, view
 from graph.observation import Observation
 from graph.progress import FLAT_TOKENS_PER_S as _FLAT
 from mcp_tools.vocabulary import (
@@ -73,7 +73,10 @@ def _from_logs(obs: Observation) -> list[Finding]:
     lines: list[Line] = []
     why = ""
     if flat:
-        lines, why = flat, f"{len(flat)} stats periods in a row with requests running and no token generated"
+        lines, why = (
+            flat,
+            f"{len(flat)} stats periods in a row with requests running and (almost) no token generated",
+        )
     if len(waiting) >= REPEATS:
         lines = lines or waiting
         why = why or f"the engine's workers stopped answering ({len(waiting)} waits in a row)"
@@ -103,12 +106,11 @@ def _from_logs(obs: Observation) -> list[Finding]:
 
 
 def _flat_stats(stats: list[Line]) -> list[Line]:
-    """The longest run of stats lines with requests running, prompt and generation both at zero."""
+    """The longest run of stats lines with requests running and the engine making (almost) nothing."""
     best: list[Line] = []
     run: list[Line] = []
     for ln in stats:
-        m = HUNG_STATS.search(ln.text)
-        if m and float(m.group(1)) == 0.0 and float(m.group(2)) == 0.0 and int(m.group(3)) > 0:
+        if stalled_stats(ln.text):
             run.append(ln)
             if len(run) > len(best):
                 best = list(run)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, ev, view
+from graph.analyzers.base import Evidence, Finding, Line, ev, stalled_stats, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     OVERLOAD_PREEMPT,
@@ -129,7 +129,8 @@ def analyze(obs: Observation) -> list[Finding]:
         stats += 1
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        if not (waiting_l >= 5 or kv_l >= 90.0):
+        # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
+        if not (waiting_l >= 5 or kv_l >= 90.0) or (kv_l < 90.0 and stalled_stats(ln.text)):
             run = 0
         else:
             busy_periods += 1
