@@ -8,6 +8,7 @@ logs look like: every category, healthy start-ups, layers other than vLLM, Gemma
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,11 @@ def test_expected_evidence_is_a_verbatim_part_of_the_logs(corpus: list[Incident]
         assert set(inc.expected.remediation_kinds) <= {k.value for k in RemediationKind}, inc.id
         assert not set(inc.expected.remediation_kinds) & set(inc.expected.forbidden_kinds), inc.id
     assert problems == []
+
+
+def test_the_split_tool_refuses_a_broken_file_in_one_line(tmp_path: Path) -> None:
+    from evals.tools.split import main
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "x.yaml").write_text('id: "unterminated\nlogs: [\n')
+    assert main([str(tmp_path)]) == 2

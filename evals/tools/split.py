@@ -32,16 +32,28 @@ def misplaced(root: Path) -> list[tuple[Path, str]]:
     """(file, the split it belongs to) for every real incident outside its split's folder."""
     out = []
     for f in sorted(root.rglob("*.yaml")):
-        data = yaml.safe_load(f.read_text())
-        want = split_of(str(data["id"]))
+        try:
+            data = yaml.safe_load(f.read_text())
+            incident_id = str(data["id"])
+        except (yaml.YAMLError, OSError, UnicodeDecodeError, TypeError, KeyError) as e:
+            raise BadIncident(f"{f}: not an incident with an id ({type(e).__name__}: {e})") from e
+        want = split_of(incident_id)
         if f.parent.name != want:
             out.append((f, want))
     return out
 
 
+class BadIncident(ValueError):
+    """A file under the corpus that is not an incident the split can place."""
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path("evals/real")
-    bad = misplaced(root)
+    try:
+        bad = misplaced(root)
+    except BadIncident as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if "--move" in argv:
         for f, want in bad:
             (root / want).mkdir(parents=True, exist_ok=True)
