@@ -1168,3 +1168,23 @@ def test_a_queue_behind_an_engine_that_makes_nothing_is_a_stall_not_saturation()
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(0.1, 6, 2.8)])) == "engine_hung"
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(0.1, 6, 99.5)])) == "overload"
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *stats(41.3, 6, 2.8)])) == "overload"
+
+
+def test_a_death_marker_cites_the_exception_its_traceback_ends_in() -> None:
+    """ "EngineCore encountered a fatal error." introduces its traceback: what the engine died of is
+    printed after it (a Gemma 4 on Neuron log, vllm 0.16)."""
+    lines = [
+        *STARTUP_OK,
+        *STARTUP_FIGURES,
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        f"{E} EngineCore encountered a fatal error.",
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/opt/conda/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 999, in run_engine_core',
+        f"{E}     engine_core.run_busy_loop()",
+        f"{E} RuntimeError: Failed to execute the model status=1006 message=Execution Out-Of-Bounds Memory Access",
+        "(APIServer pid=1) ERROR 06-25 14:34:27 [async_llm.py:430] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    ]
+    o = obs(lines)
+    rc = choose_root_cause(run_analyzers(o), o)
+    assert rc.category == "engine_crash"
+    assert any("status=1006" in e.text for e in rc.evidence)

@@ -40,22 +40,44 @@ from mcp_tools.vocabulary import (
     FACT_CUDA_FAULT,
     FRAME,
     KILLED_FROM_OUTSIDE,
+    REPORTS_ONLY,
     TRACEBACK_HEAD,
     Phase,
 )
+
+
+def _introduced_until(v: LogView, n: int) -> int | None:
+    """Where the traceback a death marker at line ``n`` introduces ends ("EngineCore encountered a
+    fatal error." then "Traceback ..."): what it died of is printed after it, up to the next start
+    (None: the marker introduces no traceback)."""
+    following = next((ln for ln in v.lines[n:] if not ln.head and ln.proc == v.lines[n - 1].proc), None)
+    if following is None or not TRACEBACK_HEAD.search(following.text):
+        return None
+    restart = v.first(START_MARK, after=n)
+    return min(n + 200, restart.n if restart else v.total + 1)
+
+
+def _died_of(v: LogView, n: int) -> Line | None:
+    """The exception the traceback a death marker at line ``n`` introduces ends in: what it died of."""
+    end = _introduced_until(v, n)
+    if end is None:
+        return None
+    proc = v.lines[n - 1].proc
+    return next(
+        (
+            ln
+            for ln in v.grep(EXCEPTION, after=n, before=end, prefilter=EXCEPTION_PREFILTER)
+            if ln.proc == proc and not REPORTS_ONLY.search(ln.text)
+        ),
+        None,
+    )
 
 
 def _repeats(v: LogView, n: int) -> bool:
     """Did something a restart repeats happen in this life of the server, before it died at line ``n``?
     (An earlier life's import error is that life's; this one may have been started with a fixed image.)"""
     life = v.last(START_MARK, before=n)
-    end = n + 1
-    # A death marker that introduces its traceback ("EngineCore encountered a fatal error." then
-    # "Traceback ..."): what it died of is printed after it, up to the next start.
-    following = next((ln for ln in v.lines[n:] if not ln.head and ln.proc == v.lines[n - 1].proc), None)
-    if following is not None and TRACEBACK_HEAD.search(following.text):
-        restart = v.first(START_MARK, after=n)
-        end = min(n + 200, restart.n if restart else v.total + 1)
+    end = _introduced_until(v, n) or n + 1
     return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=end) is not None
 
 
@@ -70,12 +92,13 @@ def analyze(obs: Observation) -> list[Finding]:
         and not CRASH_ADVICE.match(ln.text)
     ]
     if hits:
+        cause = _died_of(v, hits[0].n)
         return [
             finding(
                 "engine_crash",
                 0.85,
                 f"The vLLM engine crashed (line {hits[0].n}).",
-                hits[:3],
+                [*hits[:3], *([cause] if cause else [])],
                 pattern=CRASH,
                 analyzer="engine_crash",
                 facts={
@@ -94,12 +117,16 @@ def analyze(obs: Observation) -> list[Finding]:
         if not after_shutdown(v, ln.n) and not KILLED_FROM_OUTSIDE.search(ln.text)
     ]
     if died:
+        cause = _died_of(v, died[0].n)
         return [
             finding(
                 "engine_crash",
                 0.7,
-                f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
-                died[:2],
+                f"The vLLM engine died (line {died[0].n}) of an exception no failure family explains "
+                f"(line {cause.n})."
+                if cause
+                else f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
+                [*died[:2], *([cause] if cause else [])],
                 pattern=CRASH_DIED,
                 analyzer="engine_crash",
                 specific=False,
