@@ -852,6 +852,23 @@ ARCH_COMPUTE_CAPABILITY = {
 #: A FlashAttention support check that failed: vLLM's FlashAttention (FA2) runs on compute capability
 #: 8.0 and up (vllm-flash-attn's ``fa_version_unsupported_reason``: "FA2 is only supported on devices
 #: with compute capability >= 8").
+#: A tensor a pre-quantized checkpoint carries and a 16-bit load does not know ("KeyError:
+#: 'layers.0.mlp.down_proj.weight.absmax'"): the checkpoint is quantized and the flags do not say so.
+#: Its suffix names the format: bitsandbytes keeps absmax / quant_state, GPTQ and AWQ qweight / qzeros
+#: / scales, FP8 checkpoints weight_scale / input_scale.
+FACT_QUANT_TENSOR = re.compile(
+    r"KeyError: '[\w.]*\.(?P<suffix>absmax|quant_state|nested_absmax|quant_map|qweight|qzeros|g_idx"
+    r"|weight_scale(?:_inv)?|input_scale)\b"
+)
+QUANT_TENSOR_METHOD = {
+    "absmax": "bitsandbytes",
+    "quant_state": "bitsandbytes",
+    "nested_absmax": "bitsandbytes",
+    "quant_map": "bitsandbytes",
+    "weight_scale": "fp8",
+    "weight_scale_inv": "fp8",
+    "input_scale": "fp8",
+}
 FACT_FLASH_ATTENTION = re.compile(r"is_fa_version_supported|fa_version_unsupported|FlashAttention", _I)
 FLASH_ATTENTION_MIN_CC = 8.0
 #: The words of a flag's name that say nothing of its feature ("--enable-chunked-prefill" is about

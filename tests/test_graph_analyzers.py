@@ -1188,3 +1188,21 @@ def test_a_death_marker_cites_the_exception_its_traceback_ends_in() -> None:
     rc = choose_root_cause(run_analyzers(o), o)
     assert rc.category == "engine_crash"
     assert any("status=1006" in e.text for e in rc.evidence)
+
+
+def test_a_quantized_checkpoints_tensor_names_its_format() -> None:
+    facts = unsupported_config.facts_of
+    bnb = obs([], service=ServiceSpec(name="g", args=["--model=unsloth/Llama-3.3-70B-Instruct-bnb-4bit"]))
+    assert (
+        facts(bnb, "KeyError: 'layers.0.mlp.down_proj.weight.absmax'")["checkpoint_quantization"]
+        == "bitsandbytes"
+    )
+    awq = obs([], service=ServiceSpec(name="g", args=["--model=Qwen/Qwen2.5-72B-Instruct-AWQ"]))
+    assert (
+        facts(awq, "KeyError: 'model.layers.0.self_attn.q_proj.qweight'")["checkpoint_quantization"] == "awq"
+    )
+    plain = obs([], service=ServiceSpec(name="g", args=["--model=acme/model"]))
+    assert "checkpoint_quantization" not in facts(
+        plain, "KeyError: 'model.layers.0.self_attn.q_proj.qweight'"
+    )
+    assert "checkpoint_quantization" not in facts(plain, "KeyError: 'rope_type'")

@@ -201,3 +201,15 @@ def test_requests_longer_than_the_context_get_a_longer_one_when_the_logged_kv_ca
     assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--max-model-len": 16384})]
     tight = _diag("context_too_long", text, served_context=8192, requested_tokens=9000, kv_cache_tokens=8500)
     assert [s.kind for o in propose_options(tight, obs) for s in o.steps] == [K.ESCALATE]
+
+
+def test_a_prequantized_checkpoint_served_as_16_bit_is_declared_in_its_format() -> None:
+    spec = L4.model_copy(update={"args": ["--model=unsloth/Llama-3.3-70B-Instruct-bnb-4bit"]})
+    d = _diag(
+        "unsupported_config",
+        "KeyError: 'layers.0.mlp.down_proj.weight.absmax'",
+        checkpoint_quantization="bitsandbytes",
+    )
+    first = propose_options(d, Observation(id="x", service=spec))[0]
+    assert first.steps[0].kind is K.SET_VLLM_ARGS
+    assert first.steps[0].change == {"--quantization": "bitsandbytes", "--load-format": "bitsandbytes"}

@@ -26,7 +26,7 @@ from graph.analyzers.base import (
 )
 from graph.observation import Observation
 from mcp_tools.redact import redact_args
-from mcp_tools.spec_ops import flags
+from mcp_tools.spec_ops import flags, get_model
 from mcp_tools.vocabulary import (
     ARCH_COMPUTE_CAPABILITY,
     BARE_EXCEPTION,
@@ -36,6 +36,7 @@ from mcp_tools.vocabulary import (
     FACT_MIN_ARCH,
     FACT_MIN_CAPABILITY,
     FACT_NO_BF16,
+    FACT_QUANT_TENSOR,
     FACT_QUANTIZATION,
     FACT_UNRECOGNIZED_ARGS,
     FLAG_FILLER_WORDS,
@@ -43,6 +44,7 @@ from mcp_tools.vocabulary import (
     FLASH_ATTENTION_MIN_CC,
     FRAME,
     KIND_NO_DEVICE,
+    QUANT_TENSOR_METHOD,
     SUPPORT_CHECK,
     UNSUPPORTED,
     UNSUPPORTED_GENERIC,
@@ -170,6 +172,13 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
         facts["kv_cache_dtype"] = True
     if KIND_NO_DEVICE.search(text):
         facts["no_device"] = True
+    q = FACT_QUANT_TENSOR.search(text)
+    if q:  # GPTQ's and AWQ's tensors are the same names: the checkpoint's name tells them apart
+        ref = (get_model(obs.service.args) if obs.service else None) or ""
+        by_name = next((m for m in ("awq", "gptq") if m in ref.lower()), None)
+        method = QUANT_TENSOR_METHOD.get(q.group("suffix")) or by_name
+        if method:
+            facts["checkpoint_quantization"] = method
     named = implicated_flags(obs.service.args if obs.service else [], text)
     if named:
         facts["implicated_flags"] = named

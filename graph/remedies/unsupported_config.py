@@ -21,6 +21,14 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         out.append(
             flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
         )
+    method = fact(diag, "checkpoint_quantization")
+    if method and not (cap.flags and cap.flags.quantization):
+        # A pre-quantized checkpoint served as a 16-bit one: say its format (bitsandbytes also needs
+        # its loader in the releases that do not read it from the checkpoint's config).
+        declare: dict[str, Any] = {"--quantization": method}
+        if method == "bitsandbytes":
+            declare["--load-format"] = "bitsandbytes"
+        out.append(flags_option(cap, declare, f"the checkpoint is quantized ({method}): serve it as such"))
     for flag in fact(diag, "implicated_flags") or []:
         if flag not in bad:
             out.append(
