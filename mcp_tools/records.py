@@ -107,6 +107,8 @@ def clean(raw: str) -> Clean:
     tail = len(s) - len(s := s.rstrip())  # trailing spaces take columns too (a cut after a word)
     if s.lstrip().startswith(">"):
         s = _QUOTE.sub("", s)
+    if s.startswith("`") and s.endswith("`") and len(s) > 2 and not s.startswith("``"):
+        s = s[1:-1]  # a line pasted as markdown inline code
     proc = ""
     level = ""
     width = inner = len(s)  # what the terminal printed: colour takes no column, quote markers came later

@@ -268,6 +268,15 @@ KIND_UNREACHABLE = re.compile(
 
 #: A traceback's frame: ``File "...", line N, in FUNC``.
 FRAME = re.compile(r'^File "[^"]*", line \d+, in (?P<fn>\S+)')
+#: vLLM's own check of one family, by its function name (stable across releases, read from the
+#: source): a pasted traceback cut at one of them, before its exception, still says which check failed.
+#: ``_get_and_verify_max_len`` (config.py: the context against the model's limit), V0's
+#: ``raise_if_cache_size_invalid`` (worker.py) and V1's ``check_enough_kv_cache_memory``
+#: (kv_cache_utils.py: one request's KV cache against the memory left).
+FAMILY_CHECK_FRAMES = {
+    "context_too_long": re.compile(r"^(?:_get_and_verify_max_len|verify_max_model_len)$"),
+    "kv_cache_oom": re.compile(r"^(?:raise_if_cache_size_invalid|_?check_enough_kv_cache_memory)$"),
+}
 #: What joins two tracebacks of one chain.
 CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 

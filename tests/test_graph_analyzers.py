@@ -1206,3 +1206,26 @@ def test_a_quantized_checkpoints_tensor_names_its_format() -> None:
         plain, "KeyError: 'model.layers.0.self_attn.q_proj.qweight'"
     )
     assert "checkpoint_quantization" not in facts(plain, "KeyError: 'rope_type'")
+
+
+def test_a_traceback_pasted_up_to_a_familys_check_names_the_family() -> None:
+    """Threads often paste a traceback cut before its exception (vllm-project/vllm#9517): the check it
+    was in, or the one its last quoted line calls, is vLLM's own (by function name, stable across
+    releases)."""
+    head = [
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/vllm/engine/arg_utils.py", line 839, in create_model_config',
+        "    return ModelConfig(",
+        '  File "/opt/conda/lib/python3.10/site-packages/vllm/config.py", line 192, in __init__',
+    ]
+    assert root(obs([*head, "    self.max_model_len = _get_and_verify_max_len("])) == "context_too_long"
+    kv = [
+        *STARTUP_OK,
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", line 699, in check_enough_kv_cache_memory',
+        f"{E}     raise ValueError(",
+    ]
+    assert root(obs(kv)) == "kv_cache_oom"
+    # the traceback goes on to an exception of another kind: that exception decides, not the frame
+    went_on = [*head, "    self.max_model_len = _get_and_verify_max_len(", "KeyError: 'rope_type_unexpected'"]
+    assert root(obs(went_on)) != "context_too_long"

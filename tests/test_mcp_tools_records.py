@@ -88,7 +88,15 @@ from mcp_tools.records import clean, continues, severity_of
             "",
             "CRITICAL",
         ),
-        ("a - b - c", "a - b - c", "", ""),  # dashes that are not a logger's columns stay words
+        ("a - b - c", "a - b - c", "", ""),
+        # a line pasted as markdown inline code (vllm-project/vllm#44494)
+        (
+            "`(ApiServer_1 pid=359) AttributeError: 'Gemma4UnifiedVisionConfig' object has no attribute 'x'`",
+            "AttributeError: 'Gemma4UnifiedVisionConfig' object has no attribute 'x'",
+            "ApiServer_1 pid=359",
+            "",
+        ),
+        ("```", "```", "", ""),  # dashes that are not a logger's columns stay words
     ],
 )
 def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:

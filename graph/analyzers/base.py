@@ -20,6 +20,7 @@ from graph.observation import Observation
 from mcp_tools.records import Clean, clean, continues, cut_at_width, told_severity
 from mcp_tools.vocabulary import (
     ANY_MILESTONE,
+    BARE_EXCEPTION,
     CHAINED,
     EXCEPTION,
     FRAME,
@@ -489,6 +490,48 @@ def stalled_stats(text: str) -> bool:
     return running > 0 and prompt == 0.0 and gen < STALLED_TOKENS_PER_S_PER_REQUEST * running
 
 
+def ran_after(v: LogView, ln: Line) -> bool:
+    """The server ran after line ``ln``: a start completed after it (the engine ready, the API up), or
+    the process that printed it answered requests after it. What a start printed as an error and then
+    got past (a backend it fell back from, a lookup it retried) did not stop it. Answers from another
+    process say nothing: on Cloud Run they may be another instance's."""
+    if started_between(v, after=ln.n, phases=UP_PHASES) is not None:
+        return True
+    if not ln.proc:
+        return False
+    return any(
+        ph is Phase.SERVING
+        and v.lines[m - 1].proc == ln.proc
+        and not SERVER_ERROR_STATUS.search(v.lines[m - 1].text)
+        for m, ph in v.milestones
+        if m > ln.n
+    )
+
+
+def cut_at_check(v: LogView, fn: re.Pattern[str]) -> list[Line]:
+    """A pasted traceback cut at the check ``fn`` names, before its exception: its deepest frame (no
+    frame or exception of the same process follows it) is the check, or the source line it quotes
+    calls the check. Returns the frame and that source line ([] when no traceback is cut there)."""
+    for ln in v.lines:
+        m = FRAME.match(ln.text)
+        if m is None or ln.head:
+            continue
+        after = [x for x in v.lines[ln.n : ln.n + 40] if not x.head and x.proc == ln.proc and x.text.strip()][
+            :4
+        ]
+        quoted = after[:1] if after and v.is_source(after[0].n) else []
+        rest = [x for x in after[len(quoted) :] if set(x.text.strip()) - set("^~ ")]
+        if rest and any(p.match(rest[0].text) for p in (FRAME, EXCEPTION, BARE_EXCEPTION)):
+            continue  # not the deepest frame: the traceback goes on
+        called = _CALLED.findall(quoted[0].text) if quoted else []
+        if any(fn.match(name) for name in (m.group("fn"), *called)):
+            return [ln, *quoted]
+    return []
+
+
+_CALLED = re.compile(r"(\w+)\(")
+
+
 def failed_in_startup(v: LogView, n: int) -> bool:
     """Line ``n`` fails a start that never completed: its phase is known, before the API server was up,
     and no start completed after it. The same start fails the same way again, so a restart repeats it."""
@@ -603,7 +646,7 @@ def simple(
     ]
     hits = v.records_first(hits)
     if harmless_if_loaded:
-        hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None]
+        hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None and not ran_after(v, ln)]
     conds = match_conditions(obs, pattern)
     if not hits and not conds:
         return []

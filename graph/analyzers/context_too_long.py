@@ -10,7 +10,15 @@ length is 8192 tokens. However, you requested 9000 tokens" and V1's "'max_tokens
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, evidence_text, finding, simple, view
+from graph.analyzers.base import (
+    Finding,
+    cut_at_check,
+    evidence_text,
+    failed_in_startup,
+    finding,
+    simple,
+    view,
+)
 from graph.observation import Observation
 from mcp_tools.capacity.startup import parse_vllm_startup
 from mcp_tools.vocabulary import (
@@ -20,6 +28,7 @@ from mcp_tools.vocabulary import (
     FACT_REQUESTED_TOKENS,
     FACT_SERVED_CONTEXT,
     FACT_USER_MAX_LEN,
+    FAMILY_CHECK_FRAMES,
 )
 
 
@@ -45,6 +54,8 @@ def analyze(obs: Observation) -> list[Finding]:
                     analyzer="context_too_long",
                 )
             ]
+    if not found:
+        found = _cut_at_the_check(obs)
     for f in found:
         text = evidence_text(f)
         for key, p in (
@@ -63,3 +74,21 @@ def analyze(obs: Observation) -> list[Finding]:
             if kv:
                 f.facts["kv_cache_tokens"] = kv
     return found
+
+
+def _cut_at_the_check(obs: Observation) -> list[Finding]:
+    """A pasted traceback cut inside vLLM's check of the context length, before its exception."""
+    v = view(obs)
+    cut = cut_at_check(v, FAMILY_CHECK_FRAMES["context_too_long"])
+    if not cut or not failed_in_startup(v, cut[0].n):
+        return []
+    return [
+        finding(
+            "context_too_long",
+            0.75,
+            f"The start failed in vLLM's check of the context length (line {cut[0].n}); the paste ends "
+            "before its message.",
+            cut,
+            analyzer="context_too_long",
+        )
+    ]

@@ -21,6 +21,7 @@ from graph.analyzers.base import (
     LogView,
     finding,
     phase_of,
+    ran_after,
     started_between,
     view,
 )
@@ -56,10 +57,11 @@ from mcp_tools.vocabulary import (
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
+    # A start that got past it (fell back to another backend, and came up) was not stopped by it.
     hits = [
         ln
         for ln in v.grep(UNSUPPORTED)
-        if not UNSUPPORTED_WARNING.search(ln.text) and ln.severity != "WARNING"
+        if not UNSUPPORTED_WARNING.search(ln.text) and ln.severity != "WARNING" and not ran_after(v, ln)
     ]
     if not hits:
         hits = [
