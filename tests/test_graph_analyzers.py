@@ -1229,3 +1229,12 @@ def test_a_traceback_pasted_up_to_a_familys_check_names_the_family() -> None:
     # the traceback goes on to an exception of another kind: that exception decides, not the frame
     went_on = [*head, "    self.max_model_len = _get_and_verify_max_len(", "KeyError: 'rope_type_unexpected'"]
     assert root(obs(went_on)) != "context_too_long"
+
+
+def test_an_unsupported_backend_the_start_falls_back_from_is_not_its_failure() -> None:
+    """vLLM logs at ERROR that FlashAttention 2 does not run on a Turing GPU, then picks another
+    backend and comes up (a committed server log of Qwen2.5 on an sm75 GPU, v0.10)."""
+    fa2 = f"{E} Cannot use FA version 2 is not supported due to FA2 is only supported on devices with compute capability >= 8"
+    up = [*STARTUP_FIGURES, "(APIServer pid=1) INFO:     Application startup complete."]
+    assert root(obs([*STARTUP_OK, fa2, *up])) == "healthy"
+    assert root(obs([*STARTUP_OK, fa2])) == "unsupported_config"
