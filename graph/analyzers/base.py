@@ -23,6 +23,7 @@ from mcp_tools.vocabulary import (
     BARE_EXCEPTION,
     CHAINED,
     EXCEPTION,
+    FAMILY_CHECK_FRAMES,
     FRAME,
     FRAME_PHASES,
     HUNG_STATS,
@@ -530,6 +531,25 @@ def cut_at_check(v: LogView, fn: re.Pattern[str]) -> list[Line]:
 
 
 _CALLED = re.compile(r"(\w+)\(")
+
+
+def cut_at_family_check(obs: Observation, category: str, what: str) -> list[Finding]:
+    """The finding for a start that failed in vLLM's own check of ``category`` (``FAMILY_CHECK_FRAMES``)
+    where the paste ends before the check's message; ``what`` says what the check checks."""
+    v = view(obs)
+    cut = cut_at_check(v, FAMILY_CHECK_FRAMES[category])
+    if not cut or not failed_in_startup(v, cut[0].n):
+        return []
+    return [
+        finding(
+            category,
+            0.75,
+            f"The start failed in vLLM's check of {what} (line {cut[0].n}); the paste ends before its "
+            "message.",
+            cut,
+            analyzer=category,
+        )
+    ]
 
 
 def failed_in_startup(v: LogView, n: int) -> bool:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from graph.analyzers.base import (
     Finding,
-    cut_at_check,
+    cut_at_family_check,
     evidence_text,
-    failed_in_startup,
     finding,
     simple,
     view,
@@ -28,7 +27,6 @@ from mcp_tools.vocabulary import (
     FACT_REQUESTED_TOKENS,
     FACT_SERVED_CONTEXT,
     FACT_USER_MAX_LEN,
-    FAMILY_CHECK_FRAMES,
 )
 
 
@@ -55,7 +53,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 )
             ]
     if not found:
-        found = _cut_at_the_check(obs)
+        found = cut_at_family_check(obs, "context_too_long", "the context length")
     for f in found:
         text = evidence_text(f)
         for key, p in (
@@ -74,21 +72,3 @@ def analyze(obs: Observation) -> list[Finding]:
             if kv:
                 f.facts["kv_cache_tokens"] = kv
     return found
-
-
-def _cut_at_the_check(obs: Observation) -> list[Finding]:
-    """A pasted traceback cut inside vLLM's check of the context length, before its exception."""
-    v = view(obs)
-    cut = cut_at_check(v, FAMILY_CHECK_FRAMES["context_too_long"])
-    if not cut or not failed_in_startup(v, cut[0].n):
-        return []
-    return [
-        finding(
-            "context_too_long",
-            0.75,
-            f"The start failed in vLLM's check of the context length (line {cut[0].n}); the paste ends "
-            "before its message.",
-            cut,
-            analyzer="context_too_long",
-        )
-    ]

@@ -14,31 +14,17 @@ from __future__ import annotations
 import re
 
 from graph.analyzers._oom import OOM, oom_events
-from graph.analyzers.base import Finding, cut_at_check, failed_in_startup, finding, view
+from graph.analyzers.base import Finding, cut_at_family_check, finding, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import FAMILY_CHECK_FRAMES, GPU_MEMORY_IN_USE, KV_CAP, KV_MAXLEN, KV_SHORT
+from mcp_tools.vocabulary import GPU_MEMORY_IN_USE, KV_CAP, KV_MAXLEN, KV_SHORT
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    return _held_by_others(obs) or _kv_short(obs) or _cut_at_the_check(obs)
-
-
-def _cut_at_the_check(obs: Observation) -> list[Finding]:
-    """A pasted traceback cut inside vLLM's check of the KV cache's size, before its exception."""
-    v = view(obs)
-    cut = cut_at_check(v, FAMILY_CHECK_FRAMES["kv_cache_oom"])
-    if not cut or not failed_in_startup(v, cut[0].n):
-        return []
-    return [
-        finding(
-            "kv_cache_oom",
-            0.75,
-            f"The start failed in vLLM's check of the KV cache's size (line {cut[0].n}); the paste ends "
-            "before its message.",
-            cut,
-            analyzer="kv_cache_oom",
-        )
-    ]
+    return (
+        _held_by_others(obs)
+        or _kv_short(obs)
+        or cut_at_family_check(obs, "kv_cache_oom", "the KV cache's size")
+    )
 
 
 def _held_by_others(obs: Observation) -> list[Finding]:
