@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +45,17 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is below 1")
     return value
+
+
+def stop(p: subprocess.Popen[Any], wait_s: float = 10) -> None:
+    """End ``p``: terminate it, and kill it if it has not exited within ``wait_s`` seconds (the tests'
+    servers use it too)."""
+    p.terminate()
+    try:
+        p.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def timed(fn: Callable[..., T], runs: int, setup: Callable[[], Any] | None = None) -> tuple[list[float], T]:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _support import count
+from _support import count, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -282,8 +282,6 @@ def main() -> None:
         _, ours_ttft1 = asyncio.run(ours(url, args.ttft_requests, 1, args.output_tokens))
         raw1 = asyncio.run(raw_ttft("127.0.0.1", port, args.ttft_requests, args.output_tokens))
     finally:
-        from tests.processes import stop
-
         stop(server)
 
     print()

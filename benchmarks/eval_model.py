@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _support import count
+from _support import count, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -166,8 +166,6 @@ def serve(name: str, gguf: Path, n_ctx: int, log_dir: Path, threads: int = 1) ->
             time.sleep(1)
         yield url
     finally:
-        from tests.processes import stop
-
         stop(proc, wait_s=30)
         log.close()
 

@@ -2,28 +2,96 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from benchmarks._support import stop
+from tests.conftest import CliResult
 from tests.mcp_client import ROOT
 from tests.scripted_openai import free_port
 
+T = TypeVar("T")
 
-def stop(p: subprocess.Popen[Any], wait_s: float = 10) -> None:
-    """End ``p``: terminate it, and kill it if it has not exited within ``wait_s`` seconds."""
-    p.terminate()
+
+def wait_until(
+    check: Callable[[], T | None],
+    what: str | Callable[[], str],
+    *,
+    timeout_s: float = 60,
+    every_s: float = 0.05,
+) -> T:
+    """``check()``'s first truthy value, polled every ``every_s`` seconds (state, never a fixed sleep);
+    after ``timeout_s`` an AssertionError naming ``what`` (a callable: what to say, read at the end)."""
+    deadline = time.monotonic() + timeout_s
+    while not (got := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what if isinstance(what, str) else what()} (waited {timeout_s:g} s)")
+        time.sleep(every_s)
+    return got
+
+
+class CliWorker:
+    """A ``python -m tests.cli_worker`` process: ``start(*args)`` hands it a ``gemma-sre`` command,
+    ``result()`` waits for its answer. Several of them race as separate processes, round after round,
+    without a new interpreter's imports per round."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._p = subprocess.Popen(
+            [sys.executable, "-m", "tests.cli_worker"],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._answers: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self._p.stdout or []:
+            self._answers.put(line)
+
+    def start(self, *args: str) -> None:
+        assert self._p.stdin is not None
+        self._p.stdin.write(json.dumps(list(args)) + "\n")
+        self._p.stdin.flush()
+
+    def result(self, timeout_s: float = 180) -> CliResult:
+        try:
+            doc = json.loads(self._answers.get(timeout=timeout_s))
+        except queue.Empty:
+            raise AssertionError(
+                f"the CLI worker did not answer in {timeout_s:g} s (exit {self._p.poll()})"
+            ) from None
+        return CliResult(doc["code"], doc["stdout"], doc["stderr"])
+
+    def close(self) -> None:
+        if self._p.stdin is not None:
+            self._p.stdin.close()  # the worker's loop ends
+        try:
+            self._p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            stop(self._p)
+
+
+@contextmanager
+def cli_workers(env: dict[str, str], n: int = 2) -> Iterator[list[CliWorker]]:
+    """``n`` CLI worker processes with ``env``, ended when the block ends."""
+    workers: list[CliWorker] = []
     try:
-        p.wait(timeout=wait_s)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+        workers = [CliWorker(env) for _ in range(n)]
+        yield workers
+    finally:
+        for w in workers:
+            w.close()
 
 
 @contextmanager

@@ -12,11 +12,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +29,16 @@ from mcp_tools.settings import get_settings
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.concurrency import at_once
+from tests.conftest import CliResult
 from tests.loop_support import config_for
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
+from tests.processes import cli_workers
 
-CLI = [sys.executable, "-m", "agent.cli"]
 ROUNDS = int(os.environ.get("GEMMA_SRE_TEST_RACE_ROUNDS", "20"))
-#: each pair's rounds stop after this many seconds (bounded in time), once at least 5 have run: 5
-#: rounds on a loaded machine, a few more on a quiet one (``GEMMA_SRE_TEST_RACE_BUDGET_S=120`` soaks)
-ROUND_BUDGET_S = float(os.environ.get("GEMMA_SRE_TEST_RACE_BUDGET_S", "10"))
+MIN_ROUNDS = 8
+#: each pair's rounds stop after this many seconds (bounded in time), once ``MIN_ROUNDS`` have run
+#: (``GEMMA_SRE_TEST_RACE_BUDGET_S=120`` soaks)
+ROUND_BUDGET_S = float(os.environ.get("GEMMA_SRE_TEST_RACE_BUDGET_S", "0"))
 
 
 def broken_services(sb: Any, n: int) -> Iterator[str]:
@@ -68,19 +68,6 @@ def mutations_of(sb: Any, service: str) -> list[Any]:
         for e in sb.journal.entries()
         if e.method in ("POST", "PATCH", "PUT", "DELETE") and e.resource.endswith(f"/services/{service}")
     ]
-
-
-def spawn(sb: Any, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, **sandbox_env(sb)}
-    return subprocess.Popen(
-        [*CLI, *args, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def finish(p: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
-    out, err = p.communicate(timeout=180)
-    assert out.strip(), err
-    return p.returncode, json.loads(out), err
 
 
 def check_round(
@@ -120,40 +107,35 @@ def check_round(
     return rec
 
 
+def decision_args(d: str, thread: str, *more: str) -> list[str]:
+    return [d, thread, *(["--reason", "race"] if d == "reject" else []), *more, "--json"]
+
+
+def answer(r: CliResult) -> tuple[int, dict[str, Any]]:
+    assert r.stdout.strip(), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
 def race_cli_pair(sb: Any, first: str, second: str) -> int:
-    """Rounds of two ``gemma-sre`` processes started together on one waiting thread (each checked)."""
+    """Rounds of two ``gemma-sre`` processes handed one waiting thread together (each checked)."""
     t0 = time.monotonic()
     rounds = 0
-    for service in broken_services(sb, ROUNDS):
-        thread = pending(sb, service)
-        procs = [
-            (
-                d,
-                spawn(
-                    sb,
-                    d,
-                    thread,
-                    *(["--reason", "race"] if d == "reject" else []),
-                    "--approver",
-                    f"typed-{d}",
-                ),
-            )
-            for d in (first, second)
-        ]
-        answers = []
-        for d, p in procs:
-            code, doc, _ = finish(p)
-            answers.append((d, code, doc))
-        check_round(sb, service, thread, answers)
-        rounds += 1
-        if rounds >= 5 and time.monotonic() - t0 > ROUND_BUDGET_S:
-            break
+    with cli_workers({**os.environ, **sandbox_env(sb)}, 2) as workers:
+        for service in broken_services(sb, ROUNDS):
+            thread = pending(sb, service)
+            pair = list(zip((first, second), workers, strict=True))
+            for d, w in pair:
+                w.start(*decision_args(d, thread, "--approver", f"typed-{d}"))
+            check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
+            rounds += 1
+            if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
+                break
     return rounds
 
 
 def cli_race(pair: tuple[str, str], sb: Any, capsys: pytest.CaptureFixture[str]) -> None:
     rounds = race_cli_pair(sb, *pair)
-    assert rounds >= 5
+    assert rounds >= MIN_ROUNDS
     with capsys.disabled():
         print(f"\n{pair[0]} vs {pair[1]}: {rounds} races, 0 contradicting decisions")
 
@@ -190,28 +172,29 @@ def mcp_race(sb: Any, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.monotonic()
     rounds = 0
     try:
-        for service in broken_services(sb, ROUNDS):
-            thread = pending(sb, service)
-            got: dict[str, Any] = {}
+        with cli_workers({**os.environ, **sandbox_env(sb)}, 1) as (worker,):
+            for service in broken_services(sb, ROUNDS):
+                thread = pending(sb, service)
+                got: dict[str, Any] = {}
 
-            def via_mcp(tid: str = thread, got: dict[str, Any] = got) -> None:
-                got["res"] = st.call(
-                    "approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180
-                )
+                def via_mcp(tid: str = thread, got: dict[str, Any] = got) -> None:
+                    got["res"] = st.call(
+                        "approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180
+                    )
 
-            t = threading.Thread(target=via_mcp)
-            t.start()
-            p = spawn(sb, "reject", thread, "--reason", "race")
-            code, doc, _ = finish(p)
-            t.join(timeout=180)
-            res = got["res"]
-            assert not res.isError, text_of(res)
-            mcp_doc = dict(res.structuredContent)
-            rec = check_round(sb, service, thread, [("approve", None, mcp_doc), ("reject", code, doc)])
-            assert rec.principal in ("mcp-oncall", getpass.getuser())
-            rounds += 1
-            if rounds >= 5 and time.monotonic() - t0 > ROUND_BUDGET_S:
-                break
+                t = threading.Thread(target=via_mcp)
+                t.start()
+                worker.start(*decision_args("reject", thread))
+                code, doc = answer(worker.result())
+                t.join(timeout=180)
+                res = got["res"]
+                assert not res.isError, text_of(res)
+                mcp_doc = dict(res.structuredContent)
+                rec = check_round(sb, service, thread, [("approve", None, mcp_doc), ("reject", code, doc)])
+                assert rec.principal in ("mcp-oncall", getpass.getuser())
+                rounds += 1
+                if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
+                    break
     finally:
         st.close()
     with capsys.disabled():
@@ -404,33 +387,42 @@ def test_a_torn_last_record_is_skipped_reported_once_and_ended(
 
 
 def test_approve_and_reject_work_after_a_crash_mid_write(sandbox_factory: Any) -> None:  # noqa: F811
+    """Decisions in a CLI process of their own, which reports on its stderr what it could not read."""
     sb = sandbox_factory(scenario="healthy")
     services = broken_services(sb, 2)
     state_dir = get_settings().state_dir
-    for decision, service in zip(("reject", "approve"), services, strict=True):
-        thread = pending(sb, service)
-        path = audit.audit_path(state_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as f:  # a crash in the middle of a record
-            f.write(b'{"actor": "x", "approval_id": "apr-torn", "event": "appro')
-        p = spawn(sb, decision, thread, *(["--reason", "test"] if decision == "reject" else []))
-        code, doc, err = finish(p)
-        assert code == 0, err
-        assert doc["status"] == ("fixed" if decision == "approve" else "rejected"), doc
-        if decision == "approve":  # apply reads the log (for the approval): reported, not fatal
-            torn = [ln for ln in err.splitlines() if "torn or unreadable record" in ln]
-            assert len(torn) == 2 and len(set(torn)) == 2, err  # both torn records, each once
+    with cli_workers({**os.environ, **sandbox_env(sb)}, 1) as (worker,):
+        for decision, service in zip(("reject", "approve"), services, strict=True):
+            thread = pending(sb, service)
+            path = audit.audit_path(state_dir)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("ab") as f:  # a crash in the middle of a record
+                f.write(b'{"actor": "x", "approval_id": "apr-torn", "event": "appro')
+            worker.start(*decision_args(decision, thread))
+            r = worker.result()
+            (code, doc), err = answer(r), r.stderr
+            assert code == 0, err
+            assert doc["status"] == ("fixed" if decision == "approve" else "rejected"), doc
+            if decision == "approve":  # apply reads the log (for the approval): reported, not fatal
+                torn = [ln for ln in err.splitlines() if "torn or unreadable record" in ln]
+                assert len(torn) == 2 and len(set(torn)) == 2, err  # both torn records, each once
 
 
 # --- who decided ----------------------------------------------------------------------------------
 
 
-def test_the_recorded_approver_is_the_os_user_and_a_typed_name_a_note(sandbox_factory: Any) -> None:  # noqa: F811
+def test_the_recorded_approver_is_the_os_user_and_a_typed_name_a_note(
+    sandbox_factory: Any,  # noqa: F811
+    cli: Callable[..., CliResult],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     sb = sandbox_factory(scenario="healthy")
     service = next(broken_services(sb, 1))
     thread = pending(sb, service)
-    code, doc, err = finish(spawn(sb, "approve", thread, "--approver", "the-ceo"))
-    assert code == 0 and doc["status"] == "fixed", err
+    for name, value in sandbox_env(sb).items():
+        monkeypatch.setenv(name, value)
+    code, doc = answer(cli(*decision_args("approve", thread, "--approver", "the-ceo")))
+    assert code == 0 and doc["status"] == "fixed", doc
     me = getpass.getuser()
     (ev,) = [
         e for e in audit.read(get_settings().state_dir) if e.thread_id == thread and e.event == "approval"

@@ -4,6 +4,7 @@ cluster; skipped when the server binaries or the optional extra are not installe
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ def test_postgres_checkpoints_resume_a_thread(
     assert time.monotonic() - t < 60
 
 
-from sandbox.testing import sandbox_factory  # noqa: E402,F401  (fixture)
+from sandbox.testing import sandbox_env, sandbox_factory  # noqa: E402,F401  (fixture)
 
 
 def test_postgres_threads_come_from_one_query(
@@ -92,7 +93,8 @@ def test_postgres_one_decision_per_plan(
     """The decisions table and the thread lease on Postgres: connections claiming at once get one
     winner, and approve/reject processes racing on a thread record one decision, apply at most once."""
     from graph.checkpoint import DecisionRecord, open_decisions, thread_lease
-    from tests.test_graph_decisions import broken_services, check_round, finish, pending, spawn
+    from tests.processes import cli_workers
+    from tests.test_graph_decisions import answer, broken_services, check_round, decision_args, pending
 
     monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
     get_settings.cache_clear()
@@ -112,17 +114,13 @@ def test_postgres_one_decision_per_plan(
         assert again  # released with its connection
 
     sb = sandbox_factory(scenario="healthy")
-    for service in broken_services(sb, 4):
-        thread = pending(sb, service)
-        procs = [
-            (d, spawn(sb, d, thread, *(["--reason", "race"] if d == "reject" else [])))
-            for d in ("approve", "reject")
-        ]
-        answers = []
-        for d, p in procs:
-            code, doc, _ = finish(p)
-            answers.append((d, code, doc))
-        check_round(sb, service, thread, answers)
+    with cli_workers({**os.environ, **sandbox_env(sb)}, 2) as workers:
+        for service in broken_services(sb, 4):
+            thread = pending(sb, service)
+            pair = list(zip(("approve", "reject"), workers, strict=True))
+            for d, w in pair:
+                w.start(*decision_args(d, thread))
+            check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
     assert not (state / "checkpoints.sqlite").exists()  # decisions went to Postgres too
 
 
