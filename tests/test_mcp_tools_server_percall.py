@@ -47,15 +47,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, d
         sb.stop()
 
 
-def call_in_a_new_process(env: dict[str, str], name: str, args: dict[str, Any]) -> CallToolResult:
-    """Spawn the server, initialize, call one tool, let the process go: what ``inspector --cli`` does."""
+def calls_in_a_new_process(env: dict[str, str], *calls: tuple[str, dict[str, Any]]) -> list[CallToolResult]:
+    """Spawn the server, initialize, make the calls, let the process go: what ``inspector --cli`` does
+    (one call a process)."""
 
-    async def once() -> CallToolResult:
+    async def session() -> list[CallToolResult]:
         async with stdio_client(stdio_params(env)) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
-            return await s.call_tool(name, args)
+            return [await s.call_tool(name, args) for name, args in calls]
 
-    return anyio.run(once)
+    return anyio.run(session)
+
+
+def call_in_a_new_process(env: dict[str, str], name: str, args: dict[str, Any]) -> CallToolResult:
+    return calls_in_a_new_process(env, (name, args))[0]
 
 
 def token_in_text(r: CallToolResult) -> str:
@@ -103,13 +108,19 @@ def test_a_plan_made_before_the_service_changed_is_refused(world: tuple[Sandbox,
     sb, env = world
     four = {"service_name": SERVICE, "min_instances": 0, "max_instances": 4}
     five = {**four, "max_instances": 5}
-    old = token_in_text(call_in_a_new_process(env, "update_vllm_scaling", four))
-    other = token_in_text(call_in_a_new_process(env, "update_vllm_scaling", five))
-    moved = call_in_a_new_process(env, "update_vllm_scaling", {**five, "confirmation_token": other})
-    assert not moved.isError, text_of(moved)
+    # Both plans in one process, every redemption in the next one.
+    old, other = map(
+        token_in_text,
+        calls_in_a_new_process(env, ("update_vllm_scaling", four), ("update_vllm_scaling", five)),
+    )
     n0 = len(mutations(sb))
-    stale = call_in_a_new_process(env, "update_vllm_scaling", {**four, "confirmation_token": old})
+    moved, stale, wrong = calls_in_a_new_process(
+        env,
+        ("update_vllm_scaling", {**five, "confirmation_token": other}),
+        ("update_vllm_scaling", {**four, "confirmation_token": old}),
+        ("update_vllm_scaling", {**five, "confirmation_token": old}),
+    )
+    assert not moved.isError, text_of(moved)
     assert stale.isError and "changed since this plan" in text_of(stale)
-    wrong = call_in_a_new_process(env, "update_vllm_scaling", {**five, "confirmation_token": old})
     assert wrong.isError and "already used" in text_of(wrong)  # the refusal spent it
-    assert len(mutations(sb)) == n0
+    assert len(mutations(sb)) == n0 + 1  # the move, and nothing for the stale plan
