@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,5 +92,19 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         out, err = capsys.readouterr()
         return CliResult(code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def cli_on(cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """``cli_on(sb, "approve", thread)``: ``cli`` with the environment ``sandbox_env(sb)`` gives a
+    ``gemma-sre`` process pointed at the sandbox ``sb``."""
+    from sandbox.testing import sandbox_env
+
+    def run(sb: Any, *args: str) -> CliResult:
+        for name, value in sandbox_env(sb).items():
+            monkeypatch.setenv(name, value)
+        return cli(*args)
 
     return run

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,10 @@ from mcp_tools.remediation import RemediationPlan
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import SLOW_FIX_FACTOR
 from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.conftest import CliResult
 from tests.loop_support import ERRORS_ONLY
 from tests.loop_support import config_for as loop_config
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.slow  # the loop end to end, with real benchmarks of the simulated servers
 
@@ -132,13 +134,11 @@ def test_a_fix_that_fails_under_traffic_is_rolled_back_at_the_first_step(sandbox
     baseline = first.values["observation_summary"]["latest_ready_revision"]
 
     def fail_once_it_has_traffic() -> None:  # the fix starts answering 503 once it serves users
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for rev in _tagged(sb):
-                if max(fix_shares(sb, rev)) > 0:
-                    sb.faults.inject(rev, "status", status=503, count=None)
-                    return
-            time.sleep(0.02)
+        def serving_fix() -> str | None:
+            return next((rev for rev in _tagged(sb) if max(fix_shares(sb, rev)) > 0), None)
+
+        rev = wait_until(serving_fix, "traffic on the fix", every_s=0.02)
+        sb.faults.inject(rev, "status", status=503, count=None)
 
     watcher = threading.Thread(target=fail_once_it_has_traffic, daemon=True)
     watcher.start()
@@ -163,7 +163,10 @@ def test_a_fix_that_fails_under_traffic_is_rolled_back_at_the_first_step(sandbox
 CLI = [sys.executable, "-m", "agent.cli"]
 
 
-def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandbox_factory: Any) -> None:  # noqa: F811
+def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(
+    sandbox_factory: Any,  # noqa: F811
+    cli_on: Callable[..., CliResult],
+) -> None:
     sb = sandbox_factory(scenario="canary-fix")
     # Persisted with the thread (the CLI resumes it); zero-latency servers: only errors are judged.
     first = run_cycle(config_for(sb, canary_hold_s=4.0, **ERRORS_ONLY))
@@ -177,11 +180,13 @@ def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandb
         start_new_session=True,
     )
     try:  # killed while it watches the 50% step (the step was made; the checkpoint does not know it)
-        deadline = time.monotonic() + 90
-        while not any(s == 50 for rev in _tagged(sb) for s in fix_shares(sb, rev)):
-            assert p.poll() is None, f"the process finished before it could be killed: {_outcome(first)}"
-            assert time.monotonic() < deadline, "timed out"
-            time.sleep(0.02)
+        wait_until(
+            lambda: any(s == 50 for rev in _tagged(sb) for s in fix_shares(sb, rev)) or p.poll() is not None,
+            "the 50% step",
+            timeout_s=90,
+            every_s=0.02,
+        )
+        assert p.poll() is None, f"the process finished before it could be killed: {_outcome(first)}"
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
     finally:
@@ -190,7 +195,7 @@ def test_killed_during_a_traffic_step_resumes_without_sending_a_step_twice(sandb
     [fix] = _tagged(sb)
     assert serving(sb)[fix] == 50
 
-    doc = approve_in_a_new_process(env, first.thread_id)
+    doc = approve_again(cli_on, sb, first.thread_id)
     assert doc["status"] == "fixed", doc
     assert fix_shares(sb, fix) == [0, 10, 50, 100]  # the revision made once, no step sent twice
     revisions = sb.state()["services"][f"{sb.project}/{sb.location}/{SERVICE}"]["revisions"]
@@ -216,9 +221,9 @@ DIES_AFTER_THE_LEDGER = (
 )
 
 
-def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str, dict[str, str]]:
+def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str]:
     """A canary fix approved in a process killed once the ledger recorded the apply (the fix deployed
-    with no traffic): the first cycle's result, the serving revision, the fix, the CLI's environment."""
+    with no traffic): the first cycle's result, the serving revision, the fix."""
     first = run_cycle(config_for(sb, canary_hold_s=0.0, **{**ERRORS_ONLY, **overrides}))
     assert first.status == "awaiting_approval"
     baseline = first.values["observation_summary"]["latest_ready_revision"]
@@ -239,41 +244,44 @@ def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str, d
     assert made is not None
     assert made.revision == fix  # the ledger has it; the checkpoint does not
     assert [e.event for e in audit.read(get_settings().state_dir)] == ["approval"]
-    return first, baseline, fix, env
+    return first, baseline, fix
 
 
-def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(sandbox_factory: Any) -> None:  # noqa: F811
+def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(
+    sandbox_factory: Any,  # noqa: F811
+    cli_on: Callable[..., CliResult],
+) -> None:
     sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix, env = killed_after_the_ledger(sb)
-    assert_carried_on_and_promoted(sb, approve_in_a_new_process(env, first.thread_id), first, baseline, fix)
+    first, baseline, fix = killed_after_the_ledger(sb)
+    assert_carried_on_and_promoted(sb, approve_again(cli_on, sb, first.thread_id), first, baseline, fix)
 
 
-def test_a_failed_read_on_resume_is_no_verdict_verify_reads_again(sandbox_factory: Any) -> None:  # noqa: F811
+def test_a_failed_read_on_resume_is_no_verdict_verify_reads_again(
+    sandbox_factory: Any,  # noqa: F811
+    cli_on: Callable[..., CliResult],
+) -> None:
     sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix, env = killed_after_the_ledger(sb)
+    first, baseline, fix = killed_after_the_ledger(sb)
     # The resumed approve's reachability probe passes; apply's read of the service is refused (403: not
     # retried); verify's own reads work: the canary is carried on and promoted, nothing rolled back.
     sb.faults.inject("run:service", "hang", count=1, seconds=0.01)
     refused = sb.faults.inject("run:service", "status", status=403, count=1)
-    doc = approve_in_a_new_process(env, first.thread_id)
+    doc = approve_again(cli_on, sb, first.thread_id)
     assert refused.fired == 1
     applied = thread_result(first.thread_id).values["applied"]
     assert_carried_on_and_promoted(sb, doc, first, baseline, fix)
     assert applied["error"] is None
 
 
-def test_a_service_never_read_on_resume_is_undetermined_not_rolled_back(sandbox_factory: Any) -> None:  # noqa: F811
+def test_a_service_never_read_on_resume_is_undetermined_not_rolled_back(
+    sandbox_factory: Any,  # noqa: F811
+    cli_on: Callable[..., CliResult],
+) -> None:
     sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix, env = killed_after_the_ledger(sb, verify_deadline_s=3.0)
+    first, baseline, fix = killed_after_the_ledger(sb, verify_deadline_s=3.0)
     sb.faults.inject("run:service", "hang", count=1, seconds=0.01)  # the reachability probe passes
     refused = sb.faults.inject("run:service", "status", status=403, count=None)
-    r = subprocess.run(
-        [*CLI, "approve", first.thread_id, "--approver", "carol", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli_on(sb, "approve", first.thread_id, "--approver", "carol", "--json")
     sb.faults.clear()
     assert refused.fired >= 2  # apply's read and verify's
     assert r.returncode == 1, r.stderr  # a person must act
@@ -305,15 +313,10 @@ def assert_carried_on_and_promoted(sb: Any, doc: dict[str, Any], first: Any, bas
     assert events == ["approval", "mutation", "mutation", "mutation", "mutation"]
 
 
-def approve_in_a_new_process(env: dict[str, str], thread_id: str) -> dict[str, Any]:
-    """``gemma-sre approve THREAD --json`` resumed by a process of its own: its result."""
-    r = subprocess.run(
-        [*CLI, "approve", thread_id, "--approver", "carol", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def approve_again(cli_on: Callable[..., CliResult], sb: Any, thread_id: str) -> dict[str, Any]:
+    """``gemma-sre approve THREAD --json`` after the killed one, in the test's own process (another
+    process than the one killed, reading what it left on disk): its result."""
+    r = cli_on(sb, "approve", thread_id, "--approver", "carol", "--json")
     assert r.returncode == 0, r.stderr
     return dict(json.loads(r.stdout))
 

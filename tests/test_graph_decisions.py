@@ -413,15 +413,12 @@ def test_approve_and_reject_work_after_a_crash_mid_write(sandbox_factory: Any) -
 
 def test_the_recorded_approver_is_the_os_user_and_a_typed_name_a_note(
     sandbox_factory: Any,  # noqa: F811
-    cli: Callable[..., CliResult],
-    monkeypatch: pytest.MonkeyPatch,
+    cli_on: Callable[..., CliResult],
 ) -> None:
     sb = sandbox_factory(scenario="healthy")
     service = next(broken_services(sb, 1))
     thread = pending(sb, service)
-    for name, value in sandbox_env(sb).items():
-        monkeypatch.setenv(name, value)
-    code, doc = answer(cli(*decision_args("approve", thread, "--approver", "the-ceo")))
+    code, doc = answer(cli_on(sb, *decision_args("approve", thread, "--approver", "the-ceo")))
     assert code == 0 and doc["status"] == "fixed", doc
     me = getpass.getuser()
     (ev,) = [

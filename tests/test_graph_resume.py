@@ -1,9 +1,10 @@
 """Kill and resume: a process killed after the approval, or in the middle of applying, resumes from
 the SQLite checkpoint in another process and the change is applied exactly once.
 
-Each step is a real ``gemma-sre`` process against an in-process sandbox; the kill is SIGKILL while
-the process waits on a Cloud Run call the sandbox holds open (fault injection), so nothing gets to
-clean up.
+The approval is a real ``gemma-sre`` process against an in-process sandbox, killed with SIGKILL while
+it waits on a Cloud Run call the sandbox holds open (fault injection), so nothing gets to clean up;
+the run before it and the approve that resumes after it are the same ``main()`` in the test's own
+process (``cli_on``): another process than the one killed, reading only what that one left on disk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +22,8 @@ import pytest
 from graph import audit
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
+from tests.conftest import CliResult
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.slow  # end to end: real processes killed and restarted
 
@@ -32,25 +34,14 @@ def env_for(sb: Any) -> dict[str, str]:
     return {**os.environ, **sandbox_env(sb)}
 
 
-def cli(sb: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], env=env_for(sb), capture_output=True, text=True, timeout=120)
-
-
 def mutations(sb: Any) -> list[Any]:
     return [e for e in sb.journal.entries() if e.method in ("POST", "PATCH", "DELETE", "PUT")]
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def start_pending(sb: Any) -> str:
+def start_pending(sb: Any, cli_on: Callable[..., CliResult]) -> str:
     """``gemma-sre run`` without a terminal: it stops at the approval and says so."""
     svc = next(iter(sb.state()["services"])).rsplit("/", 1)[1]
-    r = cli(sb, "run", "--service", svc, "--no-model", "--json")
+    r = cli_on(sb, "run", "--service", svc, "--no-model", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "awaiting_approval"
@@ -73,7 +64,7 @@ def kill_while(sb: Any, thread: str, fault_target: str, ready: Callable[[], bool
     )
     try:
         # Killed only once it is held inside that call (and whatever ``ready`` adds).
-        wait_for(lambda: (fault.fired >= 1 and ready()) or p.poll() is not None)
+        wait_until(lambda: (fault.fired >= 1 and ready()) or p.poll() is not None, f"{fault_target} held")
         assert p.poll() is None, "the process finished before it could be killed"
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
@@ -87,8 +78,8 @@ def approved_in_audit() -> bool:
     return any(e.event == "approval" for e in audit.read(get_settings().state_dir))
 
 
-def finish_and_check(sb: Any, thread: str) -> None:
-    r = cli(sb, "approve", thread, "--approver", "carol", "--json")
+def finish_and_check(sb: Any, thread: str, cli_on: Callable[..., CliResult]) -> None:
+    r = cli_on(sb, "approve", thread, "--approver", "carol", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "fixed", doc
@@ -104,21 +95,21 @@ def finish_and_check(sb: Any, thread: str) -> None:
 
 
 class TestKilledBetweenApprovalAndApply:
-    def test_applies_once(self, sandbox_factory: Any) -> None:  # noqa: F811
+    def test_applies_once(self, sandbox_factory: Any, cli_on: Callable[..., CliResult]) -> None:  # noqa: F811
         sb = sandbox_factory(scenario="reference-weights-oom")
-        thread = start_pending(sb)
+        thread = start_pending(sb, cli_on)
         # approve first reads the service (is it reachable?), then apply's first call reads it: hold
         # that one, then kill the process.
         kill_while(sb, thread, "run:service", approved_in_audit, skip=1)
         assert mutations(sb) == []
-        finish_and_check(sb, thread)
+        finish_and_check(sb, thread, cli_on)
 
 
 class TestKilledDuringApply:
-    def test_applies_once(self, sandbox_factory: Any) -> None:  # noqa: F811
+    def test_applies_once(self, sandbox_factory: Any, cli_on: Callable[..., CliResult]) -> None:  # noqa: F811
         sb = sandbox_factory(scenario="reference-weights-oom")
-        thread = start_pending(sb)
+        thread = start_pending(sb, cli_on)
         # The PATCH is accepted; the wait for its operation is held open; then the process dies.
         kill_while(sb, thread, "run:operation", lambda: len(mutations(sb)) == 1)
         assert len(mutations(sb)) == 1
-        finish_and_check(sb, thread)
+        finish_and_check(sb, thread, cli_on)
