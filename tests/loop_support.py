@@ -17,7 +17,6 @@ CLI's ``--sandbox`` builds for it (every service of its project), as ``(sandbox,
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from graph import audit
 from graph.config import Configuration
 from mcp_tools.settings import get_settings
+from tests.processes import wait_until
 
 #: Short canary measurements (a few requests of a few tokens) and no hold between steps.
 FAST_CANARY: dict[str, Any] = dict(
@@ -89,19 +89,20 @@ def metrics_when(
 
     services, _ = run_clients(sb)
     uri = services.get_service(name=sb.service_name(service or service_of(sb))).uri
-    deadline = time.monotonic() + timeout_s
     seen: dict[str, float] = {}
-    while True:
+
+    def read() -> dict[str, float] | None:
+        nonlocal seen
         try:  # an overloaded server (what some scenarios make) may answer late: that is "not yet"
             text = httpx.get(f"{uri}/metrics", timeout=10).text
         except httpx.TimeoutException:
-            text = None
-        if text is not None:
-            seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
-            if until(seen):
-                return seen
-        assert time.monotonic() < deadline, f"{what}: not seen in {timeout_s:g} s; last /metrics: {seen}"
-        time.sleep(0.3)
+            return None
+        seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
+        return seen if until(seen) else None
+
+    return wait_until(
+        read, lambda: f"{what}: not seen; last /metrics: {seen}", timeout_s=timeout_s, every_s=0.3
+    )
 
 
 def queue_filled(sb: Any) -> None:

@@ -100,18 +100,16 @@ def serving(
 ) -> Iterator[None]:
     """Run ``cmd`` until the block ends; enter the block once something accepts on ``port``."""
     p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def listening_or_ended() -> bool:
+        with socket.socket() as sock:
+            return p.poll() is not None or sock.connect_ex(("127.0.0.1", port)) == 0
+
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            if p.poll() is not None:
-                err = p.stderr.read().decode() if p.stderr else ""
-                raise RuntimeError(f"{' '.join(cmd[:4])} exited: {err}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listened on port {port} within {wait_s} s")
-            time.sleep(0.05)
+        wait_until(listening_or_ended, f"nothing listened on port {port}", timeout_s=wait_s)
+        if p.poll() is not None:
+            err = p.stderr.read().decode() if p.stderr else ""
+            raise RuntimeError(f"{' '.join(cmd[:4])} exited: {err}")
         yield
     finally:
         stop(p)

@@ -3,7 +3,6 @@ sandbox holding several services (SQLite here; several replicas on Postgres: tes
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from graph.leases import LeaseLost, open_leases
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.processes import wait_until
 
 
 def deploy_services(sb: Any, healthy: int, broken: int = 0) -> list[str]:
@@ -52,10 +52,9 @@ def test_leases_one_holder_expiry_takeover_and_fencing(tmp_path: Path) -> None:
 
 def wait_until_expired(store: Any, key: str, timeout_s: float = 30.0) -> None:
     """Until the store itself no longer counts ``key``'s lease as live (its own clock, not a sleep)."""
-    deadline = time.monotonic() + timeout_s
-    while key in store.live_leases():
-        assert time.monotonic() < deadline, f"the lease on {key!r} was still live after {timeout_s:g} s"
-        time.sleep(0.05)
+    wait_until(
+        lambda: key not in store.live_leases(), f"the lease on {key!r} still live", timeout_s=timeout_s
+    )
 
 
 def check_lease_rules(store: Any) -> None:

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from graph.leases import open_leases
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.mcp_client import ROOT, server_env
 from tests.postgres import postgres_cluster, postgres_url  # noqa: F401  (fixtures)
+from tests.processes import wait_until
 from tests.test_agent_fleet import check_lease_rules, deploy_services, write_fleet
 
 pytestmark = pytest.mark.slow  # real processes, a real Postgres, a kill
@@ -144,9 +144,10 @@ def _service_of(key: str, services: list[str]) -> str:
 def _kill_mid_cycle(store: Any, victim: subprocess.Popen[bytes], prefix: str) -> tuple[float, set[Any]]:
     """SIGKILL ``victim`` while it is running a cycle, after its first round, early enough in the
     round that its lease expires before the round's deadline; (when, its rows)."""
-    deadline = time.monotonic() + ROUNDS * INTERVAL_S + 60  # the replica's whole life, a slow start included
     first_period = None
-    while time.monotonic() < deadline:
+
+    def in_a_cycle_to_kill() -> bool:
+        nonlocal first_period
         assert victim.poll() is None, "the replica to kill ended on its own"
         runs = store.runs()
         if first_period is None and runs:
@@ -160,15 +161,21 @@ def _kill_mid_cycle(store: Any, victim: subprocess.Popen[bytes], prefix: str) ->
             and first_period is not None
             and r.period == int(now // INTERVAL_S) > first_period
         }
-        if mine and now % INTERVAL_S <= INTERVAL_S - LEASE_S - 1 - SLACK_S - 1:
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            at = store.now()
-            rows = {
-                (r.service_key, r.period)
-                for r in store.runs()
-                if r.status == "running" and r.holder.startswith(prefix)
-            }
-            return at, rows
-        time.sleep(0.01)
-    raise AssertionError("the replica never ran a cycle to kill it in")
+        return bool(mine) and now % INTERVAL_S <= INTERVAL_S - LEASE_S - 1 - SLACK_S - 1
+
+    # the replica's whole life, a slow start included
+    wait_until(
+        in_a_cycle_to_kill,
+        "a cycle of the replica to kill it in",
+        timeout_s=ROUNDS * INTERVAL_S + 60,
+        every_s=0.01,
+    )
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    at = store.now()
+    rows = {
+        (r.service_key, r.period)
+        for r in store.runs()
+        if r.status == "running" and r.holder.startswith(prefix)
+    }
+    return at, rows

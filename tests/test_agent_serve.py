@@ -29,7 +29,7 @@ from sandbox.scenarios import scenario_specs
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import server_env
-from tests.processes import announcing, serving
+from tests.processes import announcing, serving, wait_until
 from tests.scripted_openai import free_port
 
 DATA = Path(__file__).parent / "data" / "alerts"
@@ -92,13 +92,10 @@ def fake_slack() -> Iterator[FakeSlack]:
     srv = uvicorn.Server(uvicorn.Config(fs.app(), host="127.0.0.1", port=fs.port, log_level="warning"))
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert t.is_alive(), f"the Slack-compatible server on port {fs.port} stopped before it served"
-        assert time.monotonic() < deadline, (
-            f"the Slack-compatible server on port {fs.port} did not start in 30 s"
-        )
-        time.sleep(0.02)
+    wait_until(
+        lambda: srv.started or not t.is_alive(), f"the Slack-compatible server on {fs.port}", timeout_s=30
+    )
+    assert srv.started, f"the Slack-compatible server on port {fs.port} stopped before it served"
     yield fs
     srv.should_exit = True
     t.join(10)
@@ -123,13 +120,13 @@ class World:
         return [i for i in r.json()["investigations"] if i["service"] == service]
 
     def wait_status(self, thread: str, *statuses: str, timeout: float = 120) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            inv = self.investigation(thread)
-            if inv["status"] in statuses:
-                return inv
-            assert time.monotonic() < deadline, inv
-            time.sleep(0.1)
+        last: dict[str, Any] = {}
+
+        def reached() -> dict[str, Any] | None:
+            last.update(self.investigation(thread))
+            return dict(last) if last["status"] in statuses else None
+
+        return wait_until(reached, lambda: f"{statuses}: {last}", timeout_s=timeout, every_s=0.1)
 
     def deploy_broken(self, name: str) -> None:
         spec = scenario_specs("reference-weights-oom")[0][0]
@@ -254,14 +251,17 @@ def press(world: World, button: dict[str, Any], **sign: Any) -> tuple[httpx.Resp
 
 
 def buttons_for(world: World, thread: str) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while True:
+
+    def posted() -> dict[str, dict[str, Any]] | None:
         for args in world.slack.of("chat.postMessage"):
             for b in args.get("blocks") or []:
                 if b.get("type") == "actions" and any(thread in e["value"] for e in b["elements"]):
                     return {e["text"]["text"]: e for e in b["elements"]}
-        assert time.monotonic() < deadline, world.slack.calls
-        time.sleep(0.1)
+        return None
+
+    return wait_until(
+        posted, lambda: f"the buttons for {thread}: {world.slack.calls}", timeout_s=30, every_s=0.1
+    )
 
 
 def decisions(world: World, thread: str) -> list[Any]:
@@ -333,10 +333,12 @@ def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) 
     approvals = [e for e in audit.read(world.state) if e.thread_id == thread and e.event == "approval"]
     assert len(approvals) == 1 and approvals[0].actor == "slack:U0ALICE42"
     assert len(world.mutations(service)) == 1  # one change sent
-    deadline = time.monotonic() + 30
-    while not any(a.get("ts") for a in world.slack.of("chat.update") if thread in json.dumps(a)):
-        assert time.monotonic() < deadline, world.slack.calls
-        time.sleep(0.1)
+    wait_until(
+        lambda: any(a.get("ts") for a in world.slack.of("chat.update") if thread in json.dumps(a)),
+        lambda: f"the message updated: {world.slack.calls}",
+        timeout_s=30,
+        every_s=0.1,
+    )
     assert all(auth == f"Bearer {BOT}" for _, _, auth in world.slack.calls)
 
     # The alerts close after the fix: verification evidence, on the investigation and in the report.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,21 +27,13 @@ from agent.serve.sign_callback import main as sign_callback
 from agent.serve.sign_callback import signed_headers
 from mcp_tools.errors import UserError
 from sandbox.testing import TEST_TIME_SCALE
+from tests.processes import wait_until
 from tests.test_agent_fleet import write_fleet
 from tests.test_agent_serve import cloud_monitoring
 
 TOKEN = "serve-token-" + "f" * 20
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's documentation example
 SERVICES = [("chat-a", "healthy"), ("chat-b", "reference-weights-oom"), ("chat-c", "reference-weights-oom")]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 180) -> Any:
-    """``check()``'s first truthy value, polled; fails naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (got := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return got
 
 
 class Server:
@@ -70,7 +62,7 @@ class Server:
             inv = self.investigation(service)
             return inv if inv is not None and inv["status"] in statuses else None
 
-        return dict(wait_for(f"{service} to be {statuses}", check, timeout))
+        return dict(wait_until(check, f"{service} to be {statuses}", timeout_s=timeout))
 
 
 @contextmanager
@@ -162,7 +154,7 @@ def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Any) -> None:
                 state = LeasedTrackerStore(leases, keys["chat-c"]).load()
                 return state.pending_thread
 
-            thread_c = wait_for("the replicas to plan chat-c", watchers_thread)
+            thread_c = wait_until(watchers_thread, "the replicas to plan chat-c", timeout_s=180)
             joined = server.alert(cloud_monitoring(sb, "chat-c", "0.c1", "open"))
             assert joined["action"] == "joined" and joined["thread_id"] == thread_c, joined
             assert server.status("chat-c", "awaiting_approval")["thread_id"] == thread_c
@@ -181,7 +173,7 @@ def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Any) -> None:
             def watched_after_fix() -> bool:
                 return any(r.service_key == keys["chat-b"] and r.started_at > fixed_at for r in leases.runs())
 
-            wait_for("a round of chat-b after the fix", watched_after_fix)
+            wait_until(watched_after_fix, "a round of chat-b after the fix", timeout_s=180)
             n_rounds = len(rounds)
         state_b = LeasedTrackerStore(leases, keys["chat-b"]).load()
         assert state_b.pending_thread is None

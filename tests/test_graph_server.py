@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +29,7 @@ from graph.checkpoint import open_decisions
 from graph.state import ApprovalRequest
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
+from tests.processes import wait_until
 from tests.scripted_openai import free_port
 
 # Checked, not imported: importing the in-memory runtime starts its flush thread in this process, writing
@@ -83,17 +83,18 @@ def langgraph_dev(home: Path, *, auth: bool = False, **env: str) -> Iterator[str
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
+
+        def answers_or_ended() -> bool:
             try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
+                return proc.poll() is not None or httpx.get(f"{url}/ok", timeout=1).status_code == 200
             except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (home / "server.log").read_text()[-3000:]
-                raise AssertionError(f"langgraph dev did not start:\n{tail}")
-            time.sleep(0.25)
+                return False
+
+        def log_tail() -> str:
+            return "langgraph dev did not start:\n" + (home / "server.log").read_text()[-3000:]
+
+        wait_until(answers_or_ended, log_tail, timeout_s=90, every_s=0.25)
+        assert proc.poll() is None, log_tail()
         yield url
     finally:
         if proc.poll() is None:
