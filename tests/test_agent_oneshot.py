@@ -375,17 +375,15 @@ def test_ctrl_c_in_a_command_exits_130_and_a_json_command_says_so_in_one_documen
 # -- progress -----------------------------------------------------------------------------------------
 
 
-def test_eval_sandbox_reports_each_case_on_stderr_and_stdout_stays_one_document(tmp_path: Path) -> None:
+def test_eval_sandbox_reports_each_case_on_stderr_and_stdout_stays_one_document(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     incidents = tmp_path / "incidents"
     incidents.mkdir()
     shutil.copy(ROOT / "evals" / "incidents" / "l4-gemma4-12b-bf16-weights-oom.yaml", incidents)
-    r = subprocess.run(
-        [GEMMA_SRE, "eval", "--mode", "sandbox", "--incidents", str(incidents), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env80(tmp_path / "state"),
-    )
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")
+    r = cli("eval", "--mode", "sandbox", "--incidents", str(incidents), "--json")
     doc = json.loads(r.stdout)
     assert doc["summary"]["cases"] == 1, r.stderr
     assert re.search(r"case 1: l4-gemma4-12b-bf16-weights-oom: pass \(weights_oom, [\d.]+ s\)", r.stderr), (

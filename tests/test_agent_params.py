@@ -28,7 +28,10 @@ def one_clear_line(r: object) -> None:
     assert "Traceback" not in err and "unexpected" not in err, err
 
 
-def _files(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The files the bad inputs name, written once for the module (one is 50 MB); none is written to."""
+    tmp_path = tmp_path_factory.mktemp("bad-input")
     bomb = tmp_path / "bomb.yaml"
     from test_mcp_tools_incident import BOMB
 
@@ -63,7 +66,7 @@ def _files(tmp_path: Path) -> dict[str, str]:
     } | {"corrupt": str(corrupt)}
 
 
-# (environment, argv); {name} is replaced by a file of _files.
+# (environment, argv); {name} is replaced by a file of bad_files.
 BAD: list[tuple[dict[str, str], tuple[str, ...]]] = [
     ({}, ("eval", "--repeat", "1e20")),
     ({}, ("eval", "--repeat", "100000000000000000000")),
@@ -119,11 +122,11 @@ BAD: list[tuple[dict[str, str], tuple[str, ...]]] = [
 def test_bad_input_is_one_clear_line_and_exit_2(
     cli: Callable[..., object],
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    bad_files: dict[str, str],
     env: dict[str, str],
     argv: tuple[str, ...],
 ) -> None:
-    files = _files(tmp_path)
+    files = bad_files
     for k, v in env.items():
         monkeypatch.setenv(k, v.format(**files))
     one_clear_line(cli(*(a.format(**files) if a.startswith("{") else a for a in argv)))
