@@ -1,7 +1,8 @@
 """``python -m tests.cli_worker``: one process that runs ``gemma-sre`` commands one after another.
 
-Each line on stdin is a JSON list of arguments; the process runs the console script's ``main()`` on
-them (its exit-code mapping included) and answers one JSON line ``{"code", "stdout", "stderr"}``.
+Each line on stdin is a JSON ``{"argv": [...], "env": {...}}``; the process takes ``env`` as its whole
+environment, runs the console script's ``main()`` on ``argv`` (its exit-code mapping included) and
+answers one JSON line ``{"code", "stdout", "stderr"}``.
 Races between processes (two approvers on one plan) need processes, not a new interpreter per round:
 importing the loop costs about two seconds of CPU a process, so a test's rounds share two of these.
 The first round races processes that import as they go, the later ones warm processes. Tests about
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import sys
 import traceback
 
@@ -19,13 +21,16 @@ import traceback
 def serve() -> None:
     out = sys.stdout
     for line in sys.stdin:
-        argv = json.loads(line)
+        request = json.loads(line)
+        import mcp_tools.settings
         from agent.cli import main
-        from mcp_tools.settings import get_settings
 
-        get_settings.cache_clear()  # as a new process would read the environment
+        os.environ.clear()
+        os.environ.update(request["env"])
+        mcp_tools.settings._selected_profile = None  # an earlier command's --profile
+        mcp_tools.settings.get_settings.cache_clear()  # as a new process would read the environment
         logging.root.handlers.clear()  # the CLI's logging writes to this round's stderr
-        sys.argv = ["gemma-sre", *argv]
+        sys.argv = ["gemma-sre", *request["argv"]]
         sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
         try:
             main()

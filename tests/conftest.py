@@ -108,3 +108,15 @@ def cli_on(cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> Ca
         return cli(*args)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def cli_workers() -> Iterator[list[Any]]:
+    """Two ``gemma-sre`` worker processes for the session (``tests.processes.CliWorker``): tests that
+    race processes hand them commands, each with the environment of the test that gives it."""
+    from tests.processes import CliWorker
+
+    workers = [CliWorker() for _ in range(2)]
+    yield workers
+    for w in workers:
+        w.close()

@@ -39,14 +39,14 @@ def wait_until(
 
 
 class CliWorker:
-    """A ``python -m tests.cli_worker`` process: ``start(*args)`` hands it a ``gemma-sre`` command,
-    ``result()`` waits for its answer. Several of them race as separate processes, round after round,
-    without a new interpreter's imports per round."""
+    """A ``python -m tests.cli_worker`` process: ``start(*args, env=...)`` hands it a ``gemma-sre``
+    command and the environment a new process would get, ``result()`` waits for its answer. Several
+    of them race as separate processes, round after round, without a new interpreter's imports per
+    round (the ``cli_workers`` fixture: two for the session)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self) -> None:
         self._p = subprocess.Popen(
             [sys.executable, "-m", "tests.cli_worker"],
-            env=env,
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -59,9 +59,9 @@ class CliWorker:
         for line in self._p.stdout or []:
             self._answers.put(line)
 
-    def start(self, *args: str) -> None:
+    def start(self, *args: str, env: dict[str, str]) -> None:
         assert self._p.stdin is not None
-        self._p.stdin.write(json.dumps(list(args)) + "\n")
+        self._p.stdin.write(json.dumps({"argv": list(args), "env": env}) + "\n")
         self._p.stdin.flush()
 
     def result(self, timeout_s: float = 180) -> CliResult:
@@ -80,18 +80,6 @@ class CliWorker:
             self._p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             stop(self._p)
-
-
-@contextmanager
-def cli_workers(env: dict[str, str], n: int = 2) -> Iterator[list[CliWorker]]:
-    """``n`` CLI worker processes with ``env``, ended when the block ends."""
-    workers: list[CliWorker] = []
-    try:
-        workers = [CliWorker(env) for _ in range(n)]
-        yield workers
-    finally:
-        for w in workers:
-            w.close()
 
 
 @contextmanager

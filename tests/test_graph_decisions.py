@@ -32,7 +32,7 @@ from tests.concurrency import at_once
 from tests.conftest import CliResult
 from tests.loop_support import config_for
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
-from tests.processes import cli_workers
+from tests.processes import CliWorker
 
 ROUNDS = int(os.environ.get("GEMMA_SRE_TEST_RACE_ROUNDS", "20"))
 MIN_ROUNDS = 8
@@ -116,53 +116,55 @@ def answer(r: CliResult) -> tuple[int, dict[str, Any]]:
     return r.returncode, json.loads(r.stdout)
 
 
-def race_cli_pair(sb: Any, first: str, second: str) -> int:
+def cli_env(sb: Any) -> dict[str, str]:
+    """The environment of a ``gemma-sre`` process this test starts, pointed at the sandbox ``sb``."""
+    return {**os.environ, **sandbox_env(sb)}
+
+
+def race_cli_pair(sb: Any, workers: list[CliWorker], first: str, second: str) -> int:
     """Rounds of two ``gemma-sre`` processes handed one waiting thread together (each checked)."""
     t0 = time.monotonic()
     rounds = 0
-    with cli_workers({**os.environ, **sandbox_env(sb)}, 2) as workers:
-        for service in broken_services(sb, ROUNDS):
-            thread = pending(sb, service)
-            pair = list(zip((first, second), workers, strict=True))
-            for d, w in pair:
-                w.start(*decision_args(d, thread, "--approver", f"typed-{d}"))
-            check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
-            rounds += 1
-            if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
-                break
+    for service in broken_services(sb, ROUNDS):
+        thread = pending(sb, service)
+        pair = list(zip((first, second), workers, strict=True))
+        for d, w in pair:
+            w.start(*decision_args(d, thread, "--approver", f"typed-{d}"), env=cli_env(sb))
+        check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
+        rounds += 1
+        if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
+            break
     return rounds
 
 
-def cli_race(pair: tuple[str, str], sb: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    rounds = race_cli_pair(sb, *pair)
+# The races share the session's two CLI worker processes (the first round races them cold, importing
+# as they go; the later ones warm): they run one after another on one xdist worker.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", [("approve", "approve"), ("approve", "reject")], ids="-vs-".join)
+def test_cli_races_cli_and_one_wins(
+    pair: tuple[str, str],
+    sandbox_factory: Any,  # noqa: F811
+    cli_workers: list[CliWorker],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rounds = race_cli_pair(sandbox_factory(scenario="healthy"), cli_workers, *pair)
     assert rounds >= MIN_ROUNDS
     with capsys.disabled():
         print(f"\n{pair[0]} vs {pair[1]}: {rounds} races, 0 contradicting decisions")
 
 
-# The races run for a while each: one class each, so that ``--dist loadscope`` (which keeps a module's
-# plain functions, and a class's methods, on one worker) runs them side by side.
-
-
 @pytest.mark.slow
-class TestCliApproveRacesCliApprove:
-    def test_one_wins(self, sandbox_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
-        cli_race(("approve", "approve"), sandbox_factory(scenario="healthy"), capsys)
+def test_mcp_approve_races_cli_reject_and_one_wins(
+    sandbox_factory: Any,  # noqa: F811
+    cli_workers: list[CliWorker],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mcp_race(sandbox_factory(scenario="healthy"), cli_workers[0], capsys)
 
 
-@pytest.mark.slow
-class TestCliApproveRacesCliReject:
-    def test_one_wins(self, sandbox_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
-        cli_race(("approve", "reject"), sandbox_factory(scenario="healthy"), capsys)
-
-
-@pytest.mark.slow
-class TestMcpApproveRacesCliReject:
-    def test_one_wins(self, sandbox_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
-        mcp_race(sandbox_factory(scenario="healthy"), capsys)
-
-
-def mcp_race(sb: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def mcp_race(sb: Any, worker: CliWorker, capsys: pytest.CaptureFixture[str]) -> None:
     """MCP ``approve_remediation`` (official client, stdio) against ``gemma-sre reject``."""
     env = {
         **server_env(sandbox_env(sb), get_settings().state_dir),
@@ -172,29 +174,28 @@ def mcp_race(sb: Any, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.monotonic()
     rounds = 0
     try:
-        with cli_workers({**os.environ, **sandbox_env(sb)}, 1) as (worker,):
-            for service in broken_services(sb, ROUNDS):
-                thread = pending(sb, service)
-                got: dict[str, Any] = {}
+        for service in broken_services(sb, ROUNDS):
+            thread = pending(sb, service)
+            got: dict[str, Any] = {}
 
-                def via_mcp(tid: str = thread, got: dict[str, Any] = got) -> None:
-                    got["res"] = st.call(
-                        "approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180
-                    )
+            def via_mcp(tid: str = thread, got: dict[str, Any] = got) -> None:
+                got["res"] = st.call(
+                    "approve_remediation", {"thread_id": tid, "approver": "typed"}, timeout=180
+                )
 
-                t = threading.Thread(target=via_mcp)
-                t.start()
-                worker.start(*decision_args("reject", thread))
-                code, doc = answer(worker.result())
-                t.join(timeout=180)
-                res = got["res"]
-                assert not res.isError, text_of(res)
-                mcp_doc = dict(res.structuredContent)
-                rec = check_round(sb, service, thread, [("approve", None, mcp_doc), ("reject", code, doc)])
-                assert rec.principal in ("mcp-oncall", getpass.getuser())
-                rounds += 1
-                if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
-                    break
+            t = threading.Thread(target=via_mcp)
+            t.start()
+            worker.start(*decision_args("reject", thread), env=cli_env(sb))
+            code, doc = answer(worker.result())
+            t.join(timeout=180)
+            res = got["res"]
+            assert not res.isError, text_of(res)
+            mcp_doc = dict(res.structuredContent)
+            rec = check_round(sb, service, thread, [("approve", None, mcp_doc), ("reject", code, doc)])
+            assert rec.principal in ("mcp-oncall", getpass.getuser())
+            rounds += 1
+            if rounds >= MIN_ROUNDS and time.monotonic() - t0 > ROUND_BUDGET_S:
+                break
     finally:
         st.close()
     with capsys.disabled():
@@ -386,26 +387,29 @@ def test_a_torn_last_record_is_skipped_reported_once_and_ended(
     assert path.read_bytes().startswith(whole + line[:cut] + b"\n")
 
 
-def test_approve_and_reject_work_after_a_crash_mid_write(sandbox_factory: Any) -> None:  # noqa: F811
+def test_approve_and_reject_work_after_a_crash_mid_write(
+    sandbox_factory: Any,  # noqa: F811
+    cli_workers: list[CliWorker],
+) -> None:
     """Decisions in a CLI process of their own, which reports on its stderr what it could not read."""
     sb = sandbox_factory(scenario="healthy")
     services = broken_services(sb, 2)
     state_dir = get_settings().state_dir
-    with cli_workers({**os.environ, **sandbox_env(sb)}, 1) as (worker,):
-        for decision, service in zip(("reject", "approve"), services, strict=True):
-            thread = pending(sb, service)
-            path = audit.audit_path(state_dir)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab") as f:  # a crash in the middle of a record
-                f.write(b'{"actor": "x", "approval_id": "apr-torn", "event": "appro')
-            worker.start(*decision_args(decision, thread))
-            r = worker.result()
-            (code, doc), err = answer(r), r.stderr
-            assert code == 0, err
-            assert doc["status"] == ("fixed" if decision == "approve" else "rejected"), doc
-            if decision == "approve":  # apply reads the log (for the approval): reported, not fatal
-                torn = [ln for ln in err.splitlines() if "torn or unreadable record" in ln]
-                assert len(torn) == 2 and len(set(torn)) == 2, err  # both torn records, each once
+    worker = cli_workers[0]
+    for decision, service in zip(("reject", "approve"), services, strict=True):
+        thread = pending(sb, service)
+        path = audit.audit_path(state_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as f:  # a crash in the middle of a record
+            f.write(b'{"actor": "x", "approval_id": "apr-torn", "event": "appro')
+        worker.start(*decision_args(decision, thread), env=cli_env(sb))
+        r = worker.result()
+        (code, doc), err = answer(r), r.stderr
+        assert code == 0, err
+        assert doc["status"] == ("fixed" if decision == "approve" else "rejected"), doc
+        if decision == "approve":  # apply reads the log (for the approval): reported, not fatal
+            torn = [ln for ln in err.splitlines() if "torn or unreadable record" in ln]
+            assert len(torn) == 2 and len(set(torn)) == 2, err  # both torn records, each once
 
 
 # --- who decided ----------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ cluster; skipped when the server binaries or the optional extra are not installe
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ def test_postgres_checkpoints_resume_a_thread(
     assert time.monotonic() - t < 60
 
 
-from sandbox.testing import sandbox_env, sandbox_factory  # noqa: E402,F401  (fixture)
+from sandbox.testing import sandbox_factory  # noqa: E402,F401  (fixture)
 
 
 def test_postgres_threads_come_from_one_query(
@@ -89,12 +88,19 @@ def test_postgres_one_decision_per_plan(
     postgres_url: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
     sandbox_factory: Any,  # noqa: F811
+    cli_workers: list[Any],
 ) -> None:
     """The decisions table and the thread lease on Postgres: connections claiming at once get one
     winner, and approve/reject processes racing on a thread record one decision, apply at most once."""
     from graph.checkpoint import DecisionRecord, open_decisions, thread_lease
-    from tests.processes import cli_workers
-    from tests.test_graph_decisions import answer, broken_services, check_round, decision_args, pending
+    from tests.test_graph_decisions import (
+        answer,
+        broken_services,
+        check_round,
+        cli_env,
+        decision_args,
+        pending,
+    )
 
     monkeypatch.setenv("GEMMA_SRE_CHECKPOINT_URL", postgres_url)
     get_settings.cache_clear()
@@ -114,13 +120,12 @@ def test_postgres_one_decision_per_plan(
         assert again  # released with its connection
 
     sb = sandbox_factory(scenario="healthy")
-    with cli_workers({**os.environ, **sandbox_env(sb)}, 2) as workers:
-        for service in broken_services(sb, 4):
-            thread = pending(sb, service)
-            pair = list(zip(("approve", "reject"), workers, strict=True))
-            for d, w in pair:
-                w.start(*decision_args(d, thread))
-            check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
+    for service in broken_services(sb, 4):
+        thread = pending(sb, service)
+        pair = list(zip(("approve", "reject"), cli_workers, strict=True))
+        for d, w in pair:
+            w.start(*decision_args(d, thread), env=cli_env(sb))
+        check_round(sb, service, thread, [(d, *answer(w.result())) for d, w in pair])
     assert not (state / "checkpoints.sqlite").exists()  # decisions went to Postgres too
 
 
