@@ -25,7 +25,7 @@ import pytest
 from graph import audit
 from graph.config import Configuration
 from mcp_tools.settings import get_settings
-from tests.processes import wait_until
+from tests.waiting import wait_until
 
 #: Short canary measurements (a few requests of a few tokens) and no hold between steps.
 FAST_CANARY: dict[str, Any] = dict(

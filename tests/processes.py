@@ -8,34 +8,15 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from benchmarks._support import stop
 from tests.conftest import CliResult
 from tests.mcp_client import ROOT
 from tests.scripted_openai import free_port
-
-T = TypeVar("T")
-
-
-def wait_until(
-    check: Callable[[], T | None],
-    what: str | Callable[[], str],
-    *,
-    timeout_s: float = 60,
-    every_s: float = 0.05,
-) -> T:
-    """``check()``'s first truthy value, polled every ``every_s`` seconds (state, never a fixed sleep);
-    after ``timeout_s`` an AssertionError naming ``what`` (a callable: what to say, read at the end)."""
-    deadline = time.monotonic() + timeout_s
-    while not (got := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what if isinstance(what, str) else what()} (waited {timeout_s:g} s)")
-        time.sleep(every_s)
-    return got
+from tests.waiting import wait_until
 
 
 class CliWorker:

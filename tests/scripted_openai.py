@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -104,15 +103,15 @@ class SimClock:
             self._mark = self._reads
 
     async def sleep(self, seconds: float, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        from tests.waiting import await_until
+
+        def read_since() -> bool:
             with self._lock:
-                if self._reads > self._mark:
-                    self.now += seconds
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError("the client did not read the simulated clock")
-            await asyncio.sleep(0.001)
+                return self._reads > self._mark
+
+        await await_until(read_since, "the client reading the simulated clock", timeout_s=timeout_s)
+        with self._lock:
+            self.now += seconds
 
 
 class ScriptedOpenAI:

@@ -12,7 +12,7 @@ from graph.leases import LeaseLost, open_leases
 from mcp_tools.settings import get_settings
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.processes import wait_until
+from tests.waiting import wait_until
 
 
 def deploy_services(sb: Any, healthy: int, broken: int = 0) -> list[str]:

@@ -23,8 +23,8 @@ from graph.leases import open_leases
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.mcp_client import ROOT, server_env
 from tests.postgres import postgres_cluster, postgres_url  # noqa: F401  (fixtures)
-from tests.processes import wait_until
 from tests.test_agent_fleet import check_lease_rules, deploy_services, write_fleet
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # real processes, a real Postgres, a kill
 

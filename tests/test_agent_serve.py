@@ -29,8 +29,9 @@ from sandbox.scenarios import scenario_specs
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
 from tests.mcp_client import server_env
-from tests.processes import announcing, serving, wait_until
+from tests.processes import announcing, serving
 from tests.scripted_openai import free_port
+from tests.waiting import wait_until
 
 DATA = Path(__file__).parent / "data" / "alerts"
 TOKEN = "serve-token-" + "x" * 20

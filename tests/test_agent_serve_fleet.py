@@ -27,9 +27,9 @@ from agent.serve.sign_callback import main as sign_callback
 from agent.serve.sign_callback import signed_headers
 from mcp_tools.errors import UserError
 from sandbox.testing import TEST_TIME_SCALE
-from tests.processes import wait_until
 from tests.test_agent_fleet import write_fleet
 from tests.test_agent_serve import cloud_monitoring
+from tests.waiting import wait_until
 
 TOKEN = "serve-token-" + "f" * 20
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's documentation example

@@ -31,7 +31,7 @@ from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F
 from tests.conftest import CliResult
 from tests.loop_support import ERRORS_ONLY
 from tests.loop_support import config_for as loop_config
-from tests.processes import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # the loop end to end, with real benchmarks of the simulated servers
 

@@ -23,7 +23,7 @@ from graph import audit
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.conftest import CliResult
-from tests.processes import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # end to end: real processes killed and restarted
 

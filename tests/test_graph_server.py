@@ -29,8 +29,8 @@ from graph.checkpoint import open_decisions
 from graph.state import ApprovalRequest
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
-from tests.processes import wait_until
 from tests.scripted_openai import free_port
+from tests.waiting import wait_until
 
 # Checked, not imported: importing the in-memory runtime starts its flush thread in this process, writing
 # ``.langgraph_api/`` under the working directory that every pytest worker shares (they raced on its file).

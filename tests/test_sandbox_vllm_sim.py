@@ -18,6 +18,7 @@ from sandbox.serve import start_in_thread
 from sandbox.vllm_sim.app import VllmSim, create_vllm_app
 from sandbox.vllm_sim.config import SimConfig
 from sandbox.vllm_sim.tokenizer import count_tokens, synthetic_reply
+from tests.waiting import await_until
 
 MODEL = "google/gemma-4-12B-it"
 
@@ -200,12 +201,14 @@ async def _in_flight_together(
     A loaded machine can send them so late that the first have finished before the last arrive: such a
     round says nothing about the scheduler, and the caller runs another."""
     tasks = [asyncio.create_task(r) for r in requests]
-    deadline = time.monotonic() + timeout_s
     together = False
-    while not all(t.done() for t in tasks):
+
+    def all_answered() -> bool:
+        nonlocal together
         together = together or sim.in_flight >= n
-        assert time.monotonic() < deadline, f"{n} requests still unanswered after {timeout_s:g} s"
-        await asyncio.sleep(0.001)
+        return all(t.done() for t in tasks)
+
+    await await_until(all_answered, f"{n} requests answered", timeout_s=timeout_s)
     return list(await asyncio.gather(*tasks)), together
 
 
@@ -221,10 +224,9 @@ def test_scheduler_queues_beyond_max_num_seqs() -> None:
 
     async def metrics_once_all_in(c: httpx.AsyncClient) -> dict[str, float]:
         # The moment all four have arrived (a loaded machine sends them late), not a fixed sleep.
-        deadline = time.monotonic() + 30
-        while sim.in_flight < 4:
-            assert time.monotonic() < deadline, "the four requests never were in the server together"
-            await asyncio.sleep(0.001)
+        await await_until(
+            lambda: sim.in_flight >= 4, "the four requests in the server together", timeout_s=30
+        )
         return await asyncio.to_thread(_metrics, url)
 
     async def one_round() -> tuple[list[list[float]], dict[str, float], bool]:
@@ -305,11 +307,9 @@ def test_container_concurrency_answers_429() -> None:
             async with httpx.AsyncClient(base_url=url, timeout=10) as c:
                 body = {"model": MODEL, "prompt": "x", "max_tokens": 40}
                 first = asyncio.create_task(c.post("/v1/completions", json=body))
-                for _ in range(3000):  # until the first is in (a loaded machine sends it late)
-                    if sim.in_flight == 1:  # not /metrics: the gate answers that 429 too
-                        break
-                    await asyncio.sleep(0.01)
-                assert sim.in_flight == 1, "the first request never reached the server"
+                # until the first is in (a loaded machine sends it late); not /metrics: the gate
+                # answers that 429 too
+                await await_until(lambda: sim.in_flight == 1, "the first request in the server", timeout_s=30)
                 second = await c.post("/v1/completions", json=body)
                 return [(await first).status_code, second.status_code]
 
