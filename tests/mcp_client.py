@@ -1,8 +1,9 @@
 """One official-MCP-client session per test module, kept in a background thread with its own loop.
 
 anyio transports must be entered and left in the same task, so the session lives in one task of a
-dedicated event loop; tests call into it synchronously. Spawns ``gemma-sre mcp`` (stdio) or talks to
-an already running streamable-HTTP server.
+dedicated event loop; tests call into it synchronously. Spawns ``gemma-sre mcp`` (stdio), talks to
+an already running streamable-HTTP server, or serves a server built in the test's process over
+memory streams (``in_memory``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
@@ -45,6 +46,39 @@ def server_env(extra: dict[str, str], state_dir: str | os.PathLike[str]) -> dict
 
 def stdio_params(env: dict[str, str]) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "agent.cli", "mcp"], env=env, cwd=ROOT)
+
+
+def in_memory(server: Any) -> Callable[[], AbstractAsyncContextManager[Any]]:
+    """A ``SessionThread`` opener: ``server`` (a FastMCP) served in the session's own loop over memory
+    streams, as the SDK's ``create_connected_server_and_client_session`` serves it."""
+
+    @asynccontextmanager
+    async def opener() -> Any:
+        import anyio
+        from mcp.shared.memory import create_client_server_memory_streams
+
+        low = server._mcp_server  # what the SDK's own in-memory helper serves
+        async with (
+            create_client_server_memory_streams() as (client, (read, write)),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(lambda: low.run(read, write, low.create_initialization_options()))
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+
+    return opener
+
+
+def session_here() -> SessionThread:
+    """A session with the server ``gemma-sre mcp`` serves, built in this process from the settings
+    the environment gives (as that process would read them), over memory streams."""
+    from agent.commands.mcp import build
+    from mcp_tools.settings import get_settings
+
+    get_settings.cache_clear()
+    return SessionThread(in_memory(build(get_settings())))
 
 
 class SessionThread:

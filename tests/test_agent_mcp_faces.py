@@ -1,4 +1,5 @@
-"""The agent as MCP tools, through the official MCP client over stdio and streamable HTTP, against
+"""The agent as MCP tools, through the official MCP client over stdio and streamable HTTP (``gemma-sre
+mcp`` as a process) and over memory streams (the same server built in the test's process), against
 the sandbox: investigate -> approve (applied once, with the approval header) or reject, reports,
 progress notifications, and the read-only policy hiding approval."""
 
@@ -15,10 +16,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
-from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
+from tests.mcp_client import SessionThread, server_env, session_here, stdio_params, text_of
 from tests.processes import mcp_http_server
 
-pytestmark = pytest.mark.slow  # each test starts the MCP server as a process of its own
+pytestmark = pytest.mark.slow  # whole investigations; two tests start the MCP server as a process
 
 FACES = {"investigate", "approve_remediation", "reject_remediation", "get_incident_report"}
 SERVICE = "gemma-4-12b"
@@ -40,6 +41,27 @@ def faces(tmp_path: Path, sandbox_factory: Callable[..., Any]) -> Iterator[Faces
     def start(**env: str) -> tuple[Any, SessionThread]:
         sb = sandbox_factory(scenario="reference-weights-oom")
         opened.append(_stdio(server_env({**sandbox_env(sb), **env}, tmp_path / "state")))
+        return sb, opened[-1]
+
+    yield start
+    for st in opened:
+        st.close()
+
+
+@pytest.fixture
+def faces_here(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Faces]:
+    """``faces`` with the server ``gemma-sre mcp`` builds made in this process (the environment set
+    here, as the process would read it), served over memory streams."""
+    opened: list[SessionThread] = []
+
+    def start(**env: str) -> tuple[Any, SessionThread]:
+        sb = sandbox_factory(scenario="reference-weights-oom")
+        for name, value in {**sandbox_env(sb), **env}.items():
+            monkeypatch.setenv(name, value)
+        opened.append(session_here())
         return sb, opened[-1]
 
     yield start
@@ -103,8 +125,8 @@ def test_investigate_then_approve_over_stdio(faces: Faces) -> None:
     assert missing.isError and "no such thread" in text_of(missing)
 
 
-def test_read_only_policy_hides_approval_and_only_diagnoses(faces: Faces) -> None:
-    sb, st = faces(GEMMA_SRE_POLICY="read-only")
+def test_read_only_policy_hides_approval_and_only_diagnoses(faces_here: Faces) -> None:
+    sb, st = faces_here(GEMMA_SRE_POLICY="read-only")
     names = st.tool_names()
     assert "approve_remediation" not in names and {"investigate", "get_incident_report"} <= names
     res = st.call("investigate", {"service": SERVICE, "question": "why does it not start?"})
@@ -158,8 +180,8 @@ def test_investigate_then_reject_over_http(http_server: tuple[str, Any]) -> None
         st.close()
 
 
-def test_approve_remediation_takes_another_ranked_option(faces: Faces) -> None:
-    sb, st = faces()
+def test_approve_remediation_takes_another_ranked_option(faces_here: Faces) -> None:
+    sb, st = faces_here()
     out = st.call("investigate", {"service": SERVICE}).structuredContent
     options = out["options"]
     failed = next(o for o in options if not o["ok"])

@@ -240,16 +240,16 @@ def test_observe_does_not_reach_for_real_monitoring_against_an_emulator(sandbox_
 
 def test_metrics_series_tool_through_the_official_mcp_client(
     sandbox_factory: Any,  # noqa: F811
-    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mcp.client.stdio import stdio_client
-
+    """The tool of the server ``gemma-sre mcp`` serves, built here, through the official client."""
     from sandbox.testing import sandbox_env
-    from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
+    from tests.mcp_client import session_here, text_of
 
     sb = sandbox_factory(scenario="load-ramp")
-    env = server_env({**sandbox_env(sb), "GEMMA_SRE_POLICY": "read-only"}, tmp_path)
-    st = SessionThread(lambda: stdio_client(stdio_params(env)))
+    for name, value in {**sandbox_env(sb), "GEMMA_SRE_POLICY": "read-only"}.items():
+        monkeypatch.setenv(name, value)
+    st = session_here()
     try:
         tools = {t.name: t for t in st.run(lambda s: s.list_tools()).tools}
         assert tools["metrics_series"].annotations.readOnlyHint is True  # listed under read-only

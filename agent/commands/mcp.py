@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import typer
+    from mcp.server.fastmcp import FastMCP
+
+    from mcp_tools.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +33,17 @@ def register(app: typer.Typer) -> None:
         serve(transport, host, port)
 
 
+def build(settings: Settings, host: str = "127.0.0.1", port: int = 8765) -> FastMCP:
+    """The server ``gemma-sre mcp`` serves: the tool server with the agent's tools and faces."""
+    from agent.mcp_agent_faces import register_agent_faces
+    from agent.mcp_agent_tools import register_agent_tools
+    from mcp_tools.server import build_server
+
+    return build_server(
+        settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
+    )
+
+
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
     """Build the tool server and serve it until the client leaves (stdio) or the process stops."""
     from mcp_tools.errors import UserError
@@ -40,9 +54,6 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
         raise UserError(f"--port must be from 1 to 65535, not {port}")
     import anyio
 
-    from agent.mcp_agent_faces import register_agent_faces
-    from agent.mcp_agent_tools import register_agent_tools
-    from mcp_tools.server import build_server
     from mcp_tools.settings import get_settings
 
     settings = get_settings()
@@ -51,9 +62,7 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
         from mcp_tools.server.http import check_http_binding
 
         check_http_binding(host, token)
-    server = build_server(
-        settings, extra_registrars=[register_agent_tools, register_agent_faces], host=host, port=port
-    )
+    server = build(settings, host=host, port=port)
     if transport == "stdio":
         # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
         try:
