@@ -145,6 +145,7 @@ def test_postgres_no_ledger_connection_is_open_while_apply_waits_on_cloud_run(
     postgres_url: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
     sandbox_factory: Any,  # noqa: F811
+    cli_on: Any,
 ) -> None:
     """``gemma-sre approve`` as a process: while the sandbox holds the deploy's operation open (minutes on
     the real API), the process keeps its checkpointer and its thread lease, and no ledger connection;
@@ -157,7 +158,7 @@ def test_postgres_no_ledger_connection_is_open_while_apply_waits_on_cloud_run(
     with open_ledger(get_settings().state_dir):  # a ledger's connection is seen, by its name
         assert connections(postgres_url).get("gemma-sre ledger") == 1
     sb = sandbox_factory(scenario="reference-weights-oom")
-    thread = start_pending(sb)
+    thread = start_pending(sb, cli_on)
     seen: list[dict[str, int]] = []
 
     def waiting() -> bool:  # the PATCH was sent and its operation is held: apply is in the wait
@@ -166,7 +167,7 @@ def test_postgres_no_ledger_connection_is_open_while_apply_waits_on_cloud_run(
 
     kill_while(sb, thread, "run:operation", waiting)
     assert seen[-1] == {"gemma-sre checkpoints": 1, "gemma-sre lease": 1}  # held for the run; no ledger
-    finish_and_check(sb, thread)
+    finish_and_check(sb, thread, cli_on)
 
 
 def test_langgraph_server_keeps_its_ledger_in_postgres(
