@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
@@ -160,6 +160,9 @@ class LogView:
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
         self._milestones: list[tuple[int, Phase]] | None = None
+        #: What the module's functions derive from the whole view once (``_once``): answered per call
+        #: by a lookup, never by a scan (they are asked once per failing line of a 50,000-line log).
+        self._derived: dict[object, Any] = {}
 
     def matching(
         self, pattern: re.Pattern[str], prefilter: re.Pattern[str] | None = None
@@ -500,13 +503,15 @@ def ran_after(v: LogView, ln: Line) -> bool:
         return True
     if not ln.proc:
         return False
-    return any(
-        ph is Phase.SERVING
-        and v.lines[m - 1].proc == ln.proc
-        and not SERVER_ERROR_STATUS.search(v.lines[m - 1].text)
-        for m, ph in v.milestones
-        if m > ln.n
-    )
+
+    def last_answers() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m, ph in v.milestones:
+            if ph is Phase.SERVING and not SERVER_ERROR_STATUS.search(v.lines[m - 1].text):
+                out[v.lines[m - 1].proc] = m
+        return out
+
+    return _once(v, "last answer by process", last_answers).get(ln.proc, 0) > ln.n
 
 
 def cut_at_check(v: LogView, fn: re.Pattern[str]) -> list[Line]:
@@ -561,21 +566,30 @@ def failed_in_startup(v: LogView, n: int) -> bool:
     return started_between(v, after=n, phases=UP_PHASES) is None
 
 
+def _once(v: LogView, key: object, make: Callable[[], Any]) -> Any:
+    """``make()``, computed once per view under ``key``."""
+    if key not in v._derived:
+        v._derived[key] = make()
+    return v._derived[key]
+
+
 def started_between(
     v: LogView, after: int, before: int | None = None, *, phases: Collection[Phase] | None = None
 ) -> Line | None:
     """The last sign of a running server in (after, before): the engine ready, the API up, or an
     answer that is not a server error (``LogView.milestones``; ``phases`` narrows which count)."""
-    best = None
-    running = _RUNNING if phases is None else phases
-    for n, ph in v.milestones:
-        if n <= after:
-            continue
-        if before is not None and n >= before:
-            break
-        if ph in running and not (ph in UP_PHASES and unfinished_bar(v.lines[n - 1].text)):
-            best = n
-    return v.lines[best - 1] if best is not None else None
+    running = frozenset(_RUNNING if phases is None else phases)
+    signs: list[int] = _once(
+        v,
+        ("running", running),
+        lambda: [
+            n
+            for n, ph in v.milestones
+            if ph in running and not (ph in UP_PHASES and unfinished_bar(v.lines[n - 1].text))
+        ],
+    )
+    i = bisect_left(signs, before) if before is not None else len(signs)
+    return v.lines[signs[i - 1] - 1] if i and signs[i - 1] > after else None
 
 
 _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
@@ -598,12 +612,17 @@ def after_shutdown(v: LogView, n: int) -> bool:
     executor" after a ModuleNotFoundError)."""
     # Neither a worker's teardown nor a cancellation the traceback chains on from ("CancelledError",
     # then "The above exception was the direct cause of ...": a request cut short by what failed).
-    stops = [
-        ln
-        for ln in v.grep(SHUTDOWN, before=n)
-        if not WORKER_TEARDOWN.search(ln.text) and not (EXCEPTION.match(ln.text) and v.chain_end(ln.n))
-    ]
-    sd = stops[-1] if stops else None
+    stops: list[int] = _once(
+        v,
+        "orderly stops",
+        lambda: [
+            ln.n
+            for ln in v.grep(SHUTDOWN)
+            if not WORKER_TEARDOWN.search(ln.text) and not (EXCEPTION.match(ln.text) and v.chain_end(ln.n))
+        ],
+    )
+    i = bisect_left(stops, n)
+    sd = v.lines[stops[i - 1] - 1] if i else None
     if sd is None or v.last(START_MARK, after=sd.n, before=n) is not None:
         return False
     lo = sd.n
