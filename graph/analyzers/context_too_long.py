@@ -68,7 +68,9 @@ def analyze(obs: Observation) -> list[Finding]:
         if "served_context" in f.facts:
             # What the server's own start said its KV cache holds: a longer context fits when one
             # request of that length does.
-            kv = parse_vllm_startup(ln.text for ln in view(obs).lines).kv_cache_tokens
+            kv = parse_vllm_startup(
+                ln.text for ln in view(obs).lines if "KV cache" in ln.text
+            ).kv_cache_tokens
             if kv:
                 f.facts["kv_cache_tokens"] = kv
     return found

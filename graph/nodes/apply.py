@@ -90,7 +90,7 @@ def apply(state: SREState, config: RunnableConfig) -> dict[str, Any]:
     with open_ledger(cfg.state_path) as ledger:
         approval = _check_approval(state, cfg, thread_id, plan, ledger)
         made = ledger.applied(thread_id, key)
-    return _apply(state, cfg, thread_id, plan, approval, made)
+    return _apply(state, cfg, thread_id, plan, key, approval, made)
 
 
 def _apply(
@@ -98,10 +98,10 @@ def _apply(
     cfg: Configuration,
     thread_id: str,
     plan: RemediationPlan,
+    key: str,
     approval: Approval,
     made: AppliedRecord | None,
 ) -> dict[str, Any]:
-    key = apply_key(thread_id, plan)
     world = World(cfg)
     name = cfg.service
     summary = ObservationSummary.model_validate(state.get("observation_summary") or {"service": name})
