@@ -16,6 +16,7 @@ from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
+from graph.analyzers.needles import may_match, needles
 from graph.observation import Observation
 from mcp_tools.records import Clean, clean, continues, cut_at_width, told_severity
 from mcp_tools.vocabulary import (
@@ -159,6 +160,7 @@ class LogView:
             groups.setdefault(_SHAPE.sub("0", ln.text[:4000]), []).append(ln)
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
+        self._lower: dict[int, str] = {}
         self._milestones: list[tuple[int, Phase]] | None = None
         #: What the module's functions derive from the whole view once (``_once``): answered per call
         #: by a lookup, never by a scan (they are asked once per failing line of a 50,000-line log).
@@ -176,17 +178,32 @@ class LogView:
         hit = self._cache.get(key)
         if hit is None:
             out: list[Line] = []
+            need, gate = needles(pattern), needles(prefilter) if prefilter is not None else None
+            low = self._lowered
             if prefilter is not None or _HAS_DIGIT.search(pattern.pattern):
                 for g in self._groups:
-                    if prefilter is None or prefilter.search(g[0].text):
-                        out.extend(ln for ln in g if pattern.search(ln.text))
+                    head = g[0]
+                    if prefilter is None or (
+                        may_match(gate, head.text, low(head)) and prefilter.search(head.text)
+                    ):
+                        out.extend(
+                            ln for ln in g if may_match(need, ln.text, low(ln)) and pattern.search(ln.text)
+                        )
             else:
                 for g in self._groups:
-                    if pattern.search(g[0].text):
+                    head = g[0]
+                    if may_match(need, head.text, low(head)) and pattern.search(head.text):
                         out.extend(g)
             out.sort(key=lambda x: x.n)
             self._cache[key] = hit = (out, [ln.n for ln in out])
         return hit
+
+    def _lowered(self, ln: Line) -> str:
+        """The line's text lower-cased, once per line (what ``needles.may_match`` compares)."""
+        got = self._lower.get(ln.n)
+        if got is None:
+            got = self._lower[ln.n] = ln.text.lower()
+        return got
 
     def grep(self, pattern: re.Pattern[str], **where: Unpack[Window]) -> Iterator[Line]:
         """Lines whose text matches, optionally only those with after < n < before."""
