@@ -98,10 +98,11 @@ class LogLine(_Lenient):
         """The whole record as one text: the text payload (a request log's method, URL, status and
         latency), or the structured payload as JSON with its keys sorted. What ``gemma-sre logs`` prints,
         and what a log text filter is matched against: one text per payload, whatever order its keys
-        came in (the writer's, the API's; a redacted payload comes back sorted)."""
+        came in (the writer's, the API's; a redacted payload comes back sorted), its words as written
+        (``café``, not ``caf\\u00e9``: what a person types into a filter)."""
         if self.text is not None:
             return self.text
-        return json.dumps(self.json_payload or {}, sort_keys=True, default=str)
+        return json.dumps(self.json_payload or {}, sort_keys=True, default=str, ensure_ascii=False)
 
 
 class StartupProbe(_Lenient):

@@ -210,6 +210,7 @@ def test_a_json_payload_is_found_and_printed_whatever_its_key_order(
         {"zid": "a", "message": "kv pool drained", "level": "warning"},  # keys against their order
         {"level": "warning", "message": "kv pool drained", "zid": "b"},  # keys in their order
         {"zid": "c", "token": secret, "message": "kv pool drained", "level": "warning"},  # redacted
+        {"zid": "d", "message": "kv pool drained at the café", "level": "warning"},  # words, not escapes
     ]
     now = sb.clock.now_s()
     for i, payload in enumerate(payloads):
@@ -235,3 +236,4 @@ def test_a_json_payload_is_found_and_printed_whatever_its_key_order(
     assert all(across in t for t in found)  # what was matched is what is printed
     assert found[:2] == [LogLine(json=p).record_text for p in payloads[:2]]
     assert secret not in found[2] and records(secret[:12]) == []
+    assert [json.loads(t)["zid"] for t in records("café")] == ["d"]  # not matched as caf\\u00e9

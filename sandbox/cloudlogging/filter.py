@@ -223,7 +223,7 @@ def _text(v: Any) -> str:
     if isinstance(v, dict | list):
         import json
 
-        return json.dumps(v, sort_keys=True)
+        return json.dumps(v, sort_keys=True, ensure_ascii=False)  # the words, not their escapes
     return str(v)
 
 
