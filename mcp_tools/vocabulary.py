@@ -360,6 +360,9 @@ OOM_RUNTIME = re.compile(
     r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
     r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
 )
+#: A frame of a forward pass (``in forward``, a kernel's ``..._fwd``): the weights were loaded by then, so
+#: an OOM under it is not the model failing to load, even where no other frame says which step ran.
+FORWARD_FRAME = re.compile(r", in \w*(?:forward|_fwd)\w*\s*$", re.M)
 OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
 
 #: Where in the start-up a traceback was, by the functions on its stack (for a paste that begins at the

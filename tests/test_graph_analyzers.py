@@ -175,6 +175,27 @@ def test_oom_during_profile_run_frames() -> None:
     assert root(obs(lines)) == "runtime_oom"
 
 
+def test_an_oom_under_a_forward_pass_is_after_loading() -> None:
+    """A pasted tail with no milestone and no frame naming a start-up step: a frame of the model's
+    forward pass (a kernel's ``_fwd``) says the weights were loaded, so the OOM is not ``weights_oom``;
+    a loading frame around the same kernel still says loading."""
+    oom = f"{E} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 46.00 MiB. GPU 0 has a total capacity of 23.55 GiB of which 32.56 MiB is free."
+    forward = [
+        f"{E} Traceback (most recent call last):",
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/mamba/ops/ssd.py", line 89, in mamba_chunk_scan_fwd',
+        f"{E}     out = torch.empty_like(x)",
+        oom,
+    ]
+    assert root(obs(forward)) == "runtime_oom"
+    loading = [
+        *forward[:1],
+        f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/default_loader.py", line 270, in load_weights',
+        f"{E}     loaded = model.load_weights(weights)",
+        *forward[1:],
+    ]
+    assert root(obs(loading)) == "weights_oom"
+
+
 def test_context_too_long_flag() -> None:
     assert root(obs(CONTEXT_FLAG)) == "context_too_long"
 

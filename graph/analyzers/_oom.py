@@ -23,6 +23,7 @@ from mcp_tools.vocabulary import (
     FACT_GPU_UTIL_PREFILTER,
     FACT_WEIGHTS_GIB,
     FACT_WEIGHTS_PREFILTER,
+    FORWARD_FRAME,
     OOM,
     OOM_CREATE_WEIGHTS,
     OOM_KV,
@@ -151,6 +152,10 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
         hit = _classify_frame(t)
         if hit:
             return _after_loading(v, ln, hit), fr, 0.9
+    # No frame names a step, but one ran the model forward: the weights were in by then.
+    forward = next((fr for fr in frames if FORWARD_FRAME.search(fr.text)), None)
+    if forward is not None:
+        return "runtime", forward, 0.75
     # No frames: how far had this start-up come?
     phase = v.phase_at(ln.n)
     if phase >= Phase.LOADED:
