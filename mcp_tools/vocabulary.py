@@ -251,6 +251,10 @@ STEP_FRAMES = re.compile(
     r"^(?:_run_engine|step|run_busy_loop|_process_engine_step|step_with_batch_queue|run_engine_loop"
     r"|engine_step|generate)$"
 )
+#: A CUDA graph being captured or replayed, by the function on a traceback's stack (V0 / V1
+#: ``capture_model``, the runners' ``_replay`` / ``run_pw_graph``, anything named for CUDA graphs): a crash
+#: under one implicates the graphs, which eager mode does without.
+GRAPH_FRAMES = re.compile(r"^(?:capture_model|capture_graph|_?replay|run_\w*graph|\w*cuda_?graph\w*)$", _I)
 #: No accelerator where the engine was built: the process was given no GPU (a scheduler, a Ray
 #: placement, a container without the device).
 KIND_NO_DEVICE = re.compile(

@@ -848,7 +848,12 @@ def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> Non
         (f,) = analyze(Observation.model_validate({"id": "x", "logs": [{"text": t} for t in ls]}))
         return f.facts
 
-    assert facts(lines) == {"cuda_fault": False, "in_startup": False, "repeats_on_restart": True}
+    assert facts(lines) == {
+        "cuda_fault": False,
+        "in_startup": False,
+        "repeats_on_restart": True,
+        "in_cuda_graph": False,
+    }
     without_import = [ln for ln in lines if "ModuleNotFoundError" not in ln]
     assert facts(without_import)["repeats_on_restart"] is False  # a crash while serving: restart first
     # an op the build's compiled extension lacks (vllm-ascend #2544's wording) is the build, every time

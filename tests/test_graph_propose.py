@@ -161,6 +161,39 @@ def test_a_crash_in_the_start_up_goes_to_a_person_and_one_while_serving_restarts
     assert kinds["serving"][0] is K.RESTART
 
 
+def test_a_crash_inside_a_cuda_graph_runs_eagerly_before_a_restart() -> None:
+    """An engine that died replaying a CUDA graph (a kernel's assertion under ``_replay``) would die the
+    same way on a restart: the first option turns the graphs off; without a graph frame it restarts."""
+    from graph.analyzers.engine_crash import analyze
+
+    eng = "(EngineCore pid=66) ERROR 08-06 21:18:16 [core.py:1332]"
+    served = [
+        "(APIServer pid=7) INFO 08-06 21:10:58 [api_server.py:1839] vLLM API server version 0.26.0",
+        "(APIServer pid=7) INFO:     Application startup complete.",
+        '(APIServer pid=7) INFO:     127.0.0.1:5123 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        f"{eng} Traceback (most recent call last):",
+    ]
+    graph_frame = f'{eng}   File "/venv/vllm/compilation/cuda_graph.py", line 423, in _replay'
+    kernel_frame = f'{eng}   File "/venv/vllm/attention/ops/mla.py", line 339, in _forward_prefill'
+    died = [
+        f"{eng} RuntimeError: Assertion `res == CUresult::CUDA_SUCCESS` failed.",
+        "(APIServer pid=7) ERROR 08-06 21:18:16 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError:"
+        " EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    ]
+    firsts = {}
+    for name, frames in (("graph", [graph_frame, kernel_frame]), ("plain", [kernel_frame])):
+        o = Observation.model_validate(
+            {"id": name, "service": L4, "logs": [{"text": t} for t in [*served, *frames, *died]]}
+        )
+        (f,) = analyze(o)
+        d = Diagnosis(
+            id=name, category="engine_crash", confidence=f.confidence, summary=f.summary, findings=[f]
+        )
+        firsts[name] = propose_options(d, o)[0].steps[0]
+    assert firsts["graph"].kind is K.SET_VLLM_ARGS and "--enforce-eager" in str(firsts["graph"].model_dump())
+    assert firsts["plain"].kind is K.RESTART
+
+
 def test_a_flag_the_failing_check_names_is_dropped_first() -> None:
     spec = L4.model_copy(update={"args": [*L4.args, "--enable-chunked-prefill"]})
     d = _diag(

@@ -485,10 +485,15 @@ def in_step_loop(v: LogView, exc: Line, reach: int = 400) -> bool:
 
 def step_frame(v: LogView, exc: Line, reach: int = 400) -> Line | None:
     """The frame of the engine's step loop (``STEP_FRAMES``) in the traceback that ends at ``exc``."""
+    return frame_in(v, exc, STEP_FRAMES, reach)
+
+
+def frame_in(v: LogView, exc: Line, functions: re.Pattern[str], reach: int = 400) -> Line | None:
+    """The innermost frame of the traceback that ends at ``exc`` whose function ``functions`` matches."""
     for i in range(exc.n - 1, max(0, exc.n - reach), -1):
         ln = v.lines[i - 1]
         m = FRAME.match(ln.text)
-        if m is not None and STEP_FRAMES.match(m.group("fn")):
+        if m is not None and functions.match(m.group("fn")):
             return ln
         if TRACEBACK_HEAD.search(ln.text):
             return None

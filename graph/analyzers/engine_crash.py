@@ -24,6 +24,7 @@ from graph.analyzers.base import (
     after_shutdown,
     failed_in_startup,
     finding,
+    frame_in,
     in_step_loop,
     phase_of,
     view,
@@ -39,6 +40,7 @@ from mcp_tools.vocabulary import (
     EXCEPTION_PREFILTER,
     FACT_CUDA_FAULT,
     FRAME,
+    GRAPH_FRAMES,
     KILLED_FROM_OUTSIDE,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
@@ -81,6 +83,11 @@ def _repeats(v: LogView, n: int) -> bool:
     return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=end) is not None
 
 
+def _in_cuda_graph(v: LogView, lines: list[Line]) -> bool:
+    """The traceback ending at one of ``lines`` was capturing or replaying a CUDA graph."""
+    return any(frame_in(v, ln, GRAPH_FRAMES) for ln in lines)
+
+
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
     shutdown = v.first(SHUTDOWN)
@@ -103,6 +110,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 analyzer="engine_crash",
                 facts={
                     "cuda_fault": any(FACT_CUDA_FAULT.search(ln.text) for ln in hits),
+                    "in_cuda_graph": _in_cuda_graph(v, [*hits[:3], *([cause] if cause else [])]),
                     "in_startup": failed_in_startup(v, hits[0].n),
                     # before it, or in its own words (a kernel launch that rejected its arguments)
                     "repeats_on_restart": _repeats(v, hits[0].n)
@@ -133,6 +141,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts={
                     "in_startup": failed_in_startup(v, died[0].n),
                     "repeats_on_restart": _repeats(v, died[0].n),
+                    "in_cuda_graph": _in_cuda_graph(v, [died[0], *([cause] if cause else [])]),
                 },
             )
         ]

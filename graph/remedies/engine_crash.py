@@ -1,5 +1,6 @@
 """engine_crash: a fresh revision for a crash while serving; a person first for a crash in the start-up
-(the same start crashes the same way again); eager mode when the crash is a CUDA fault."""
+(the same start crashes the same way again); eager mode when the crash is a CUDA fault, and first when
+it happened inside a CUDA graph."""
 
 from __future__ import annotations
 
@@ -38,6 +39,13 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     repeats = next((why for key, why in _WHY_A_RESTART_REPEATS.items() if fact(diag, key)), None)
     if repeats:  # a person first; a restart stays an option below
         out = [escalate(*repeats), fresh]
+    if fact(diag, "in_cuda_graph"):  # it died replaying or capturing a CUDA graph: run without them first
+        eager = flags_option(
+            cap,
+            {"--enforce-eager": True},
+            "the engine crashed inside a CUDA graph: run eagerly, without graphs",
+        )
+        return [eager, *out]
     if fact(diag, "cuda_fault"):
         out.append(
             flags_option(
