@@ -26,6 +26,9 @@ class CliWorker:
     round (the ``cli_workers`` fixture: two for the session)."""
 
     def __init__(self) -> None:
+        self._spawn()
+
+    def _spawn(self) -> None:
         self._p = subprocess.Popen(
             [sys.executable, "-m", "tests.cli_worker"],
             cwd=ROOT,
@@ -34,11 +37,12 @@ class CliWorker:
             text=True,
         )
         self._answers: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump, args=(self._p, self._answers), daemon=True).start()
 
-    def _pump(self) -> None:
-        for line in self._p.stdout or []:
-            self._answers.put(line)
+    @staticmethod
+    def _pump(p: subprocess.Popen[str], answers: queue.Queue[str]) -> None:
+        for line in p.stdout or []:  # this process's answers, into this process's queue only
+            answers.put(line)
 
     def start(self, *args: str, env: dict[str, str]) -> None:
         assert self._p.stdin is not None
@@ -49,9 +53,11 @@ class CliWorker:
         try:
             doc = json.loads(self._answers.get(timeout=timeout_s))
         except queue.Empty:
-            raise AssertionError(
-                f"the CLI worker did not answer in {timeout_s:g} s (exit {self._p.poll()})"
-            ) from None
+            code = self._p.poll()
+            # Its late answer must not become the next test's: the next command gets a new process.
+            stop(self._p)
+            self._spawn()
+            raise AssertionError(f"the CLI worker did not answer in {timeout_s:g} s (exit {code})") from None
         return CliResult(doc["code"], doc["stdout"], doc["stderr"])
 
     def close(self) -> None:
