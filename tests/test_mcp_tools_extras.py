@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from mcp_tools.errors import ExternalError, NotFoundError, UserError
+from mcp_tools.extras import VllmServing
 from mcp_tools.settings import get_settings
 from sandbox.extras import (
     ExtrasState,
@@ -82,7 +83,7 @@ def test_cloud_run_command_has_the_gpu_flags_and_parses_back(monkeypatch: pytest
         region="europe-west1",
         bucket="my-weights",
         weights_path="models/gemma-4-12B-it",
-        max_model_len=16384,
+        serving=VllmServing(max_model_len=16384),
         model_load_time_s=600,
     )
     argv = _unwrap(cfg.command)
@@ -125,7 +126,9 @@ def test_configs_carry_the_planner_fit_check() -> None:
     bf16 = get_vllm_deployment_config("google/gemma-4-12B-it", region=REGION)
     assert bf16.fit.fits is False and bf16.notes[0].startswith("WARNING: does not fit")
     assert any("qat-w4a16" in s for s in bf16.fit.suggestions)
-    qat = get_vllm_deployment_config("google/gemma-4-12B-it-qat-w4a16-ct", region=REGION, max_model_len=8192)
+    qat = get_vllm_deployment_config(
+        "google/gemma-4-12B-it-qat-w4a16-ct", region=REGION, serving=VllmServing(max_model_len=8192)
+    )
     assert qat.fit.fits is True and (qat.fit.kv_cache_tokens or 0) > 8192
     assert not any(n.startswith("WARNING") for n in qat.notes)
     unknown = get_vllm_gpu_deployment_config("acme/custom-model", location=REGION)
@@ -142,7 +145,7 @@ def test_cloud_run_command_quotes_hostile_values() -> None:
     cfg = get_vllm_deployment_config(
         "google/gemma-4-12B-it",
         region=REGION,
-        extra_args=hostile,
+        serving=VllmServing(extra_args=hostile),
         zonal_redundancy=True,
         hf_token_secret=None,
     )
@@ -171,8 +174,9 @@ def test_cloud_run_command_quotes_hostile_values() -> None:
         ({"bucket": "gs://Bad Bucket"}, "bucket"),
         ({"region": "us central1"}, "region"),
         ({"min_instances": 3, "max_instances": 2}, "min_instances"),
-        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
-        ({"extra_args": ["--x=\nnewline"]}, "control characters"),
+        ({"serving": VllmServing(gpu_memory_utilization=1.5)}, "gpu_memory_utilization"),
+        ({"serving": VllmServing(extra_args=["--x=\nnewline"])}, "control characters"),
+        ({"serving": VllmServing(served_model_name="-bad name")}, "served_model_name"),
         ({"hf_token_secret": "bad secret"}, "secret id"),
     ],
 )
@@ -205,8 +209,7 @@ def test_gke_config_manifests_reparse_with_the_essentials() -> None:
         cluster="gpu-cluster",
         location="us-central1-a",
         project=PROJECT,
-        extra_args=[hostile],
-        max_num_seqs=32,
+        serving=VllmServing(extra_args=[hostile], max_num_seqs=32),
     )
     argv = _unwrap(cfg.node_pool_command)
     assert argv == cfg.node_pool_argv
@@ -709,6 +712,16 @@ async def test_tools_through_the_mcp_client(extras: Extras, monkeypatch: pytest.
             "get_vllm_deployment_config", {"model": "google/gemma-4-12B-it", "bucket": "weights"}
         )
         assert not cfg.isError and "--no-gpu-zonal-redundancy" in _text(cfg)
+        # vLLM's options are flat arguments of the tool, gathered into the function's VllmServing.
+        props = tools["get_vllm_gpu_deployment_config"].inputSchema["properties"]
+        assert {"max_model_len", "quantization", "extra_args"} <= set(props) and "serving" not in props
+        gke = await client.call_tool(
+            "get_vllm_gpu_deployment_config",
+            {"model": "google/gemma-4-12B-it", "max_model_len": 4096, "kv_cache_dtype": "fp8"},
+        )
+        assert not gke.isError and gke.structuredContent is not None
+        (container,) = gke.structuredContent["deployment"]["spec"]["template"]["spec"]["containers"]
+        assert {"--max-model-len=4096", "--kv-cache-dtype=fp8"} <= set(container["args"])
 
         bad = await client.call_tool("get_vllm_deployment_config", {"model": "nope", "cpu": 2})
         assert bad.isError and "org/name" in _text(bad) and "Traceback" not in _text(bad)

@@ -13,6 +13,7 @@ from mcp_tools.extras.copy_instructions import (
 )
 from mcp_tools.extras.deploy_config import (
     TEMPLATE_URI,
+    VllmServing,
     get_vllm_deployment_config,
     get_vllm_gpu_deployment_config,
     vllm_deployment_template,
@@ -25,6 +26,7 @@ from mcp_tools.extras.vertex import list_vertex_models
 
 __all__ = [
     "TEMPLATE_URI",
+    "VllmServing",
     "check_gpu_quotas",
     "get_help",
     "get_huggingface_model_copy_instructions",

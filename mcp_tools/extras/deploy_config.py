@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -249,58 +249,62 @@ def _resolve_model(model: str | None) -> str:
     return validate_model_id(value)
 
 
-#: The vLLM serving flags both generators take, by their parameter names (and ``extra_args``).
-_SERVING = (
-    "max_model_len",
-    "gpu_memory_utilization",
-    "served_model_name",
-    "max_num_seqs",
-    "quantization",
-    "kv_cache_dtype",
-    "dtype",
-    "extra_args",
-)
+def _check_served_name(name: str) -> None:
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$", name):
+        raise UserError(f"served_model_name {describe(name)} must be letters, digits, '.', '_', '-' or '/'")
 
 
-def _vllm_args(
-    model_path: str, params: Mapping[str, Any], *, port: int, tensor_parallel_size: int, **override: Any
-) -> list[str]:
-    """The ``vllm serve`` arguments from a generator's parameters by name (``_SERVING``), each checked;
-    ``override`` takes the place of any of them."""
-    given = {**{k: params[k] for k in _SERVING}, **override}
-    max_model_len, gpu_memory_utilization, served_model_name = (given[k] for k in _SERVING[:3])
-    max_num_seqs, quantization, kv_cache_dtype, dtype = (given[k] for k in _SERVING[3:7])
-    extra_args = _check_extra_args(given["extra_args"])
-    _check_int(max_model_len, "max_model_len", 16, 10_000_000)
-    if (
-        isinstance(gpu_memory_utilization, bool)
-        or not isinstance(gpu_memory_utilization, int | float)
-        or not 0.1 <= gpu_memory_utilization <= 0.99
-    ):
-        raise UserError(
-            f"gpu_memory_utilization must be between 0.1 and 0.99, got {describe(gpu_memory_utilization)}"
-        )
-    args = [
-        model_path,
-        f"--port={port}",
-        f"--max-model-len={max_model_len}",
-        f"--gpu-memory-utilization={gpu_memory_utilization:g}",
-    ]
-    if served_model_name:
-        args.append(f"--served-model-name={served_model_name}")
-    if max_num_seqs is not None:
-        args.append(f"--max-num-seqs={_check_int(max_num_seqs, 'max_num_seqs', 1, 4096)}")
-    if quantization:
-        args.append(f"--quantization={_check_flag_value(quantization, 'quantization')}")
-    if kv_cache_dtype:
-        args.append(f"--kv-cache-dtype={_check_flag_value(kv_cache_dtype, 'kv_cache_dtype')}")
-    if dtype:
-        args.append(f"--dtype={_check_flag_value(dtype, 'dtype')}")
-    if tensor_parallel_size != 1:
-        args.append(
-            f"--tensor-parallel-size={_check_int(tensor_parallel_size, 'tensor_parallel_size', 1, 8)}"
-        )
-    return args + extra_args
+@dataclass(frozen=True, kw_only=True)
+class VllmServing:
+    """The vLLM server options both generators take (Cloud Run and GKE), checked when they become
+    ``vllm serve`` arguments. As MCP tools the generators take them as flat arguments, by these names
+    (``mcp_tools.server.tools_extras`` spreads a dataclass parameter into its fields)."""
+
+    max_model_len: int = 8192
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    served_model_name: str | None = None
+    extra_args: list[str] | None = None
+
+    def args(self, model_path: str, *, port: int, tensor_parallel_size: int = 1) -> list[str]:
+        """The ``vllm serve`` arguments for ``model_path``, each option checked."""
+        if self.served_model_name is not None:
+            _check_served_name(self.served_model_name)
+        extra_args = _check_extra_args(self.extra_args)
+        _check_int(self.max_model_len, "max_model_len", 16, 10_000_000)
+        gpu_memory_utilization = self.gpu_memory_utilization
+        if (
+            isinstance(gpu_memory_utilization, bool)
+            or not isinstance(gpu_memory_utilization, int | float)
+            or not 0.1 <= gpu_memory_utilization <= 0.99
+        ):
+            raise UserError(
+                f"gpu_memory_utilization must be between 0.1 and 0.99, got {describe(gpu_memory_utilization)}"
+            )
+        args = [
+            model_path,
+            f"--port={port}",
+            f"--max-model-len={self.max_model_len}",
+            f"--gpu-memory-utilization={gpu_memory_utilization:g}",
+        ]
+        if self.served_model_name:
+            args.append(f"--served-model-name={self.served_model_name}")
+        if self.max_num_seqs is not None:
+            args.append(f"--max-num-seqs={_check_int(self.max_num_seqs, 'max_num_seqs', 1, 4096)}")
+        if self.quantization:
+            args.append(f"--quantization={_check_flag_value(self.quantization, 'quantization')}")
+        if self.kv_cache_dtype:
+            args.append(f"--kv-cache-dtype={_check_flag_value(self.kv_cache_dtype, 'kv_cache_dtype')}")
+        if self.dtype:
+            args.append(f"--dtype={_check_flag_value(self.dtype, 'dtype')}")
+        if tensor_parallel_size != 1:
+            args.append(
+                f"--tensor-parallel-size={_check_int(tensor_parallel_size, 'tensor_parallel_size', 1, 8)}"
+            )
+        return args + extra_args
 
 
 # ---------------------------------------------------------------- Cloud Run
@@ -324,14 +328,7 @@ def get_vllm_deployment_config(
     max_instances: int = 1,
     concurrency: int = 16,
     request_timeout_s: int = 600,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    quantization: str | None = None,
-    kv_cache_dtype: str | None = None,
-    dtype: str | None = None,
-    served_model_name: str | None = None,
-    extra_args: list[str] | None = None,
+    serving: VllmServing = VllmServing(),
     hf_token_secret: str | None = "hf-token",
     service_account: str | None = None,
     model_load_time_s: int = 300,
@@ -343,7 +340,6 @@ def get_vllm_deployment_config(
     ``bucket`` is given (``weights_path`` defaults to the model's name), else from the Hugging Face
     hub with the token from Secret Manager (``hf_token_secret``; ``None`` leaves it out).
     """
-    params = dict(locals())  # the arguments by name: the serving flags _vllm_args reads
     settings = get_settings()
     model_id = _resolve_model(model)
     service_name = validate_service_name(service or settings.service or "vllm")
@@ -385,7 +381,8 @@ def get_vllm_deployment_config(
         sub = validate_object_prefix(weights_path if weights_path is not None else model_id.split("/")[1])
         sub = sub.strip("/")
         model_path = f"{mount}/{sub}" if sub else mount
-        served: str | None = served_model_name or model_id
+        # Served under the model's id unless told otherwise (vLLM would name it by the mount path).
+        serving = replace(serving, served_model_name=serving.served_model_name or model_id)
         env.append("HF_HUB_OFFLINE=1")
         volume_flags = [
             f"--add-volume=name=model-weights,type=cloud-storage,bucket={bucket_name},readonly=true",
@@ -397,16 +394,10 @@ def get_vllm_deployment_config(
         )
     else:
         model_path = model_id
-        served = served_model_name
         notes.append(
             "Weights download from the Hugging Face hub at every cold start; a bucket mount is faster."
         )
-    if served is not None:
-        _check_served_name(served)
-
-    vllm_args = _vllm_args(
-        model_path, params, port=DEFAULT_PORT, tensor_parallel_size=1, served_model_name=served
-    )
+    vllm_args = serving.args(model_path, port=DEFAULT_PORT)
 
     argv = ["gcloud", "run", "deploy", service_name, f"--image={image}", f"--region={region_name}"]
     if project_id:
@@ -455,7 +446,7 @@ def get_vllm_deployment_config(
             "--no-gpu-zonal-redundancy uses the 'without zonal redundancy' GPU quota "
             "(check_gpu_quotas shows both)."
         )
-    if concurrency > (max_num_seqs or 256):
+    if concurrency > (serving.max_num_seqs or 256):
         notes.append("concurrency is above --max-num-seqs: extra requests queue inside vLLM.")
     if probe.budget_s < model_load_time_s:
         notes.append(
@@ -480,11 +471,6 @@ def get_vllm_deployment_config(
     )
 
 
-def _check_served_name(name: str) -> None:
-    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$", name):
-        raise UserError(f"served_model_name {describe(name)} must be letters, digits, '.', '_', '-' or '/'")
-
-
 # ---------------------------------------------------------------- GKE
 
 
@@ -504,21 +490,13 @@ def get_vllm_gpu_deployment_config(
     namespace: str = "default",
     image: str = DEFAULT_VLLM_IMAGE,
     replicas: int = 1,
-    max_model_len: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    quantization: str | None = None,
-    kv_cache_dtype: str | None = None,
-    dtype: str | None = None,
-    served_model_name: str | None = None,
-    extra_args: list[str] | None = None,
+    serving: VllmServing = VllmServing(),
     hf_secret_name: str | None = "hf-secret",
     hf_secret_key: str = "hf_api_token",
     shm_size_gib: int = 2,
     model_load_time_s: int = 300,
 ) -> GkeDeploymentConfig:
     """A GKE GPU node pool command and the vLLM Deployment + Service manifests (as YAML text)."""
-    params = dict(locals())  # the arguments by name: the serving flags _vllm_args reads
     settings = get_settings()
     model_id = _resolve_model(model)
     cluster = validate_rfc1035(cluster, "cluster", 40)
@@ -548,8 +526,6 @@ def get_vllm_gpu_deployment_config(
     _check_int(replicas, "replicas", 0, 1000)
     _check_int(shm_size_gib, "shm_size_gib", 1, 256)
     probe = size_startup_probe(model_load_time_s, port=DEFAULT_PORT)
-    if served_model_name is not None:
-        _check_served_name(served_model_name)
 
     argv = [
         "gcloud",
@@ -573,7 +549,7 @@ def get_vllm_gpu_deployment_config(
     if spot:
         argv.append("--spot")
 
-    vllm_args = _vllm_args(model_id, params, port=DEFAULT_PORT, tensor_parallel_size=gpu_count)
+    vllm_args = serving.args(model_id, port=DEFAULT_PORT, tensor_parallel_size=gpu_count)
     labels = {"app": name}
     cpu = str(defaults["cpu"])
     memory = f"{defaults['memory_gib']}Gi"

@@ -4,8 +4,10 @@ save_hf_token (it can also ask for the token through elicitation)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -20,19 +22,40 @@ from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
 
+def _spread(p: inspect.Parameter) -> list[inspect.Parameter]:
+    """A parameter as the tool's arguments: a dataclass of options (``extras.VllmServing``) becomes
+    one argument per field, with the field's type and default; any other stays as it is."""
+    if not (isinstance(p.annotation, type) and dataclasses.is_dataclass(p.annotation)):
+        return [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+    hints = typing.get_type_hints(p.annotation)
+    return [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+        for f in dataclasses.fields(p.annotation)
+    ]
+
+
 def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str]) -> Callable[..., Any]:
-    """An async MCP tool around a blocking extras function (run in a thread), same parameters."""
+    """An async MCP tool around a blocking extras function (run in a thread), same parameters, those
+    of a dataclass parameter spread out (``_spread``) and gathered again for the call."""
     sig = inspect.signature(fn, eval_str=True)
     out_type = sig.return_annotation
+    grouped = {
+        p.name: p.annotation
+        for p in sig.parameters.values()
+        if isinstance(p.annotation, type) and dataclasses.is_dataclass(p.annotation)
+    }
 
     async def run(**kwargs: Any) -> Any:
+        for name, options in grouped.items():
+            fields = [f.name for f in dataclasses.fields(options)]
+            kwargs[name] = options(**{f: kwargs.pop(f) for f in fields if f in kwargs})
         res = await asyncio.to_thread(fn, **kwargs)
         return result(res, text(res))
 
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     run.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()],
+        parameters=[q for p in sig.parameters.values() for q in _spread(p)],
         return_annotation=Annotated[CallToolResult, out_type],
     )
     return tool_errors(run)
