@@ -211,7 +211,19 @@ def test_validate_only_and_allow_missing(sandbox):  # noqa: F811
     svc = gpu_service([QAT, "--max-model-len=4096"])
     svc.name = f"{parent}/services/am"
     made = services.update_service(request=run_v2.UpdateServiceRequest(service=svc, allow_missing=True))
-    assert made.result(timeout=30).latest_ready_revision
+    first = made.result(timeout=30).latest_ready_revision
+    assert first
+    # A delete that only validates answers with what would be deleted and deletes nothing.
+    svc.template.containers[0].args.append("--max-num-seqs=8")
+    ready = services.update_service(service=svc).result(timeout=30).latest_ready_revision
+    assert ready != first
+    checked = services.delete_service(request=run_v2.DeleteServiceRequest(name=svc.name, validate_only=True))
+    assert checked.result(timeout=5).name == svc.name
+    _, revisions = run_clients(sandbox)
+    request = run_v2.DeleteRevisionRequest(name=first, validate_only=True)
+    assert revisions.delete_revision(request=request).result(timeout=5).name == first
+    assert services.get_service(name=svc.name).latest_ready_revision == ready
+    assert [r.name for r in revisions.list_revisions(parent=svc.name)] == [ready, first]
 
 
 def test_bad_requests_get_google_errors(sandbox_factory):  # noqa: F811

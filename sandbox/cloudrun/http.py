@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from sandbox.clock import duration_s
-from sandbox.cloudrun.model import CloudRunBackend
+from sandbox.cloudrun.model import CloudRunBackend, DeleteOptions
 from sandbox.errors import ApiError, bad_request, not_found
 
 _SEG = r"([^/:]+)"
@@ -90,9 +90,9 @@ def _page(items: list[dict[str, Any]], q: dict[str, str], key: str) -> dict[str,
     return out
 
 
-def _delete_options(q: dict[str, str]) -> dict[str, Any]:
+def _delete_options(q: dict[str, str]) -> DeleteOptions:
     """A delete's query parameters (services.delete, revisions.delete): ``etag``, ``validateOnly``."""
-    return {"etag": q.get("etag"), "validate_only": _bool(q, "validateOnly")}
+    return DeleteOptions(etag=q.get("etag"), validate_only=_bool(q, "validateOnly"))
 
 
 async def json_body(request: Request) -> Any:
@@ -144,13 +144,13 @@ async def handle(
                 creator=creator,
             )
             return JSONResponse(op)
-        return JSONResponse(backend.delete_service(*args, **_delete_options(q)))
+        return JSONResponse(backend.delete_service(*args, options=_delete_options(q)))
     if kind == "revisions":
         return JSONResponse(_page(backend.list_revisions(*args), q, "revisions"))
     if kind == "revision":
         if method == "GET":
             return JSONResponse(backend.get_revision(*args))
-        return JSONResponse(backend.delete_revision(*args, **_delete_options(q)))
+        return JSONResponse(backend.delete_revision(*args, options=_delete_options(q)))
     if kind == "operations":
         project, location = args
         return JSONResponse(_page(backend.list_operations(project, location), q, "operations"))

@@ -157,6 +157,14 @@ class Revision:
         return self.created_s + self.outcome.duration_s
 
 
+@dataclass(frozen=True)
+class DeleteOptions:
+    """A delete's query parameters (services.delete, revisions.delete)."""
+
+    etag: str | None = None  # refuse (ABORTED) unless the resource still has this etag
+    validate_only: bool = False  # check and answer, but delete nothing
+
+
 @dataclass
 class Operation:
     name: str
@@ -867,31 +875,25 @@ class CloudRunBackend:
         return {k: merged[k] for k in self._USER_FIELDS if k in merged}
 
     def delete_service(
-        self,
-        project: str,
-        location: str,
-        service: str,
-        *,
-        etag: str | None = None,
-        validate_only: bool = False,
+        self, project: str, location: str, service: str, *, options: DeleteOptions = DeleteOptions()
     ) -> dict[str, Any]:
         self.advance()
         with self.lock:
             key = (project, location, service)
             svc = self._get_service(project, location, service)
-            _check_etag(etag, svc, f"service '{svc['name']}'")
-            name, op = self._deleted_operation(project, location, SERVICE_TYPE, self._public(svc))
-            if validate_only:
-                return op
-            del self.services[key]
-            self.revisions.pop(key, None)
-            self.operations[name] = Operation(name=name, data=op, service_key=key)
-            return copy.deepcopy(op)
+            _check_etag(options.etag, svc, f"service '{svc['name']}'")
+            op = self._deletion(key, SERVICE_TYPE, self._public(svc), options)
+            if not options.validate_only:
+                del self.services[key]
+                self.revisions.pop(key, None)
+            return op
 
-    def _deleted_operation(
-        self, project: str, location: str, type_url: str, snapshot: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """A finished long-running operation for a deletion: the resource as it was, with deleteTime."""
+    def _deletion(
+        self, key: tuple[str, str, str], type_url: str, snapshot: dict[str, Any], options: DeleteOptions
+    ) -> dict[str, Any]:
+        """The finished long-running operation of a deletion: the resource as it was, with deleteTime;
+        kept for operations.get unless the request only validates."""
+        project, location, _ = key
         snapshot["deleteTime"] = rfc3339(self._now())
         name = f"projects/{project}/locations/{location}/operations/{uuid.uuid4()}"
         op = {
@@ -900,7 +902,9 @@ class CloudRunBackend:
             "done": True,
             "response": {"@type": type_url, **snapshot},
         }
-        return name, op
+        if not options.validate_only:
+            self.operations[name] = Operation(name=name, data=op, service_key=key)
+        return copy.deepcopy(op)
 
     # ------------------------------------------------------------------------------ revisions
     def _rev_public(self, rev: Revision) -> dict[str, Any]:
@@ -958,14 +962,13 @@ class CloudRunBackend:
         service: str,
         revision: str,
         *,
-        etag: str | None = None,
-        validate_only: bool = False,
+        options: DeleteOptions = DeleteOptions(),
     ) -> dict[str, Any]:
         self.advance()
         with self.lock:
             key = (project, location, service)
             rev = self._get_revision(project, location, service, revision)
-            _check_etag(etag, rev.data, f"revision '{revision}'")
+            _check_etag(options.etag, rev.data, f"revision '{revision}'")
             if revision in dict(self.serving_revisions(key)) or any(
                 t.get("revision") == revision for t in self.services[key].get("traffic", [])
             ):
@@ -974,17 +977,16 @@ class CloudRunBackend:
                     f"Revision '{revision}' is receiving traffic and cannot be deleted. "
                     "Migrate its traffic to another revision first.",
                 )
-            name, op = self._deleted_operation(project, location, REVISION_TYPE, self._rev_public(rev))
-            if validate_only:
+            op = self._deletion(key, REVISION_TYPE, self._rev_public(rev), options)
+            if options.validate_only:
                 return op
             del self.revisions[key][revision]
-            self.operations[name] = Operation(name=name, data=op, service_key=key)
             if self.services[key].get("latestCreatedRevision", "").endswith("/" + revision):
                 remaining = sorted(self.revisions[key].values(), key=lambda r: r.created_s)
                 if remaining:
                     self.services[key]["latestCreatedRevision"] = remaining[-1].name
             self._refresh_service(key)
-            return copy.deepcopy(op)
+            return op
 
     # ------------------------------------------------------------------------------ operations
     def get_operation(self, project: str, location: str, op_id: str) -> dict[str, Any]:
