@@ -21,18 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from evals.scoring import (
-    MODEL_KEYS,
-    CaseResult,
-    confusion_matrix,
-    diagnosis_to_dict,
-    error_case,
-    pass_all_k,
-    pass_at_k,
-    per_category,
-    score_case,
-    summarize,
-)
+from evals import scoring
+from evals.scoring import MODEL_KEYS, CaseResult
 from mcp_tools.errors import UserError
 from mcp_tools.incident import Incident, load_incident_dir
 
@@ -113,11 +103,11 @@ def _diagnose_once(
     started = time.perf_counter()
     try:
         raw = diagnose(incident, model=model)
-        diagnosis = diagnosis_to_dict(raw)
+        diagnosis = scoring.diagnosis_to_dict(raw)
     except Exception as e:  # one broken case must not stop the run; the case fails and says why
         log.warning("diagnosis of %s failed: %s: %s", incident.id, e.__class__.__name__, e)
         return (
-            error_case(
+            scoring.error_case(
                 incident.id,
                 f"diagnosis failed: {e.__class__.__name__}: {e}",
                 file=str(incident.path) if incident.path else None,
@@ -126,7 +116,7 @@ def _diagnose_once(
             ),
             None,
         )
-    case = score_case(incident, diagnosis, seconds=time.perf_counter() - started, messages=messages)
+    case = scoring.score_case(incident, diagnosis, seconds=time.perf_counter() - started, messages=messages)
     return case, case.prompt_tokens
 
 
@@ -138,7 +128,7 @@ def _sandbox_once(incident: Incident, model: Any) -> tuple[CaseResult, int | Non
         case = run_sandbox_case(incident, model=model)
     except Exception as e:  # one broken case must not stop the run
         log.warning("sandbox run of %s failed: %s: %s", incident.id, e.__class__.__name__, e)
-        case = error_case(
+        case = scoring.error_case(
             incident.id,
             f"sandbox run failed: {e.__class__.__name__}: {e}",
             file=str(incident.path) if incident.path else None,
@@ -162,19 +152,23 @@ def run_cases(
     ``on_case`` is told of each scored case as it finishes (progress)."""
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
-    cases: list[CaseResult] = [error_case(p.stem, err, file=str(p)) for p, err in bad_files]
+    cases: list[CaseResult] = [scoring.error_case(p.stem, err, file=str(p)) for p, err in bad_files]
     seen: dict[str, Path | None] = {}
     for inc in incidents:
         file = str(inc.path) if inc.path else None
         if inc.id in seen:
             cases.append(
-                error_case(inc.id, f"{file}: duplicate id '{inc.id}' (also in {seen[inc.id]})", file=file)
+                scoring.error_case(
+                    inc.id, f"{file}: duplicate id '{inc.id}' (also in {seen[inc.id]})", file=file
+                )
             )
             continue
         seen[inc.id] = inc.path
         if inc.expected is None:
             cases.append(
-                error_case(inc.id, f"{file}: missing required key 'expected' (needed to score)", file=file)
+                scoring.error_case(
+                    inc.id, f"{file}: missing required key 'expected' (needed to score)", file=file
+                )
             )
             continue
         if mode == "sandbox":
@@ -223,16 +217,16 @@ def _repeat_summary(
         n = len(cases)
         out.update(
             {
-                "pass_at_1": round(sum(pass_at_k(repeat, c.passes or 0, 1) for c in scored) / n, 4)
+                "pass_at_1": round(sum(scoring.pass_at_k(repeat, c.passes or 0, 1) for c in scored) / n, 4)
                 if n
                 else 0.0,
                 f"pass_at_{repeat}": round(
-                    sum(pass_at_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
+                    sum(scoring.pass_at_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
                 )
                 if n
                 else 0.0,
                 f"pass_all_{repeat}": round(
-                    sum(pass_all_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
+                    sum(scoring.pass_all_k(repeat, c.passes or 0, repeat) for c in scored) / n, 4
                 )
                 if n
                 else 0.0,
@@ -278,7 +272,7 @@ def run_eval(
         where = ", ".join(str(d) for _, d in parts)
         raise UserError(f"{where}: no incident files (*.yaml, *.yml) found")
     directory = parts[0][1] if len(parts) == 1 else parts[0][1].parent
-    summary = summarize(cases)  # replay never touches a service; sandbox cases count their journal
+    summary = scoring.summarize(cases)  # replay never touches a service; sandbox cases count their journal
     warnings: list[str] = []
     silent = model is not None and not summary["model_valid_answers"]
     if silent:
@@ -298,9 +292,9 @@ def run_eval(
         incidents_dir=str(directory),
         cases=cases,
         summary=summary,
-        per_category=per_category(cases),
-        confusion=confusion_matrix(cases),
-        splits={k: summarize(v) for k, v in by_split.items()},
+        per_category=scoring.per_category(cases),
+        confusion=scoring.confusion_matrix(cases),
+        splits={k: scoring.summarize(v) for k, v in by_split.items()},
         seconds=round(time.perf_counter() - started, 3),
         warnings=warnings,
     )
