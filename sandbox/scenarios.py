@@ -251,15 +251,13 @@ def _stalled_engine(sb: Any, service: str, periods: int = 4, period_s: float = 1
     for i in range(periods):
         ts = now - (periods - i) * period_s
         stamp = datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M:%S")
-        sb.logs.append(
-            project=sb.project,
-            log_id=STDOUT,
+        sb.write_log(
+            service,
+            revision=revision,
             timestamp=ts,
-            severity="INFO",
             text=f"(APIServer pid=1) INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "
             "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 12 reqs, Waiting: 20 reqs, GPU KV "
             "cache usage: 41.5%, Prefix cache hit rate: 0.0%",
-            resource=run_resource(sb.project, sb.location, service, revision),
         )
 
 

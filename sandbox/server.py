@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.app import SandboxApp
 from sandbox.clock import SimClock, rfc3339
-from sandbox.cloudlogging.model import REQUESTS, LogStore, run_resource
+from sandbox.cloudlogging.model import REQUESTS, STDOUT, LogStore, run_resource
 from sandbox.cloudrun.model import CloudRunBackend, Revision
 from sandbox.faults import FaultInjector
 from sandbox.journal import Journal
@@ -179,6 +179,33 @@ class Sandbox:
 
     def service_name(self, service: str) -> str:
         return f"projects/{self.project}/locations/{self.location}/services/{service}"
+
+    def write_log(
+        self,
+        service: str,
+        *,
+        severity: str = "INFO",
+        text: str | None = None,
+        json_payload: dict[str, Any] | None = None,
+        timestamp: float | None = None,
+        revision: str | None = None,
+        log_id: str = STDOUT,
+    ) -> dict[str, Any]:
+        """A log entry written by a revision of ``service`` (its latest created one unless ``revision``
+        names another), at ``timestamp`` or now: what scenarios and tests plant for the tools to read."""
+        if revision is None:
+            with self.cloudrun.lock:
+                svc = self.cloudrun.services[(self.project, self.location, service)]
+                revision = svc["latestCreatedRevision"].rsplit("/", 1)[1]
+        return self.logs.append(
+            project=self.project,
+            log_id=log_id,
+            timestamp=self.clock.now_s() if timestamp is None else timestamp,
+            severity=severity,
+            text=text,
+            json_payload=json_payload,
+            resource=run_resource(self.project, self.location, service, revision),
+        )
 
     def settings_fields(self) -> dict[str, Any]:
         """The fields that point gemma-sre's ``Settings`` (or a loop ``Configuration``) at this sandbox."""

@@ -17,7 +17,6 @@ import yaml
 from mcp.client.stdio import stdio_client
 
 from mcp_tools.settings import get_settings
-from sandbox.cloudlogging.model import STDOUT, run_resource
 from sandbox.scenarios import scenario_specs
 from sandbox.testing import run_clients, sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.mcp_client import SessionThread, server_env, stdio_params, text_of
@@ -59,18 +58,9 @@ def _plant(sb: Any) -> str:
 
 def _plant_logs(sb: Any, name: str) -> None:
     """Every shape of the corpus as a log line of the service's latest revision, the newest lines."""
-    svc = sb.cloudrun.services[(sb.project, sb.location, name)]
-    rev = svc["latestCreatedRevision"].rsplit("/", 1)[1]
     now = sb.clock.now_s()
     for i, shape in enumerate(SHAPES):
-        sb.logs.append(
-            project=sb.project,
-            log_id=STDOUT,
-            timestamp=now - 1 + i * 0.01,
-            severity="INFO",
-            text=shape.text,
-            resource=run_resource(sb.project, sb.location, name, rev),
-        )
+        sb.write_log(name, timestamp=now - 1 + i * 0.01, text=shape.text)
 
 
 def _leaks(where: str, blob: bytes | str) -> list[str]:

@@ -197,14 +197,12 @@ def test_a_json_payload_is_found_and_printed_whatever_its_key_order(
     the order its keys came in (the writer's, the API's) changes neither what is found nor what is shown,
     a redacted payload included."""
     from mcp_tools.incident import LogLine
-    from sandbox.cloudlogging.model import STDOUT, run_resource
 
     sb = sandbox_factory(scenario="healthy")
     for k, v in sandbox_env(sb).items():
         monkeypatch.setenv(k, v)
     service = "gemma-4-12b"
     monkeypatch.setenv("GEMMA_SRE_SERVICE", service)
-    rev = sb.cloudrun.services[(sb.project, sb.location, service)]["latestCreatedRevision"].rsplit("/", 1)[1]
     secret = "hf_" + "Q7xK2mP9vL4nR8sT1wY6zB3cD5fG0hJ"
     payloads = [
         {"zid": "a", "message": "kv pool drained", "level": "warning"},  # keys against their order
@@ -214,14 +212,7 @@ def test_a_json_payload_is_found_and_printed_whatever_its_key_order(
     ]
     now = sb.clock.now_s()
     for i, payload in enumerate(payloads):
-        sb.logs.append(
-            project=sb.project,
-            log_id=STDOUT,
-            timestamp=now - 1 + i * 0.01,
-            severity="WARNING",
-            json_payload=payload,
-            resource=run_resource(sb.project, sb.location, service, rev),
-        )
+        sb.write_log(service, timestamp=now - 1 + i * 0.01, severity="WARNING", json_payload=payload)
     first = payloads[0]
     assert LogLine(json=first).record_text == LogLine(json=dict(reversed(first.items()))).record_text
 

@@ -166,19 +166,12 @@ def test_endpoint_health_metrics_and_queries_via_cloud_run_url(world: World) -> 
 
 
 def test_service_logs_are_filtered_bounded_compressed_and_redacted(world: World) -> None:
-    from sandbox.cloudlogging.model import STDERR, run_resource
+    from sandbox.cloudlogging.model import STDERR
 
     rev = ok(world.client.call("status_vllm", {"service_name": SERVICE}))["service"][
         "latest_created_revision"
     ]
-    world.sb.logs.append(
-        project=world.sb.project,
-        log_id=STDERR,
-        timestamp=world.sb.clock.now_s(),
-        severity="ERROR",
-        resource=run_resource(world.sb.project, world.sb.location, SERVICE, rev),
-        text=SECRET_LINE,
-    )
+    world.sb.write_log(SERVICE, revision=rev, log_id=STDERR, severity="ERROR", text=SECRET_LINE)
     r = ok(
         world.client.call("get_service_logs", {"service_name": SERVICE, "since": "6h", "budget_tokens": 1500})
     )
