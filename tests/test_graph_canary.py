@@ -221,9 +221,11 @@ DIES_AFTER_THE_LEDGER = (
 )
 
 
-def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str]:
-    """A canary fix approved in a process killed once the ledger recorded the apply (the fix deployed
-    with no traffic): the first cycle's result, the serving revision, the fix."""
+def killed_after_the_ledger(sandbox_factory: Any, **overrides: Any) -> tuple[Any, Any, str, str]:  # noqa: F811
+    """A canary fix (the canary-fix scenario) approved in a process killed once the ledger recorded the
+    apply (the fix deployed with no traffic): the sandbox, the first cycle's result, the serving
+    revision, the fix."""
+    sb = sandbox_factory(scenario="canary-fix")
     first = run_cycle(config_for(sb, canary_hold_s=0.0, **{**ERRORS_ONLY, **overrides}))
     assert first.status == "awaiting_approval"
     baseline = first.values["observation_summary"]["latest_ready_revision"]
@@ -244,15 +246,14 @@ def killed_after_the_ledger(sb: Any, **overrides: Any) -> tuple[Any, str, str]:
     assert made is not None
     assert made.revision == fix  # the ledger has it; the checkpoint does not
     assert [e.event for e in audit.read(get_settings().state_dir)] == ["approval"]
-    return first, baseline, fix
+    return sb, first, baseline, fix
 
 
 def test_killed_after_the_ledger_records_the_apply_resumes_as_a_canary(
     sandbox_factory: Any,  # noqa: F811
     cli_on: Callable[..., CliResult],
 ) -> None:
-    sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix = killed_after_the_ledger(sb)
+    sb, first, baseline, fix = killed_after_the_ledger(sandbox_factory)
     assert_carried_on_and_promoted(sb, approve_again(cli_on, sb, first.thread_id), first, baseline, fix)
 
 
@@ -260,8 +261,7 @@ def test_a_failed_read_on_resume_is_no_verdict_verify_reads_again(
     sandbox_factory: Any,  # noqa: F811
     cli_on: Callable[..., CliResult],
 ) -> None:
-    sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix = killed_after_the_ledger(sb)
+    sb, first, baseline, fix = killed_after_the_ledger(sandbox_factory)
     # The resumed approve's reachability probe passes; apply's read of the service is refused (403: not
     # retried); verify's own reads work: the canary is carried on and promoted, nothing rolled back.
     sb.faults.inject("run:service", "hang", count=1, seconds=0.01)
@@ -277,8 +277,7 @@ def test_a_service_never_read_on_resume_is_undetermined_not_rolled_back(
     sandbox_factory: Any,  # noqa: F811
     cli_on: Callable[..., CliResult],
 ) -> None:
-    sb = sandbox_factory(scenario="canary-fix")
-    first, baseline, fix = killed_after_the_ledger(sb, verify_deadline_s=3.0)
+    sb, first, baseline, fix = killed_after_the_ledger(sandbox_factory, verify_deadline_s=3.0)
     sb.faults.inject("run:service", "hang", count=1, seconds=0.01)  # the reachability probe passes
     refused = sb.faults.inject("run:service", "status", status=403, count=None)
     r = cli_on(sb, "approve", first.thread_id, "--approver", "carol", "--json")
