@@ -232,7 +232,7 @@ KIND_UNSUPPORTED = re.compile(
 KIND_NOT_INSTALLED = re.compile(
     r"\bnot installed\b|\bis not available\b|\bare not available\b|Could not find nvcc|\bnvcc\b[^.]*not found"
     r"|\bcuda_home\b|\bCUDA_HOME\b|\brequires? (?:the )?[\w.-]+ (?:to be installed|package)"
-    r"|\bplease install\b|\bpip install\b"
+    r"|\bplease install\b|\bpip install\b|\b(?:module|package|library) (?:was |is )?not found\b"
     # A name an optional import left as None (``try: from flashinfer import X`` / ``except ImportError:
     # X = None``), then called: the backend's library is not in the image.
     r"|'NoneType' object is not callable"
@@ -347,7 +347,9 @@ OOM = re.compile(
     # insufficient GPU memory" (profile run), "insufficient memory to allocate the weight" /
     # "... to allocate kv cache" (v0.11 layer init); the phase names the family
     r"|(?:insufficient|not enough) (?:GPU|CUDA|device) memory"
-    r"|insufficient memory to allocate (?:the )?(?:weight|kv cache)",
+    r"|insufficient memory to allocate (?:the )?(?:weight|kv cache)"
+    # "The required memory size 24.5 GB for model is higher than the total available device memory"
+    r"|(?:higher|larger|more) than the (?:total )?available (?:device|GPU) memory",
     _I,
 )
 OOM_WEIGHTS = re.compile(
@@ -439,7 +441,15 @@ CONTEXT = re.compile(
     # is too long to fit into the model (context length M)" (v0.6-v0.7), "... is longer than the maximum
     # model length of M" (V1), "Input length (N) exceeds model's maximum context length (M)" (v0.20 ..)
     r"|is too long to fit into the model|\(context length \d+\)|longer than the maximum model length of \d+"
-    r"|exceeds (?:the )?model'?s? maximum context length",
+    r"|exceeds (?:the )?model'?s? maximum context length"
+    # The comparison itself, v0.5 .. current, in the OpenAI, pooling and scoring frontends: "'max_tokens'
+    # (16384) cannot be greater than the model's maximum context length (8192)", "truncate_prompt_tokens
+    # value is greater than max_model_len", "query + document length (9210) must be less than
+    # max_model_len (8192)", "the prompt has 9210 tokens, more than max_model_len=8192", the tokenizer
+    # group's "Input too long.", the embedder's "Input of 9210 tokens exceeds max_tokens=8192 with
+    # truncate=NONE"
+    r"|(?:greater|larger|more) than (?:the )?(?:model's )?(?:maximum context length|max_model_len\b)"
+    r"|must be less than max_model_len|\bInput too long\b|tokens exceeds max_tokens=\d+",
     _I,
 )
 
@@ -470,7 +480,9 @@ CRASH = re.compile(
     r"|gloo/transport/\S+\] (?:Read|Write) error|Gloo connectFullMesh failed"
     # Ray: a worker process that died under a task ("Worker exit type: SYSTEM_ERROR")
     r"|A worker died or was killed while executing a task by an unexpected system error"
-    r"|Worker exit type: SYSTEM_ERROR",
+    r"|Worker exit type: SYSTEM_ERROR"
+    # a collective between ranks that failed (v0.26 ..: "Fault detected in EP all2all communication")
+    r"|Fault detected in [\w ]*communication",
     _I,
 )
 #: A warning of torch's C++ core (glog's "[W<MMDD> <time> <file>:<line>]" prefix): "ProcessGroupNCCL.cpp:1624]
@@ -494,9 +506,13 @@ CRASH_DIED = re.compile(
     # -15", KILLED_FROM_OUTSIDE) is the engine shutting its workers down after what failed, not a death
     # (graph/analyzers/engine_crash.py)
     r"|(?:\bVllmWorker\w*|\bRayWorkerProc\b|\bEngineCore\w*|\bWorker proc\b|\bEngine ?core proc(?:ess)?\b"
-    r"|\bWorker \S+ pid \d+|\bworker process(?:es)? (?:has|have)\b)[^\n]{0,60}?\bdied\b"
+    r"|\bWorker \S+ pid \d+|\bworker process(?:es)? (?:has|have)\b|\bRPCServer\b|\bMQLLMEngine\b"
+    r"|\bRay\w*(?:Worker|Pool|Group)\S*|ChildProcessError: worker)[^\n]{0,60}?\bdied\b"
     r"(?! with ActorDiedError)(?![^\n]*\b(?:restart|reinitializ|respawn)\w*)"
-    r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:",
+    r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:"
+    # the API server's loop that pulls the engine core's outputs, dead of an exception (v0.7 ..):
+    # "EngineCore output handler hit an error: ..."; no request gets an answer after it
+    r"|output handler hit an error",
     _I,
 )
 
@@ -522,7 +538,9 @@ CRASH_REPEATS = re.compile(
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
     r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
-    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out",
+    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out"
+    # the ranks' barrier (vllm/distributed/utils.py, v0.9 ..): "Barrier timed out after 600.0 seconds"
+    r"|\bBarrier (?:departure )?timed out\b",
     _I,
 )
 #: V0's RPC to its engine process timed out, v0.6 .. v0.10: "RPCServer didn't reply within 10000 ms",
@@ -676,7 +694,9 @@ KV_SHORT = re.compile(
     r"|To serve at least one request with the models?'s max seq len"
     # v0.14 .. current, --max-model-len auto: "Cannot auto-fit max_model_len: not enough GPU memory
     # available to serve even a single token"
-    r"|Cannot auto-fit max_model_len|not enough GPU memory available to serve",
+    r"|Cannot auto-fit max_model_len|not enough GPU memory available to serve"
+    # v0.4 .. v0.6's block manager: "Out of memory! No free blocks are available."
+    r"|No free blocks are available",
     _I,
 )
 KV_MAXLEN = re.compile(r"max seq len \((\d+)\)")
@@ -689,7 +709,10 @@ KV_CAP = re.compile(r"stored in KV cache \((\d+)\)|estimated maximum model lengt
 MODEL_NOT_FOUND = re.compile(
     r"does not appear to have a file named|Repository Not Found|RepositoryNotFoundError"
     r"|is not a local folder and is not a valid model identifier|Invalid repository ID or local directory"
-    r"|Cannot find any model weights|No model weights found|Can't load the configuration of"
+    r"|Cannot find any (?:\w+ )?model weights|No model weights found|Can't load the configuration of"
+    # V0's weight filter "File or directory '/mnt/models/.../model.safetensors.index.json' not found.",
+    # tensorizer's "... is not a valid tensorizer URI"
+    r"|File or directory '[^']*' not found|is not a valid \w+ URI"
     r"|No such file or directory: '[^']*(?:models?|\.safetensors|config\.json|gs:|/mnt/|tokenizer)[^']*'"
     r"|Revision Not Found|EntryNotFoundError|LocalEntryNotFoundError|model .* not found|No such bucket"
     # huggingface_hub: "HFValidationError: Repo id must be in the form 'repo_name' or
@@ -785,7 +808,14 @@ UNSUPPORTED = re.compile(
     r"|is not supported for quantization method|only supports (?:\w+ )?GPUs or newer"
     r"|No [\w-]+ compatible scheme was found|is not supported on (?:CPU|XPU|TPU|ROCm|this)"
     # An image older than the model: transformers or vLLM must be upgraded; a kernel the GPU cannot fit
-    r"|(?:upgrade|update) (?:your )?transformers|requires transformers|out of resource: shared memory",
+    r"|(?:upgrade|update) (?:your )?transformers|requires transformers|out of resource: shared memory"
+    # a platform plugin the image lacks (v0.14 ..: "tpu_inference not found, please install
+    # tpu_inference to run vllm on TPU")
+    r"|please install [\w.\[\]-]+ to (?:run|use)\b"
+    # a quantization the checkpoint does not carry (--quantization awq on a bf16 repo), v0.4 ..:
+    # "Cannot find the config file for awq", "Cannot find any of ['quant_method'] in the model's
+    # quantization config."
+    r"|Cannot find the config file for \w+|Cannot find any of .* in the model's quantization config",
     _I,
 )
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
