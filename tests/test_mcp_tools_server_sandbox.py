@@ -465,7 +465,9 @@ async def test_suggest_policy_plans_but_never_applies(world: World) -> None:
 
 def test_suggest_sre_remediation_on_the_live_service(world: World) -> None:
     r = ok(
-        world.client.call("suggest_sre_remediation", {"service_name": SERVICE, "since": WHOLE_LIFE}, timeout=120)
+        world.client.call(
+            "suggest_sre_remediation", {"service_name": SERVICE, "since": WHOLE_LIFE}, timeout=120
+        )
     )
     assert r["category"] == "weights_oom" and r["source"] == f"cloud-run:{SERVICE}"
     assert r["evidence"] and any("out of memory" in e["text"].lower() for e in r["evidence"])
