@@ -104,11 +104,13 @@ def served_model(
     or None when the endpoint does not answer."""
     import httpx
 
+    from mcp_tools.endpoint import tls_context
+
     h = dict(headers)
     if bearer:
         h["Authorization"] = f"Bearer {bearer}"
     try:
-        r = httpx.get(v1_url(url) + "/models", headers=h, timeout=timeout_s)
+        r = httpx.get(v1_url(url) + "/models", headers=h, timeout=timeout_s, verify=tls_context())
         r.raise_for_status()
         data = r.json().get("data") or []
         if not data:
