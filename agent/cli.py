@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _state: dict[str, Any] = {"debug": False, "error": None}
 _app: typer.Typer | None = None
+_command: Any = None  # the click command typer builds from ``_app``
 
 
 def configure_logging(debug: bool, verbose: bool) -> None:
@@ -79,6 +80,18 @@ def get_app() -> typer.Typer:
     return _app
 
 
+def get_command() -> Any:
+    """The click command of ``get_app()``, built once: typer's ``app()`` builds it again on every call
+    (15 ms of CPU; a process that runs several commands, as the tests and ``tests/cli_worker.py`` do,
+    paid it each time). Commands are registered before the first run."""
+    global _command
+    if _command is None:
+        import typer.main
+
+        _command = typer.main.get_command(get_app())
+    return _command
+
+
 def __getattr__(name: str) -> Any:  # ``from agent.cli import app``
     if name == "app":
         return get_app()
@@ -95,7 +108,8 @@ def _run(argv: list[str]) -> None:
     # Without standalone mode, click returns (not raises) the code of a ``typer.Exit``; typer turns a
     # Ctrl-C inside a command into a silent ``Exit(130)``: it is the interrupt it was, for ``main``
     # (one line on stderr and, with ``--json``, the error document).
-    rc = get_app()(args=argv, standalone_mode=False)
+    # (typer's ``app()`` adds only its pretty-traceback hook: off here, ``pretty_exceptions_enable``.)
+    rc = get_command()(args=argv, standalone_mode=False)
     if rc == 130:
         raise KeyboardInterrupt
     if isinstance(rc, int) and rc != 0:
