@@ -168,7 +168,7 @@ def _kill_mid_cycle(store: Any, victim: subprocess.Popen[bytes], prefix: str) ->
         in_a_cycle_to_kill,
         "a cycle of the replica to kill it in",
         timeout_s=ROUNDS * INTERVAL_S + 60,
-        every_s=0.01,
+        every_s=0.05,
     )
     victim.send_signal(signal.SIGKILL)
     victim.wait()
