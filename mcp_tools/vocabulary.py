@@ -507,7 +507,7 @@ CRASH_DIED = re.compile(
     # (graph/analyzers/engine_crash.py)
     r"|(?:\bVllmWorker\w*|\bRayWorkerProc\b|\bEngineCore\w*|\bWorker proc\b|\bEngine ?core proc(?:ess)?\b"
     r"|\bWorker \S+ pid \d+|\bworker process(?:es)? (?:has|have)\b|\bRPCServer\b|\bMQLLMEngine\b"
-    r"|\bRay\w*(?:Worker|Pool|Group)\S*|ChildProcessError: worker)[^\n]{0,60}?\bdied\b"
+    r"|\bRay[A-Za-z]{0,40}?(?:Worker|Pool|Group)\S{0,80}|ChildProcessError: worker)[^\n]{0,60}?\bdied\b"
     r"(?! with ActorDiedError)(?![^\n]*\b(?:restart|reinitializ|respawn)\w*)"
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:"
     # the API server's loop that pulls the engine core's outputs, dead of an exception (v0.7 ..):
