@@ -319,7 +319,8 @@ SHUTDOWN = re.compile(
 #: worker", "WorkerProc shutting down."): what the parent died of, or was stopped by, is the shutdown;
 #: this line alone says neither (the API server's traceback may come after it).
 WORKER_TEARDOWN = re.compile(
-    r"Parent process exited|terminating worker|WorkerProc shutting down|Worker\w* (?:proc\w* )?shutting down",
+    r"Parent process exited|terminating worker|WorkerProc shutting down"
+    r"|Worker\w{0,40} (?:proc\w* )?shutting down",
     re.IGNORECASE,
 )
 #: The weights loaded (what blocked loading did not happen, or did not matter).
@@ -551,7 +552,7 @@ HUNG_NO_REPLY = re.compile(r"(?:didn't|did not) reply within \d+ ?ms", _I)
 #: Waiting that only means a hang when it repeats (a slow compile can print it once or twice).
 HUNG_WAITING = re.compile(
     r"No available shared memory broadcast block found|Waiting for output from MQLLMEngine"
-    r"|shm_broadcast\.py.*acquire_read",
+    r"|shm_broadcast\.py[^\n]{0,200}acquire_read",
     _I,
 )
 HUNG_TIMEOUT = re.compile(r"^(?:[\w.]+\.)?TimeoutError\b|raise TimeoutError")
@@ -597,7 +598,7 @@ QUOTA = re.compile(
     # CpuAllocPerProjectRegion requested: 60000 allowed: 20000", "Max instances must be set to 2 or
     # fewer to set the requested total memory", Compute "QUOTA_EXCEEDED ... Quota 'SSD_TOTAL_GB'
     # exceeded", Kubernetes "0/6 nodes are available: 6 Insufficient nvidia.com/gpu"
-    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\w+PerProjectRegion requested"
+    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\b\w{1,60}PerProjectRegion requested"
     r"|Max instances must be set to \d+ or fewer to set the requested total"
     # (Kubernetes capitalises it; vLLM's "insufficient memory to allocate the weight" is a GPU OOM)
     r"|(?-i:Insufficient) (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)\b(?! to allocate)|exceeded quota"
