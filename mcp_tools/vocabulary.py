@@ -598,7 +598,8 @@ QUOTA = re.compile(
     # CpuAllocPerProjectRegion requested: 60000 allowed: 20000", "Max instances must be set to 2 or
     # fewer to set the requested total memory", Compute "QUOTA_EXCEEDED ... Quota 'SSD_TOTAL_GB'
     # exceeded", Kubernetes "0/6 nodes are available: 6 Insufficient nvidia.com/gpu"
-    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded|\b\w{1,60}PerProjectRegion requested"
+    r"|Quota violated|Quota exceeded|QUOTA_EXCEEDED|Quota '[\w]+' exceeded"
+    r"|\b\w{1,60}PerProjectRegion requested"
     r"|Max instances must be set to \d+ or fewer to set the requested total"
     # (Kubernetes capitalises it; vLLM's "insufficient memory to allocate the weight" is a GPU OOM)
     r"|(?-i:Insufficient) (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)\b(?! to allocate)|exceeded quota"
