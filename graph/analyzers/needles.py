@@ -18,15 +18,21 @@ gated: Unicode case folding (``re.IGNORECASE`` matches the Kelvin sign for ``k``
 from __future__ import annotations
 
 import re
-import re._constants as C
-import re._parser as P
 from functools import lru_cache
 from typing import Any
 
+# The parser behind ``re.compile`` (CPython 3.11+; ``sre_parse`` before). Private: where it is missing,
+# nothing is gated and every regex runs, as before the gate.
+try:
+    import re._constants as C
+    import re._parser as P
+except ImportError:  # pragma: no cover - another interpreter
+    C = P = None  # type: ignore[assignment]
+
 MIN_NEEDLE = 3  # a shorter literal gates almost nothing: run the regex instead
 
-_REPEATS = {C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT}
-_ZERO_WIDTH = {C.AT, C.ASSERT_NOT}  # consume nothing: a literal run goes on across them
+_REPEATS = {C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT} if C else set()
+_ZERO_WIDTH = {C.AT, C.ASSERT_NOT} if C else set()  # consume nothing: a literal run goes on across them
 
 
 def _best(options: list[frozenset[str]]) -> frozenset[str] | None:
@@ -82,6 +88,8 @@ def _alt(branches: Any) -> frozenset[str] | None:
 
 @lru_cache(maxsize=1024)
 def _needles(source: str, flags: int) -> tuple[str, ...] | None:
+    if P is None:
+        return None
     try:
         tree = P.parse(source, flags)
     except (re.error, TypeError, ValueError):
