@@ -22,10 +22,15 @@ from mcp_tools.server.state import ServerState
 from mcp_tools.settings import Policy
 
 
+def _is_options(p: inspect.Parameter) -> bool:
+    """A parameter that is a dataclass of options (``extras.VllmServing``)."""
+    return isinstance(p.annotation, type) and dataclasses.is_dataclass(p.annotation)
+
+
 def _spread(p: inspect.Parameter) -> list[inspect.Parameter]:
-    """A parameter as the tool's arguments: a dataclass of options (``extras.VllmServing``) becomes
-    one argument per field, with the field's type and default; any other stays as it is."""
-    if not (isinstance(p.annotation, type) and dataclasses.is_dataclass(p.annotation)):
+    """A parameter as the tool's arguments: a dataclass of options becomes one argument per field,
+    with the field's type and default; any other stays as it is."""
+    if not _is_options(p):
         return [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
     hints = typing.get_type_hints(p.annotation)
     return [
@@ -39,15 +44,15 @@ def _as_tool(fn: Callable[..., BaseModel], *, text: Callable[[Any], str]) -> Cal
     of a dataclass parameter spread out (``_spread``) and gathered again for the call."""
     sig = inspect.signature(fn, eval_str=True)
     out_type = sig.return_annotation
+    # each options parameter and its fields' names, worked out once
     grouped = {
-        p.name: p.annotation
+        p.name: (p.annotation, [f.name for f in dataclasses.fields(p.annotation)])
         for p in sig.parameters.values()
-        if isinstance(p.annotation, type) and dataclasses.is_dataclass(p.annotation)
+        if _is_options(p)
     }
 
     async def run(**kwargs: Any) -> Any:
-        for name, options in grouped.items():
-            fields = [f.name for f in dataclasses.fields(options)]
+        for name, (options, fields) in grouped.items():
             kwargs[name] = options(**{f: kwargs.pop(f) for f in fields if f in kwargs})
         res = await asyncio.to_thread(fn, **kwargs)
         return result(res, text(res))
