@@ -74,7 +74,10 @@ def official_traffic(sb: Any) -> list[tuple[str, int]]:
 
 def test_a_good_fix_goes_through_every_step_and_stays(sandbox_factory: Any) -> None:  # noqa: F811
     sb = sandbox_factory(scenario="canary-fix", zero_latency=False)
-    first = run_cycle(config_for(sb, canary_chart=True))
+    # The fix is as fast as the serving revision: on a busy machine their ~80 ms medians drift apart by
+    # tens of ms (127 against 82 in one run), noise the slow-fix test below does not depend on (its
+    # difference is the injected x2 on a 250 ms prefill).
+    first = run_cycle(config_for(sb, canary_chart=True, canary_min_delta_ms=250.0))
     assert first.values["diagnosis"]["category"] == "engine_hung"
     baseline = first.values["observation_summary"]["latest_ready_revision"]
     done = resume_cycle(first.thread_id, decision="approve", approver="alice")
