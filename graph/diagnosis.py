@@ -40,6 +40,7 @@ from mcp_tools.model_endpoint import ModelEndpoint, resolve_model_endpoint
 from mcp_tools.redact import redact, redact_args
 from mcp_tools.taxonomy import Category
 from mcp_tools.vocabulary import (
+    API_LISTENING,
     EXCEPTION,
     EXCEPTION_PREFILTER,
     FAMILY_WORDING,
@@ -407,19 +408,22 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)
     old_revs = obs.history_revisions()
-    # Cite when it came up (its first sign, and where its start completed: the last of the API
-    # server's start-up lines), the last health check it answered and the last sign of it running.
+    # Cite when it came up (its first sign, and the API server's start-up lines that say where it
+    # listens and that its start completed, else the last of them), the last health check it
+    # answered and the last sign of it running.
     first_up = next((n for n, ph in v.milestones if ph in (*UP_PHASES, Phase.SERVING)), None)
-    api_done = None
+    api_run: list[int] = []
     for n, ph in v.milestones:
         if ph is Phase.API_UP:
-            api_done = n
-        elif api_done is not None:
+            api_run.append(n)
+        elif api_run:
             break
+    api_said = [n for n in api_run if API_LISTENING.search(v.lines[n - 1].text)] or api_run[-1:]
     health = v.last(HEALTH_ANSWERED, prefilter=HEALTH_PREFILTER)
     # the best proof it serves: the first request it answered
-    served = v.first(REQUEST_SERVED, after=api_done or first_up or 0, prefilter=REQUEST_SERVED_PREFILTER)
-    cited = [v.lines[n - 1] for n in (first_up, api_done) if n is not None] + [health, served, up]
+    after = api_run[-1] if api_run else first_up or 0
+    served = v.first(REQUEST_SERVED, after=after, prefilter=REQUEST_SERVED_PREFILTER)
+    cited = [v.lines[n - 1] for n in (first_up, *api_said) if n is not None] + [health, served, up]
     evidence = [
         Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text), 300))
         for ln in sorted({x.n: x for x in cited if x is not None}.values(), key=lambda x: x.n)

@@ -126,7 +126,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.API_UP,
         re.compile(
-            r"Starting vLLM API server|Available routes are"
+            r"Starting vLLM API server|Starting vLLM server on \S|Available routes are"
             r"|Started server process|Application startup complete"
             r"|Uvicorn running on|Route: /v\d/|Application '[^']+' is ready at"
             r"|Deployed app '[^']+' successfully",
@@ -155,6 +155,14 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
 #: One pattern that finds every milestone candidate (cheap first test per line shape).
 ANY_MILESTONE = re.compile("|".join(f"(?:{p.pattern})" for _, p in MILESTONES), _I)
 
+#: The API server's start-up lines that say the most: where it listens (vLLM's "Starting vLLM API
+#: server on", current releases' "Starting vLLM server on", uvicorn's "Uvicorn running on") and that its
+#: start completed (uvicorn's "Application startup complete"); a healthy verdict cites these.
+API_LISTENING = re.compile(
+    r"Starting vLLM API server\b.* on \S|Starting vLLM server on \S|Uvicorn running on"
+    r"|Application startup complete",
+    _I,
+)
 #: Milestones that show this process's server up: what makes a start "completed". Answered traffic
 #: alone is not one (on Cloud Run another instance may be serving while this one fails).
 UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
@@ -294,7 +302,6 @@ STARTED = re.compile(
 #: An answer that is a server error (a 5xx after a crash is the failure, not service).
 SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
 
-#: A health check the server answered (a healthy server's most direct evidence).
 #: A request the server answered: a 2xx on an inference route, or an engine stats line with a request
 #: running or tokens generated (vLLM's periodic "Engine 000: Avg prompt throughput: ...").
 REQUEST_SERVED = re.compile(
@@ -302,6 +309,7 @@ REQUEST_SERVED = re.compile(
     r"|Avg generation throughput: (?!0\.0 )\d[\d.]* tokens/s|Running: [1-9]\d* reqs"
 )
 REQUEST_SERVED_PREFILTER = re.compile(r"HTTP/|generation throughput|Running: ")
+#: A health check the server answered (a healthy server's most direct evidence).
 HEALTH_ANSWERED = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)\S* HTTP/\d(?:\.\d)?\" 200\b")
 HEALTH_PREFILTER = re.compile(r"\"GET /(?:health|healthz|ready|readyz|ping)")
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK
 
 from graph.analyzers import ANALYZERS, engine_crash, engine_hung, overload, run_analyzers, unsupported_config
+from graph.analyzers.base import view
 from graph.diagnosis import choose_root_cause, diagnose
 from graph.observation import Observation
 from mcp_tools.incident import ServiceSpec
+from mcp_tools.vocabulary import Phase
 
 E = "(EngineCore_DP0 pid=212) ERROR 05-29 19:09:02 [core.py:708]"
 W = "(Worker pid=301) ERROR 05-29 19:12:40 [multiproc_executor.py:671]"
@@ -505,6 +507,26 @@ def test_quiet_logs_that_never_show_the_server_up_are_not_healthy() -> None:
     rc = choose_root_cause(run_analyzers(up), up)
     assert rc.category == "healthy"
     assert [e.line for e in rc.evidence] == [2, 3]  # it cites when the server came up
+
+
+def test_a_healthy_start_cites_where_it_listens_and_that_its_start_completed() -> None:
+    # vLLM's current wording (api_server.py: "Starting vLLM server on %s", vllm-project/vllm#38820's
+    # log) is the API server coming up, as "Starting vLLM API server on" was; uvicorn's lines follow.
+    api = "(APIServer pid=34165) INFO 05-06 21:00:52 "
+    lines = [
+        f"{api}[api_server.py:602] Starting vLLM server on http://0.0.0.0:8000",
+        f"{api}[launcher.py:37] Available routes are:",
+        f"{api}[launcher.py:46] Route: /health, Methods: GET",
+        "(APIServer pid=34165) INFO:     Started server process [34165]",
+        "(APIServer pid=34165) INFO:     Waiting for application startup.",
+        "(APIServer pid=34165) INFO:     Application startup complete.",
+    ]
+    assert dict(view(obs(lines)).milestones)[1] is Phase.API_UP
+    # a wrapper's own echo before the start is not the server listening
+    assert view(obs(["Starting vLLM Server with memory optimizations..."])).milestones == []
+    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    assert rc.category == "healthy"
+    assert [e.line for e in rc.evidence] == [1, 6]  # where it listens, and that the start completed
 
 
 def test_a_stalled_engine_is_engine_hung_before_the_engine_dies_of_it() -> None:
