@@ -80,7 +80,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         Phase.LOADING,
         re.compile(
             r"Starting to load model|Loading safetensors checkpoint shards|Loading pt checkpoint shards"
-            r"|Loading weights with|Loading model from scratch|Using (?:Flash"
+            r"|Loading weights with|Loading model from scratch|Prefetching checkpoint files|Using (?:Flash"
             r"|XFormers|FlashInfer|Triton|Torch SDPA)"
             r"\w* backend|Using \w+ attention backend",
             _I,
@@ -94,8 +94,9 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         Phase.PROFILING,
         re.compile(
             r"Memory profiling takes|Memory profiling results|torch\.compile takes|Starting profile run"
-            r"|Dynamo bytecode transform time"
-            r"|Compiling a graph for dynamic shape|Compiling model|profile_run",
+            r"|Dynamo bytecode transform time|Directly load the compiled graph"
+            r"|Compiling a graph for (?:dynamic shape|compile range)|Compiling model|profile_run"
+            r"|Initial profiling/warmup run took|(?:Profiling|Estimated) CUDA graph memory",
             _I,
         ),
     ),
@@ -126,8 +127,8 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.API_UP,
         re.compile(
-            r"Starting vLLM API server|Starting vLLM server on \S|Available routes are"
-            r"|Started server process|Application startup complete"
+            r"Starting vLLM API server|Starting vLLM server on \S|vLLM gRPC server started on"
+            r"|Available routes are|Started server process|Application startup complete"
             r"|Uvicorn running on|Route: /v\d/|Application '[^']+' is ready at"
             r"|Deployed app '[^']+' successfully",
             _I,
@@ -146,7 +147,9 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         Phase.SHUTDOWN,
         re.compile(
             r"received SIGTERM|Shutting down|shutdown signal|Waiting for application shutdown"
-            r"|Application shutdown complete|Terminating instance|Finished server process|KeyboardInterrupt",
+            r"|Application shutdown complete|Terminating instance|Finished server process|KeyboardInterrupt"
+            # v0.26 ..: each process's shutdown steps ("[shutdown] EngineCore: trigger received signal=15")
+            r"|\[shutdown\] ",
             _I,
         ),
     ),

@@ -12,6 +12,7 @@ Wording sources (public reports; numbers and model names adapted to Gemma on an 
 
 from __future__ import annotations
 
+import pytest
 from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK
 
 from graph.analyzers import ANALYZERS, engine_crash, engine_hung, overload, run_analyzers, unsupported_config
@@ -507,6 +508,41 @@ def test_quiet_logs_that_never_show_the_server_up_are_not_healthy() -> None:
     rc = choose_root_cause(run_analyzers(up), up)
     assert rc.category == "healthy"
     assert [e.line for e in rc.evidence] == [2, 3]  # it cites when the server came up
+
+
+# Milestones of current releases (v0.20 .. v0.33 wording, read from the wheels' logger calls, the
+# placeholders filled): each is the step of the life it names.
+_E = "(EngineCore pid=212) INFO 11-20 10:00:01 "
+_A = "(APIServer pid=1) INFO 11-20 10:00:09 "
+
+
+@pytest.mark.parametrize(
+    ("line", "phase"),
+    [
+        (
+            f"{_E}[weight_utils.py:1106] Prefetching checkpoint files into page cache started (in "
+            "background, num_threads=8, block_size=16777216 bytes)",
+            Phase.LOADING,
+        ),
+        (
+            f"{_E}[backends.py:417] Compiling a graph for compile range (1, 8192) takes 20.51 s",
+            Phase.PROFILING,
+        ),
+        (
+            f"{_E}[backends.py:310] Directly load the compiled graph(s) for compile range (1, 8192) from "
+            "the cache, took 2.113 s",
+            Phase.PROFILING,
+        ),
+        (f"{_E}[monitor.py:91] Initial profiling/warmup run took 3.02 s", Phase.PROFILING),
+        (f"{_E}[gpu_model_runner.py:6409] Estimated CUDA graph memory: 0.61 GiB total", Phase.PROFILING),
+        (f"{_A}[entry.py:139] Starting vLLM server on http://0.0.0.0:8000", Phase.API_UP),
+        (f"{_A}[grpc_server.py:131] vLLM gRPC server started on 0.0.0.0:50051", Phase.API_UP),
+        (f"{_E}[core.py:1525] [shutdown] EngineCore: trigger received signal=15", Phase.SHUTDOWN),
+        (f"{_A}[launcher.py:256] [shutdown] API server: shutdown triggered", Phase.SHUTDOWN),
+    ],
+)
+def test_current_releases_milestones(line: str, phase: Phase) -> None:
+    assert view(obs([line])).milestones == [(1, phase)]
 
 
 def test_a_healthy_start_cites_where_it_listens_and_that_its_start_completed() -> None:
