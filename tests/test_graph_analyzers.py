@@ -17,7 +17,7 @@ from log_samples import STARTUP_FIGURES, STARTUP_OK, WEIGHTS_OOM_TRACEBACK
 
 from graph.analyzers import ANALYZERS, engine_crash, engine_hung, overload, run_analyzers, unsupported_config
 from graph.analyzers.base import view
-from graph.diagnosis import choose_root_cause, diagnose
+from graph.diagnosis import RootCause, choose_root_cause, diagnose
 from graph.observation import Observation
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.vocabulary import Phase
@@ -129,8 +129,13 @@ def obs(lines: list[str], **kw: object) -> Observation:
     return Observation(id="t", logs=[{"severity": "DEFAULT", "text": t} for t in lines], **kw)
 
 
+def cause(o: Observation) -> RootCause:
+    """The root cause the analyzers' findings give for ``o``."""
+    return choose_root_cause(run_analyzers(o), o)
+
+
 def root(o: Observation) -> str:
-    return choose_root_cause(run_analyzers(o), o).category
+    return cause(o).category
 
 
 def test_registry_covers_the_taxonomy() -> None:
@@ -163,7 +168,7 @@ def test_kv_cache_v1_and_v0_wordings() -> None:
 
 def test_sampler_warmup_oom_is_runtime_oom() -> None:
     o = obs(SAMPLER_OOM)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "runtime_oom"
 
 
@@ -220,7 +225,7 @@ def test_host_memory_exceeded_beats_later_kill() -> None:
 
 def test_startup_timeout_while_loading() -> None:
     o = obs(PROBE_WHILE_LOADING)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "startup_timeout"  # not host_memory_exceeded from the SIGKILL after it
 
 
@@ -241,7 +246,7 @@ def test_model_not_found_and_auth() -> None:
 
 def test_gpu_quota_from_condition() -> None:
     o = Observation(id="q", logs=[], conditions=[QUOTA_CONDITION])
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "gpu_quota" and rc.evidence[0].line == 0
 
 
@@ -289,7 +294,7 @@ def test_recovered_failure_is_not_a_cause() -> None:
     # weights OOM on the old revision, then a fixed revision starts and serves: healthy
     lines = [*STARTUP_OK, *WEIGHTS_OOM_TRACEBACK, *STARTUP_OK, *STARTUP_FIGURES]
     o = obs(lines)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "healthy"
     assert any("recovered" in n for n in rc.notes)
 
@@ -322,7 +327,7 @@ def test_healthy_with_noisy_logs() -> None:
     o = obs(lines)
     assert root(o) == "healthy"
     # what proves it serves is cited: the first request it answered, not the 404 or the warning
-    cited = [e.text for e in choose_root_cause(run_analyzers(o), o).evidence]
+    cited = [e.text for e in cause(o).evidence]
     assert any('"POST /v1/chat/completions HTTP/1.1" 200 OK' in t for t in cited)
     assert not any("favicon" in t or "sampling parameters" in t for t in cited)
 
@@ -334,7 +339,7 @@ def test_unknown_when_nothing_matches() -> None:
         f"{E} KeyError: 'rope_type_unexpected'",
         "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ]
-    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    rc = cause(obs(lines))
     assert rc.category == "unknown" and rc.confidence < 0.5 and rc.evidence
 
 
@@ -505,7 +510,7 @@ def test_quiet_logs_that_never_show_the_server_up_are_not_healthy() -> None:
             "INFO:     Application startup complete.",
         ]
     )
-    rc = choose_root_cause(run_analyzers(up), up)
+    rc = cause(up)
     assert rc.category == "healthy"
     assert [e.line for e in rc.evidence] == [2, 3]  # it cites when the server came up
 
@@ -560,7 +565,7 @@ def test_a_healthy_start_cites_where_it_listens_and_that_its_start_completed() -
     assert dict(view(obs(lines)).milestones)[1] is Phase.API_UP
     # a wrapper's own echo before the start is not the server listening
     assert view(obs(["Starting vLLM Server with memory optimizations..."])).milestones == []
-    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    rc = cause(obs(lines))
     assert rc.category == "healthy"
     assert [e.line for e in rc.evidence] == [1, 6]  # where it listens, and that the start completed
 
@@ -574,7 +579,7 @@ def test_a_stalled_engine_is_engine_hung_before_the_engine_dies_of_it() -> None:
             "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
         ]
     )
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "engine_hung"
     assert 3 in {e.line for e in rc.evidence}
     waits = obs(["DEBUG 02-27 20:17:48 client.py:192] Waiting for output from MQLLMEngine."] * 5)
@@ -590,7 +595,7 @@ def test_an_unexplained_exception_is_unknown_unless_the_engine_died_of_it() -> N
         "ERROR 12-25 15:08:47 engine.py:135] IndexError('Error in model execution: tuple index out of range')"
     )
     o = obs([bug, "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already."])
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "engine_crash"  # SPEC: the engine died for another reason
     assert [e.line for e in rc.evidence][:2] == [1, 2]  # the exception first, then the death
     answer = 'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK'
@@ -599,7 +604,7 @@ def test_an_unexplained_exception_is_unknown_unless_the_engine_died_of_it() -> N
     # nothing says the failure happened while serving: the answers may be another instance's
     assert root(obs([bug, answer])) == "unknown"
     only = obs([bug])
-    rc = choose_root_cause(run_analyzers(only), only)
+    rc = cause(only)
     assert rc.category == "unknown" and [e.line for e in rc.evidence] == [1]
     alone = obs(["vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."])
     assert root(alone) == "engine_crash"
@@ -617,7 +622,7 @@ def test_gpu_memory_held_by_other_processes_is_a_cause_with_its_figures() -> Non
             "memory used by other processes."
         ]
     )
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "kv_cache_oom"
     assert rc.finding is not None and rc.finding.facts["gpu_memory_used_by_others_gib"] == 18.4
 
@@ -642,7 +647,7 @@ def test_an_oom_in_one_rank_takes_its_phase_from_that_ranks_frames() -> None:
 def test_analyzers_record_the_facts_the_remedies_need() -> None:
     def facts(lines: list[str]) -> dict[str, object]:
         o = obs(lines)
-        rc = choose_root_cause(run_analyzers(o), o)
+        rc = cause(o)
         assert rc.finding is not None
         return rc.finding.facts
 
@@ -683,13 +688,13 @@ def test_a_warning_is_advice_not_a_failure() -> None:
         "(Worker pid=36) INFO 08-18 02:57:12 [cpu_worker.py:235] Explicitly set (0.0/11.65) GiB for KV cache on node 0.",
         *KV_NO_BLOCKS[1:],  # a CPU backend: no "weights took" line
     ]
-    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    rc = cause(obs(lines))
     assert rc.category == "kv_cache_oom", rc
     # The same words in an error record still count.
     denied = [
         "ERROR 08-18 02:56:55 [hub.py:1] 401 Client Error: Unauthorized. Unauthenticated requests are refused."
     ]
-    assert choose_root_cause(run_analyzers(obs(denied)), obs(denied)).category == "auth_denied"
+    assert root(obs(denied)) == "auth_denied"
 
 
 def test_evidence_is_the_exception_record_not_the_quoted_source() -> None:
@@ -702,7 +707,7 @@ def test_evidence_is_the_exception_record_not_the_quoted_source() -> None:
         'ERROR 11-18 18:07:28 engine.py:366]     raise ValueError("No available memory for the cache blocks. "',
         "ERROR 11-18 18:07:28 engine.py:366] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     ]
-    rc = choose_root_cause(run_analyzers(obs(lines)), obs(lines))
+    rc = cause(obs(lines))
     assert rc.category == "kv_cache_oom"
     assert rc.evidence[0].line == 5, rc.evidence
 
@@ -722,7 +727,7 @@ def test_a_paste_that_begins_at_the_traceback_is_placed_by_its_stack() -> None:
         f"{TB} ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.",
     ]
     o = obs(ray)
-    assert choose_root_cause(run_analyzers(o), o).category == "unsupported_config"
+    assert root(o) == "unsupported_config"
     hub = [
         "Traceback (most recent call last):",
         '  File "/usr/local/lib/python3.10/dist-packages/urllib3/connectionpool.py", line 467, in _make_request',
@@ -737,10 +742,10 @@ def test_a_paste_that_begins_at_the_traceback_is_placed_by_its_stack() -> None:
         "OSError: We couldn't connect to 'https://huggingface.co' to load this file.",
     ]
     o = obs(hub)
-    assert choose_root_cause(run_analyzers(o), o).category == "model_not_found"
+    assert root(o) == "model_not_found"
     # The same SSL error on a stack that names no start-up step is not placed: unknown, not a guess.
     o = obs(hub[:4])
-    assert choose_root_cause(run_analyzers(o), o).category == "unknown"
+    assert root(o) == "unknown"
 
 
 def test_an_engine_that_says_it_cannot_do_it_is_unsupported_whatever_the_phase() -> None:
@@ -756,7 +761,7 @@ def test_an_engine_that_says_it_cannot_do_it_is_unsupported_whatever_the_phase()
         "CRITICAL 04-12 01:03:21 [core_client.py:359] Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
     ]
     o = obs(lines)
-    assert choose_root_cause(run_analyzers(o), o).category == "unsupported_config"
+    assert root(o) == "unsupported_config"
 
 
 def _start_failing(*tail: str) -> Observation:
@@ -787,7 +792,7 @@ def test_what_the_installation_lacks_is_unsupported_at_any_start_phase() -> None
         "ModuleNotFoundError: No module named 'cupy'",
     ):
         o = _start_failing(f"{E} {exc}")
-        rc = choose_root_cause(run_analyzers(o), o)
+        rc = cause(o)
         assert rc.category == "unsupported_config", exc
         assert exc.split(":")[0] in rc.evidence[0].text
 
@@ -840,7 +845,7 @@ def test_an_exception_whose_message_is_a_traceback_only_reports_one() -> None:
         "RuntimeError: No CUDA GPUs are available",
     ]
     o = obs(lines)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "unsupported_config"
     assert rc.evidence[0].line == 7
 
@@ -858,18 +863,13 @@ def test_a_queue_that_stood_for_a_minute_is_overload_in_a_long_quiet_log() -> No
     health. Two isolated busy periods among many idle ones stay healthy."""
     quiet = [_stats(0) for _ in range(40)]
     o = obs([*STARTUP_OK, *quiet, _stats(5), *[_stats(12) for _ in range(5)], _stats(3)])
-    assert choose_root_cause(run_analyzers(o), o).category == "overload"
+    assert root(o) == "overload"
     o = obs([*STARTUP_OK, *STARTUP_FIGURES, *quiet[:20], _stats(6), *quiet[:10], _stats(6), *quiet[:10]])
-    assert choose_root_cause(run_analyzers(o), o).category == "healthy"
+    assert root(o) == "healthy"
     # healthy is earned by a completed start: answers after a start that never completed may be
     # another instance's
     o = obs([*STARTUP_OK, *quiet[:20]])
-    assert choose_root_cause(run_analyzers(o), o).category == "unknown"
-
-
-def _root(lines: list[str]) -> str:
-    obs = Observation.model_validate({"id": "x", "logs": [{"text": t} for t in lines]})
-    return choose_root_cause(run_analyzers(obs), obs).category
+    assert root(o) == "unknown"
 
 
 def test_a_stop_from_outside_before_the_server_was_up_is_a_slow_start() -> None:
@@ -880,15 +880,15 @@ def test_a_stop_from_outside_before_the_server_was_up_is_a_slow_start() -> None:
         "INFO 05-29 19:08:52 [gpu_model_runner.py:1770] Starting to load model meta-llama/Llama-3.1-70B-Instruct...",
     ]
     state = ["    lastState:", "      terminated:", "        exitCode: 137", "        reason: Error"]
-    assert _root([*starting, *state]) == "startup_timeout"
-    assert _root([*starting, *state[:3], "        reason: OOMKilled"]) != "startup_timeout"
+    assert root(obs([*starting, *state])) == "startup_timeout"
+    assert root(obs([*starting, *state[:3], "        reason: OOMKilled"])) != "startup_timeout"
     supervisor = [
         "INFO 2024-08-21 10:01:02,123 instructlab.model.backends.vllm:120: Waiting for the vLLM server to start at http://127.0.0.1:8000/v1, this might take a moment...",
         *starting,
         "INFO 05-29 19:18:52 multiproc_worker_utils.py:123] Worker VllmWorkerProcess pid 1221546 died, exit code: -15",
     ]
-    assert _root(supervisor) == "startup_timeout"
-    assert _root(supervisor[1:]) != "startup_timeout"  # nobody was waiting for a start
+    assert root(obs(supervisor)) == "startup_timeout"
+    assert root(obs(supervisor[1:])) != "startup_timeout"  # nobody was waiting for a start
 
 
 def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> None:
@@ -903,7 +903,7 @@ def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> Non
     ]
 
     def facts(ls: list[str]) -> dict[str, object]:
-        (f,) = analyze(Observation.model_validate({"id": "x", "logs": [{"text": t} for t in ls]}))
+        (f,) = analyze(obs(ls))
         return f.facts
 
     assert facts(lines) == {
@@ -925,7 +925,7 @@ def test_an_image_a_wrapper_cannot_get_is_an_image_pull() -> None:
         "2025-11-02T08:14:11 INFO  gpustack.worker.backends.vllm: Preparing model instance qwen3-8b",
         "2025-11-02T08:14:12 ERROR gpustack.worker.serve_manager: Failed to get vLLM backend image for ascend/0.11.2: not found",
     ]
-    assert _root(lines) == "image_pull"
+    assert root(obs(lines)) == "image_pull"
 
 
 def test_v1s_engine_core_building_itself_is_the_start_and_its_step_loop_is_not() -> None:
@@ -937,14 +937,14 @@ def test_v1s_engine_core_building_itself_is_the_start_and_its_step_loop_is_not()
         f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core',
     ]
     error = f"{E} AttributeError: 'MistralTokenizer' object has no attribute 'vocab'"
-    assert _root([*head, error]) == "unsupported_config"
+    assert root(obs([*head, error])) == "unsupported_config"
     stepping = [
         f"{E} Traceback (most recent call last):",
         f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 791, in run_busy_loop',
         f'{E}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 240, in step',
         error,
     ]
-    assert _root(stepping) != "unsupported_config"
+    assert root(obs(stepping)) != "unsupported_config"
 
 
 def test_a_crash_after_saturation_is_the_cause_not_the_saturation() -> None:
@@ -975,7 +975,7 @@ def test_a_traceback_that_ends_in_a_support_check_is_unsupported() -> None:
         "AssertionError",
         "CRITICAL 02-17 20:51:49 core_client.py:158] Got fatal signal from worker processes, shutting down.",
     ]
-    rc = choose_root_cause(run_analyzers(obs(bare)), obs(bare))
+    rc = cause(obs(bare))
     assert rc.category == "unsupported_config"
     assert any("is_fa_version_supported" in e.text for e in rc.evidence)
     cut = [
@@ -1228,7 +1228,7 @@ def test_a_timeout_raised_in_the_engines_step_loop_is_a_hung_engine() -> None:
         "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already",
     ]
     o = obs(lines)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "engine_hung"
     assert any("asyncio.wait_for(" in e.text for e in rc.evidence)
     # the same timeout outside the step loop (a client's own wait) says nothing of the engine
@@ -1269,7 +1269,7 @@ def test_a_death_marker_cites_the_exception_its_traceback_ends_in() -> None:
         "(APIServer pid=1) ERROR 06-25 14:34:27 [async_llm.py:430] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
     ]
     o = obs(lines)
-    rc = choose_root_cause(run_analyzers(o), o)
+    rc = cause(o)
     assert rc.category == "engine_crash"
     assert any("status=1006" in e.text for e in rc.evidence)
 
