@@ -53,6 +53,11 @@ class ConditionInfo(BaseModel):
     severity: str = ""
     last_transition_time: str | None = None
 
+    @property
+    def failed(self) -> bool:
+        """It failed and says why: a condition worth showing as a failure."""
+        return self.state == "CONDITION_FAILED" and bool(self.message)
+
 
 class TrafficEntry(BaseModel):
     revision: str | None = None  # short name (a LATEST target names the latest ready revision)
@@ -89,6 +94,11 @@ class ServiceInfo(BaseModel):
     def ready(self) -> bool:
         tc = self.terminal_condition
         return tc is not None and tc.state == "CONDITION_SUCCEEDED"
+
+    @property
+    def all_conditions(self) -> list[ConditionInfo]:
+        """The terminal condition (when there is one), then the others."""
+        return [*([self.terminal_condition] if self.terminal_condition else []), *self.conditions]
 
     def percent_of(self, revision: str) -> int:
         """The share of traffic ``revision`` gets (0 when it has none)."""

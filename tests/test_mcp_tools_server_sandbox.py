@@ -123,8 +123,10 @@ def test_status_and_revisions(world: World) -> None:
     assert len(st["revisions"]) == 2
     text = text_of(world.client.call("status_vllm", {"service_name": SERVICE}))
     assert "NOT ready" in text and "failed to start" in text
-    revs = ok(world.client.call("list_revisions", {"service_name": SERVICE}))["revisions"]
+    listed = world.client.call("list_revisions", {"service_name": SERVICE})
+    revs = ok(listed)["revisions"]
     assert sorted(r["ready"] for r in revs) == [False, True]
+    assert "failed to start" in text_of(listed)  # the failed revision's condition, under its line
     one = ok(world.client.call("list_revisions", {"service_name": SERVICE, "limit": 1}))
     assert len(one["revisions"]) == 1 and "limit" in one["more"]
 
@@ -151,6 +153,9 @@ def test_endpoint_health_metrics_and_queries_via_cloud_run_url(world: World) -> 
     assert ok(world.client.call("get_endpoint", {"service_name": SERVICE}))["url"] == e["url"]
     s = ok(world.client.call("get_system_status", {"service_name": SERVICE}))
     assert s["healthy"] is True and s["ready"] is False and s["failing_conditions"]
+    # the terminal condition first, then the others, each "type: message"
+    assert [c.split(":")[0] for c in s["failing_conditions"]] == ["Ready", "ConfigurationsReady"]
+    assert all("failed to start" in c for c in s["failing_conditions"])
     assert s["serving_revision"] == s["latest_ready_revision"]
     h = ok(world.client.call("verify_model_health", {"service_name": SERVICE}))
     assert h["healthy"] and h["smoke_test_ok"] and h["models"]

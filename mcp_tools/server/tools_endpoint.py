@@ -130,11 +130,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:  # noqa: C901 - one bloc
             out.latest_ready_revision = info.latest_ready_revision
             out.latest_created_revision = info.latest_created_revision
             out.serving_revision = info.serving_revision
-            out.failing_conditions = [
-                f"{c.type}: {c.message}"
-                for c in [*([info.terminal_condition] if info.terminal_condition else []), *info.conditions]
-                if c.state == "CONDITION_FAILED" and c.message
-            ]
+            out.failing_conditions = [f"{c.type}: {c.message}" for c in info.all_conditions if c.failed]
             url = info.uri
         else:
             url = s.settings.vllm_base_url

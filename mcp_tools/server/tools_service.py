@@ -41,11 +41,11 @@ def _service_text(info: ServiceInfo) -> str:
         f"latest created: {info.latest_created_revision or '-'}",
         "traffic: " + (", ".join(f"{t.revision or 'LATEST'} {t.percent}%" for t in info.traffic) or "(none)"),
     ]
-    for c in [*([info.terminal_condition] if info.terminal_condition else []), *info.conditions]:
+    for c in info.all_conditions:
         if c.state != "CONDITION_SUCCEEDED" and c.message:
             lines.append(f"condition {c.type}: {c.state}: {c.message}")
     for r in info.revisions[:10]:
-        bad = [c.message for c in r.conditions if c.state == "CONDITION_FAILED" and c.message]
+        bad = [c.message for c in r.conditions if c.failed]
         lines.append(
             f"revision {r.name}: {'Ready' if r.ready else 'not ready'}"
             + (f", {r.traffic_percent}% traffic" if r.traffic_percent else "")
@@ -99,11 +99,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
         lines = [
             f"{r.name}: {'Ready' if r.ready else 'not ready'}, {r.traffic_percent}% traffic, created "
             f"{r.create_time or '?'}"
-            + "".join(
-                f"\n  {c.type}: {c.message}"
-                for c in r.conditions
-                if c.state == "CONDITION_FAILED" and c.message
-            )
+            + "".join(f"\n  {c.type}: {c.message}" for c in r.conditions if c.failed)
             for r in revs
         ]
         return result(
