@@ -95,7 +95,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         re.compile(
             r"Memory profiling takes|Memory profiling results|torch\.compile takes|Starting profile run"
             r"|Dynamo bytecode transform time|Directly load the compiled graph"
-            r"|Compiling a graph for (?:dynamic shape|compile range)|Compiling model|profile_run"
+            r"|Compiling a graph for |Compiling model|profile_run|Multimodal Encoder profiling finished"
             r"|Initial profiling/warmup run took|(?:Profiling|Estimated) CUDA graph memory",
             _I,
         ),
@@ -103,7 +103,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.KV_CACHE,
         re.compile(
-            r"# GPU blocks:|GPU KV cache size:|Available KV cache memory"
+            r"# \w+ blocks: \d|GPU KV cache size:|Available KV cache memory|Auto-fit max_model_len"
             r"|Maximum concurrency for [\d,]+ tokens"
             r"|num_gpu_blocks is",
             _I,
@@ -112,7 +112,8 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.CUDA_GRAPHS,
         re.compile(
-            r"Capturing (?:the model for )?CUDA ?graphs|Capturing cudagraphs|Graph capturing finished",
+            r"Capturing (?:the model for )?CUDA ?graphs|Capturing cudagraphs|Graph capturing finished"
+            r"|CUDA graph capture complete|Compile and warming up model for size",
             _I,
         ),
     ),
@@ -120,7 +121,7 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         Phase.ENGINE_READY,
         re.compile(
             r"init engine \(profile, create kv cache, warmup model\) took|Processed prompts:"
-            r"|Engine core ready|engine is ready",
+            r"|Engine core ready|engine is ready|Core engine process \d+ ready",
             _I,
         ),
     ),

@@ -515,8 +515,8 @@ def test_quiet_logs_that_never_show_the_server_up_are_not_healthy() -> None:
     assert [e.line for e in rc.evidence] == [2, 3]  # it cites when the server came up
 
 
-# Milestones of current releases (v0.20 .. v0.33 wording, read from the wheels' logger calls, the
-# placeholders filled): each is the step of the life it names.
+# Milestones read from the wheels' logger calls (v0.4 .. v0.33, the placeholders filled) that the
+# life model did not know: each is the step of the life it names.
 _E = "(EngineCore pid=212) INFO 11-20 10:00:01 "
 _A = "(APIServer pid=1) INFO 11-20 10:00:09 "
 
@@ -544,6 +544,26 @@ _A = "(APIServer pid=1) INFO 11-20 10:00:09 "
         (f"{_A}[grpc_server.py:131] vLLM gRPC server started on 0.0.0.0:50051", Phase.API_UP),
         (f"{_E}[core.py:1525] [shutdown] EngineCore: trigger received signal=15", Phase.SHUTDOWN),
         (f"{_A}[launcher.py:256] [shutdown] API server: shutdown triggered", Phase.SHUTDOWN),
+        # older releases' wording of the same steps (v0.6 .. v0.14)
+        (
+            "INFO 02-11 10:00:01 backends.py:350] Compiling a graph for general shape takes 21.35 s",
+            Phase.PROFILING,
+        ),
+        (
+            "INFO 05-01 14:27:02 [executor_base.py:111] # cuda blocks: 3637, # CPU blocks: 1170",
+            Phase.KV_CACHE,
+        ),
+        (
+            f"{_E}[kv_cache_utils.py:1201] Auto-fit max_model_len: reduced from 131072 to 40960 to fit in "
+            "available GPU memory (9.87 GiB available for KV cache)",
+            Phase.KV_CACHE,
+        ),
+        (f"{_E}[gpu_worker.py:379] Compile and warming up model for size 512", Phase.CUDA_GRAPHS),
+        (
+            f"{_E}[encoder_cudagraph.py:269] Encoder CUDA graph capture complete. Captured 4 budget graphs.",
+            Phase.CUDA_GRAPHS,
+        ),
+        ("INFO 04-29 10:00:41 [core_client.py:435] Core engine process 0 ready.", Phase.ENGINE_READY),
     ],
 )
 def test_current_releases_milestones(line: str, phase: Phase) -> None:
