@@ -462,7 +462,11 @@ CONTEXT = re.compile(
     # group's "Input too long.", the embedder's "Input of 9210 tokens exceeds max_tokens=8192 with
     # truncate=NONE"
     r"|(?:greater|larger|more) than (?:the )?(?:model's )?(?:maximum context length|max_model_len\b)"
-    r"|must be less than max_model_len|\bInput too long\b|tokens exceeds max_tokens=\d+",
+    r"|must be less than max_model_len|\bInput too long\b|tokens exceeds max_tokens=\d+"
+    # Gateways in front of vLLM: LiteLLM's exception for a context overflow (ContextWindowExceededError,
+    # whatever the provider said), and the OpenAI-style "The input (N tokens) is longer than the model's
+    # context length (M tokens)."
+    r"|ContextWindowExceededError|is longer than the model's context length",
     _I,
 )
 
@@ -620,6 +624,10 @@ QUOTA = re.compile(
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
     _I,
 )
+#: The Kubernetes scheduler placed the pod (its "Scheduled" event, "Successfully assigned <ns>/<pod> to
+#: <node>"): a FailedScheduling before it was the pod waiting for a node the autoscaler then added
+#: ("TriggeredScaleUp"), not a request that cannot be met.
+POD_SCHEDULED = re.compile(r"Successfully assigned \S+ to \S+")
 #: A start waiting for GPUs a Ray cluster does not have: vLLM's ray_utils (v0.4 .. current) warns "The
 #: number of required GPUs exceeds the total number of available GPUs in the placement group.", then
 #: repeats "Waiting for creating a placement group of specs for N seconds" until it gives up ("Cannot
@@ -859,12 +867,15 @@ UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 
 #: context_too_long
 FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
-FACT_SERVED_CONTEXT = re.compile(r"maximum context length is (\d+)")
+FACT_SERVED_CONTEXT = re.compile(
+    r"maximum context length is (\d+)|model's (?:maximum )?context length(?: of)? \(?(\d+)"
+)
 FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
 #: What the refused request needed: V1 "... for a total of at least 8193 tokens", V0 "However, you
 #: requested 4500 tokens (4000 in the messages, 500 in the completion)".
 FACT_REQUESTED_TOKENS = re.compile(
     r"for a total of (?:at least )?(\d+) tokens|However, you requested (\d+) tokens"
+    r"|The input \((\d+) tokens\) is longer than|Input length \((\d+)\) exceeds"
 )
 #: auth_denied: what refused
 FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)
@@ -887,6 +898,14 @@ FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
 FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported
 FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
+#: vLLM's check that a parallel size divides the model ("Total number of attention heads (32) must be
+#: divisible by tensor parallel size (3).", config.py v0.2 .. current; "... hidden layers ... pipeline
+#: parallel size"): what it counts, and the size asked for.
+FACT_PARALLEL_DIVISOR = re.compile(
+    r"\((?P<total>\d+)\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
+    r" \((?P<size>\d+)\)",
+    _I,
+)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
 FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
 FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")

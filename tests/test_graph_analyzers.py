@@ -1342,3 +1342,70 @@ def test_an_unsupported_backend_the_start_falls_back_from_is_not_its_failure() -
     up = [*STARTUP_FIGURES, "(APIServer pid=1) INFO:     Application startup complete."]
     assert root(obs([*STARTUP_OK, fa2, *up])) == "healthy"
     assert root(obs([*STARTUP_OK, fa2])) == "unsupported_config"
+
+
+# Rules the thirteenth corpus round's dev files taught (containers/ai-lab-recipes#514,
+# GoogleCloudPlatform/accelerated-platforms' GKE guide, gpustack/gpustack#5509, getkimchi/kimchi#794).
+
+
+def test_a_paste_that_begins_inside_a_traceback_still_says_where_the_start_was() -> None:
+    # The "Traceback (most recent call last):" line is not in the paste: the frames still say that
+    # the engine's configuration refused the value (create_engine_config).
+    lines = [
+        '  File "/workspace/vllm/engine/async_llm_engine.py", line 332, in from_engine_args',
+        "    engine_config = engine_args.create_engine_config()",
+        "                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/workspace/vllm/engine/arg_utils.py", line 495, in create_engine_config',
+        "    return EngineConfig(model_config=model_config,",
+        '  File "<string>", line 11, in __init__',
+        '  File "/workspace/vllm/config.py", line 1054, in __post_init__',
+        "    self.model_config.verify_with_parallel_config(self.parallel_config)",
+        '  File "/workspace/vllm/config.py", line 260, in verify_with_parallel_config',
+        "    raise ValueError(",
+        "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3).",
+    ]
+    rc = cause(obs(lines))
+    assert rc.category == "unsupported_config"
+    assert rc.finding is not None
+    assert rc.finding.facts["parallel_divisor"] == {"flag": "--tensor-parallel-size", "total": 32, "size": 3}
+
+
+def test_a_pod_the_scheduler_placed_later_was_waiting_for_a_node_not_short_of_gpus() -> None:
+    failed = (
+        "  Warning  FailedScheduling  4m15s  gke.io/optimize-utilization-scheduler  0/3 nodes are "
+        "available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector."
+    )
+    scaled = "  Normal   TriggeredScaleUp  4m13s  cluster-autoscaler  pod triggered scale-up"
+    placed = (
+        "  Normal   Scheduled  2m40s  gke.io/optimize-utilization-scheduler  Successfully assigned "
+        "ml-serve/vllm-openai-767b477b77-82l8v to gke-l4-2-c399c5c0-vvm9"
+    )
+    assert root(obs([failed, scaled])) == "gpu_quota"
+    assert root(obs([failed, scaled, placed])) != "gpu_quota"
+
+
+def test_a_start_waiting_for_ray_gpus_is_gpu_quota_without_any_milestone_before_it() -> None:
+    wait = (
+        "(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Waiting for creating a placement "
+        "group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` and "
+        "`ray list nodes` to see if you have enough resources."
+    )
+    assert root(obs([wait, "Pending Demands:", "{'GPU': 1.0} * 2 (PACK): 1+ pending placement groups"])) == (
+        "gpu_quota"
+    )
+
+
+def test_a_gateways_context_overflow_is_context_too_long() -> None:
+    rc = cause(
+        obs(
+            [
+                'Error: {"detail":"ContextWindowExceededError: Hosted_vllmException - {\\"object\\":'
+                '\\"error\\",\\"message\\":\\"The input (1492905 tokens) is longer than the',
+                ' model\'s context length (1048576 tokens).\\",\\"type\\":\\"BadRequestError\\"}"}',
+            ]
+        )
+    )
+    assert rc.category == "context_too_long"
+    assert rc.finding is not None
+    assert rc.finding.facts["served_context"] == 1048576
+    assert rc.finding.facts["requested_tokens"] == 1492905

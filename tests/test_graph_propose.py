@@ -246,3 +246,13 @@ def test_a_prequantized_checkpoint_served_as_16_bit_is_declared_in_its_format() 
     first = propose_options(d, Observation(id="x", service=spec))[0]
     assert first.steps[0].kind is K.SET_VLLM_ARGS
     assert first.steps[0].change == {"--quantization": "bitsandbytes", "--load-format": "bitsandbytes"}
+
+
+def test_a_parallel_size_that_does_not_divide_the_model_is_lowered_to_one_that_does() -> None:
+    obs = Observation(id="x", service=L4)
+    tp = {"flag": "--tensor-parallel-size", "total": 32, "size": 3}
+    opts = propose_options(_diag("unsupported_config", "no words", parallel_divisor=tp), obs)
+    assert opts[0].steps[0].change == {"--tensor-parallel-size": 2}
+    pp = {"flag": "--pipeline-parallel-size", "total": 61, "size": 4}  # a prime count: only 1 divides it
+    opts = propose_options(_diag("unsupported_config", "no words", parallel_divisor=pp), obs)
+    assert opts[0].steps[0].change == {"--pipeline-parallel-size": 1}

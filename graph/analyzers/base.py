@@ -274,7 +274,7 @@ class LogView:
         head = next(
             (i for i in range(n, max(0, n - reach), -1) if TRACEBACK_HEAD.search(self.lines[i - 1].text)),
             None,
-        )
+        ) or self._frames_start(n, reach)
         if head is None:
             return Phase.NONE
         found = Phase.NONE
@@ -306,6 +306,20 @@ class LogView:
                 ),
                 min(self.total, head + reach),
             )
+
+    def _frames_start(self, n: int, reach: int) -> int | None:
+        """A paste that begins inside a traceback (its ``Traceback (most recent call last):`` cut
+        off): the first frame of the run of frames that ends at line ``n`` (a frame's source line and
+        carets stand between two frames). None when no frame comes right before ``n``."""
+        start, gap = None, 0
+        for i in range(n - 1, max(0, n - reach), -1):
+            if FRAME.match(self.lines[i - 1].text):
+                start, gap = i, 0
+            else:
+                gap += 1
+                if gap > 4:
+                    break
+        return start
 
     def chain_end(self, n: int, reach: int = 400) -> Line | None:
         """The exception that ends the chain an exception at line ``n`` starts ("The above exception
@@ -693,8 +707,10 @@ def simple(
     specific: bool = True,
     prefilter: re.Pattern[str] | None = None,
     harmless_if_loaded: bool = False,
+    resolved_by: re.Pattern[str] | None = None,
 ) -> list[Finding]:
     """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats.
+    ``resolved_by``: a later line matching it shows the failure got past (a line that does not stand).
 
     A warning is advice, not a failure ("Warning: You are sending unauthenticated requests to the HF
     Hub", "max_model_len is greater than ... this may lead to incorrect outputs"): a family that names
@@ -708,6 +724,8 @@ def simple(
     hits = v.records_first(hits)
     if harmless_if_loaded:
         hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None and not ran_after(v, ln)]
+    if resolved_by is not None:
+        hits = [ln for ln in hits if v.first(resolved_by, after=ln.n) is None]
     conds = match_conditions(obs, pattern)
     if not hits and not conds:
         return []

@@ -9,9 +9,9 @@ resource \"NVIDIA_L4_GPUS\"", "Quota 'NVIDIA_L4_GPUS' exceeded", "GCE quota exce
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, failed_in_startup, finding, simple, view
+from graph.analyzers.base import Finding, finding, phase_of, simple, started_between, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import GPU_CAPACITY_WAIT, QUOTA
+from mcp_tools.vocabulary import GPU_CAPACITY_WAIT, POD_SCHEDULED, QUOTA, UP_PHASES, Phase
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -19,6 +19,7 @@ def analyze(obs: Observation) -> list[Finding]:
         obs,
         category="gpu_quota",
         pattern=QUOTA,
+        resolved_by=POD_SCHEDULED,
         summary="No GPU could be had (line {line}): {text}",
         confidence=0.9,
     ) or _waiting_for_gpus(obs)
@@ -29,7 +30,11 @@ def _waiting_for_gpus(obs: Observation) -> list[Finding]:
     for GPUs cannot be met here (the same family as a scheduler's "Insufficient nvidia.com/gpu")."""
     v = view(obs)
     waits = list(v.grep(GPU_CAPACITY_WAIT))
-    if not waits or not failed_in_startup(v, waits[0].n):
+    # The wait is a step of the start itself (the executor asks Ray for its GPUs before the weights
+    # load): with no milestone before it, it says where the start was.
+    if not waits or phase_of(v, waits[0].n) >= Phase.API_UP:
+        return []
+    if started_between(v, after=waits[0].n, phases=UP_PHASES) is not None:
         return []
     return [
         finding(

@@ -37,6 +37,7 @@ from mcp_tools.vocabulary import (
     FACT_MIN_ARCH,
     FACT_MIN_CAPABILITY,
     FACT_NO_BF16,
+    FACT_PARALLEL_DIVISOR,
     FACT_QUANT_TENSOR,
     FACT_QUANTIZATION,
     FACT_UNRECOGNIZED_ARGS,
@@ -181,6 +182,13 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
         method = QUANT_TENSOR_METHOD.get(q.group("suffix")) or by_name
         if method:
             facts["checkpoint_quantization"] = method
+    d = FACT_PARALLEL_DIVISOR.search(text)
+    if d:
+        facts["parallel_divisor"] = {
+            "flag": f"--{d.group('which').lower()}-parallel-size",
+            "total": int(d.group("total")),
+            "size": int(d.group("size")),
+        }
     named = implicated_flags(obs.service.args if obs.service else [], text)
     if named:
         facts["implicated_flags"] = named

@@ -29,6 +29,18 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         if method == "bitsandbytes":
             declare["--load-format"] = "bitsandbytes"
         out.append(flags_option(cap, declare, f"the checkpoint is quantized ({method}): serve it as such"))
+    divisor = fact(diag, "parallel_divisor")
+    if divisor:  # the largest smaller size that divides what the model has (1 always does)
+        size = max(k for k in range(1, max(divisor["size"], 2)) if divisor["total"] % k == 0)
+        if size != divisor["size"]:
+            out.append(
+                flags_option(
+                    cap,
+                    {divisor["flag"]: size},
+                    f"{divisor['total']} is not divisible by {divisor['flag']} {divisor['size']}: "
+                    f"{size} divides it",
+                )
+            )
     for flag in fact(diag, "implicated_flags") or []:
         if flag not in bad:
             out.append(
