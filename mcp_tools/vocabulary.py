@@ -354,8 +354,14 @@ START_MARK = re.compile(
 # --------------------------------------------------------------------------------------------------
 
 OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|out of memory occurred when warming up sampler"
+    # (not Ray's ray.exceptions.OutOfMemoryError / RayOutOfMemoryError: host RAM, below; nor a traceback's
+    # source line "raise OutOfMemoryError(", which is code, not the message)
+    r"CUDA out of memory|(?<!ray\.exceptions\.)(?<!Ray)(?<!raise )OutOfMemoryError"
+    r"|out of memory occurred when warming up sampler"
     r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory"
+    # a library handle or workspace the GPU had no memory left for: "CUDA error: CUBLAS_STATUS_ALLOC_FAILED
+    # when calling `cublasCreate(handle)`", cuDNN's CUDNN_STATUS_ALLOC_FAILED
+    r"|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
     # vLLM's own words for a device allocation that failed, v0.6 .. current: "This might be due to
     # insufficient GPU memory" (profile run), "insufficient memory to allocate the weight" /
     # "... to allocate kv cache" (v0.11 layer init); the phase names the family
@@ -483,8 +489,10 @@ CONTEXT_REJECTED = re.compile(
 
 CRASH = re.compile(
     r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-    r"|Segmentation fault|SIGSEGV|core dumped|CUDA error: (?!out of memory)\w|uncorrectable ECC error|Xid \d+"
-    r"|CUBLAS_STATUS_\w+|cudaError(?!MemoryAllocation)\w+|CUDA driver error"
+    r"|Segmentation fault|SIGSEGV|core dumped|uncorrectable ECC error|Xid \d+"
+    r"|CUDA error: (?!out of memory|CUDA driver version is insufficient|CUBLAS_STATUS_ALLOC_FAILED)\w"
+    r"|CUBLAS_STATUS_(?!ALLOC_FAILED)\w+|cudaError(?!MemoryAllocation|InsufficientDriver)\w+"
+    r"|CUDA driver error"
     r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout"
     # C++ aborts and the distributed backend: "terminate called after throwing an instance of
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
@@ -498,6 +506,12 @@ CRASH = re.compile(
     # Ray: a worker process that died under a task ("Worker exit type: SYSTEM_ERROR")
     r"|A worker died or was killed while executing a task by an unexpected system error"
     r"|Worker exit type: SYSTEM_ERROR"
+    # Ray's own words for a worker that died or never joined, 2.9 .. 2.40: WorkerCrashedError "The worker
+    # died unexpectedly while executing this task", "Failed to register worker <id> to Raylet" / "Failed
+    # to register worker to Raylet: IOError", a node the GCS "has been marked dead because the detector
+    # has missed too many heartbeats from it"
+    r"|The worker died unexpectedly while executing|Failed to register worker\b[^\n]{0,80}\bto Raylet"
+    r"|has been marked dead because the detector has missed too many heartbeats"
     # a collective between ranks that failed (v0.26 ..: "Fault detected in EP all2all communication")
     r"|Fault detected in [\w ]*communication",
     _I,
@@ -636,6 +650,11 @@ POD_SCHEDULED = re.compile(r"Successfully assigned \S+ to \S+")
 GPU_CAPACITY_WAIT = re.compile(
     r"The number of required [GT]PUs exceeds the total number of available [GT]PUs"
     r"|Waiting for creating a placement group of specs|Cannot provide a placement group"
+    # Ray itself, 2.9 .. 2.40, of a request for GPUs no node type has / no node can give now: the
+    # autoscaler's "No available node types can fulfill resource request(s) {'GPU': 1.0}", the
+    # scheduler's "The following resource request cannot be scheduled right now: {'GPU': 1.0, ...}"
+    r"|No available node types can fulfill resource requests? [^\n]*'GPU'"
+    r"|resource request cannot be scheduled right now: [^\n]*'GPU'"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -649,6 +668,9 @@ HOST_MEMORY_STRONG = re.compile(
     # pressure (OOM)", "Task was killed due to the node running low on memory",
     # ray.exceptions.OutOfMemoryError
     r"|killed due to memory pressure|running low on memory|ray\.exceptions\.OutOfMemoryError"
+    # Ray ..2.x's first memory monitor: "RayOutOfMemoryError: More than 95% of the memory on node x is
+    # used"; the kubelet's eviction "The node was low on resource: memory."
+    r"|RayOutOfMemoryError|More than \d+% of the memory on node|low on resource: memory\b"
     r"|ray-oom-prevention|Memory on the node \(IP: [^)]*\) .* was \d+\.\d+GB / \d+\.\d+GB"
     # shared memory (/dev/shm is host RAM; docker's default 64 MB): NCCL "failed to extend /dev/shm",
     # "unable to write to file </torch_...>: No space left on device"
@@ -682,7 +704,13 @@ IMAGE_PULL = re.compile(
     # A wrapper that resolves the runner image itself (GPUStack, KServe runtimes): "Failed to get vLLM
     # backend image", "could not find the image for ...", "unable to resolve image"
     r"|(?:failed to|unable to|could not|couldn't) (?:get|fetch|find|obtain|resolve|locate) (?:the |an? )?"
-    r"(?:[\w.-]+ ){0,3}image\b",
+    r"(?:[\w.-]+ ){0,3}image\b(?! '[^']*' locally)"
+    # Cloud Run's service agent that may not read the image: "Google Cloud Run Service Agent ... must
+    # have permission to read the image, us-docker.pkg.dev/..."
+    r"|must have permission to (?:read|pull|access) the image"
+    # a registry that does not answer (its v2 API): "Get \"https://registry-1.docker.io/v2/\": net/http:
+    # request canceled while waiting for connection"
+    r"|Get \"?https://[^/\s\"]+/v2/\S*\"?: (?:net/http|dial tcp|context deadline|EOF|x509)",
     _I,
 )
 
@@ -741,7 +769,11 @@ MODEL_NOT_FOUND = re.compile(
     # 'namespace/repo_name': '/models/'" (a local path that is not there), "404 Client Error: Not
     # Found for url: https://huggingface.co/..."; KServe storage-initializer "No model found in"
     r"|HFValidationError|Repo id must be in the form|Client Error: Not Found for url: https://huggingface\.co"
-    r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model",
+    r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model"
+    # transformers 4.36 .. 4.57: a revision that is not there ("v2.0 is not a valid git identifier (branch
+    # name, tag name or commit id)"), an offline hub with no copy in the cache ("couldn't find it in the
+    # cached files" / "couldn't find them in the cached files"), "Can't load tokenizer for '...'"
+    r"|is not a valid git identifier|couldn't find (?:it|them) in the cached files|Can't load tokenizer for",
     _I,
 )
 
@@ -837,7 +869,16 @@ UNSUPPORTED = re.compile(
     # a quantization the checkpoint does not carry (--quantization awq on a bf16 repo), v0.4 ..:
     # "Cannot find the config file for awq", "Cannot find any of ['quant_method'] in the model's
     # quantization config."
-    r"|Cannot find the config file for \w+|Cannot find any of .* in the model's quantization config",
+    r"|Cannot find the config file for \w+|Cannot find any of .* in the model's quantization config"
+    # transformers' auto classes refusing the architecture: "Unrecognized configuration class <...> for
+    # this kind of AutoModel"
+    r"|Unrecognized configuration class .{1,200}? for this kind of"
+    # a driver older than the image's CUDA: torch's "CUDA driver version is insufficient for CUDA runtime
+    # version", "The NVIDIA driver on your system is too old", libnvidia-container's "unsatisfied
+    # condition: cuda>=12.8, please update your driver"; a host without the NVIDIA runtime (docker's
+    # "could not select device driver \"\" with capabilities: [[gpu]]")
+    r"|CUDA driver version is insufficient|driver on your system is too old|unsatisfied condition: cuda\s*>="
+    r"|please update your (?:GPU |NVIDIA )?driver|could not select device driver",
     _I,
 )
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
@@ -857,6 +898,14 @@ SUPPORT_CHECK = re.compile(
 )
 #: A bare exception line (no message of its own).
 BARE_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$")
+#: A GPU this torch build has no kernels for, which torch only warns about (1.13 .. 2.5's
+#: torch/cuda/__init__.py: "PyTorch no longer supports this GPU because it is too old", "... with CUDA
+#: capability sm_120 is not compatible with the current PyTorch installation"): the cause when the
+#: start does not get past it.
+UNSUPPORTED_DEVICE_WARNING = re.compile(
+    r"no longer supports this GPU because it is too old"
+    r"|with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"
+)
 UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 
 

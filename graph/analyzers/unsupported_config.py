@@ -49,6 +49,7 @@ from mcp_tools.vocabulary import (
     QUANT_TENSOR_METHOD,
     SUPPORT_CHECK,
     UNSUPPORTED,
+    UNSUPPORTED_DEVICE_WARNING,
     UNSUPPORTED_GENERIC,
     UNSUPPORTED_WARNING,
     UP_PHASES,
@@ -64,6 +65,8 @@ def analyze(obs: Observation) -> list[Finding]:
         for ln in v.grep(UNSUPPORTED)
         if not UNSUPPORTED_WARNING.search(ln.text) and ln.severity != "WARNING" and not ran_after(v, ln)
     ]
+    # torch's warning that it has no kernels for this GPU, on a start that did not get past it
+    hits += [ln for ln in v.grep(UNSUPPORTED_DEVICE_WARNING) if not ran_after(v, ln) and ln not in hits]
     if not hits:
         hits = [
             ln
