@@ -651,10 +651,11 @@ GPU_CAPACITY_WAIT = re.compile(
     r"The number of required [GT]PUs exceeds the total number of available [GT]PUs"
     r"|Waiting for creating a placement group of specs|Cannot provide a placement group"
     # Ray itself, 2.9 .. 2.40, of a request for GPUs no node type has / no node can give now: the
-    # autoscaler's "No available node types can fulfill resource request(s) {'GPU': 1.0}", the
-    # scheduler's "The following resource request cannot be scheduled right now: {'GPU': 1.0, ...}"
+    # autoscaler's "No available node types can fulfill resource request(s) {'GPU': 1.0}", the raylet's
+    # "The actor or task with ID ... cannot be scheduled right now. ..." whose next line says it needs
+    # GPUs: "Required resources for this actor or task: {CPU_group_0_..: 1.0, GPU_group_0_..: 1.0}"
     r"|No available node types can fulfill resource requests? [^\n]*'GPU'"
-    r"|resource request cannot be scheduled right now: [^\n]*'GPU'"
+    r"|Required resources for this actor or task: [^\n]*\bGPU"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -710,7 +711,7 @@ IMAGE_PULL = re.compile(
     r"|must have permission to (?:read|pull|access) the image"
     # a registry that does not answer (its v2 API): "Get \"https://registry-1.docker.io/v2/\": net/http:
     # request canceled while waiting for connection"
-    r"|Get \"?https://[^/\s\"]+/v2/\S*\"?: (?:net/http|dial tcp|context deadline|EOF|x509)",
+    r"|Get \"?https://[^/\s\"]+/v\d/\S*\"?: (?:net/http|dial tcp|context deadline|EOF|tls|certificate)",
     _I,
 )
 
