@@ -368,7 +368,12 @@ OOM = re.compile(
     r"|(?:insufficient|not enough) (?:GPU|CUDA|device) memory"
     r"|insufficient memory to allocate (?:the )?(?:weight|kv cache)"
     # "The required memory size 24.5 GB for model is higher than the total available device memory"
-    r"|(?:higher|larger|more) than the (?:total )?available (?:device|GPU) memory",
+    r"|(?:higher|larger|more) than the (?:total )?available (?:device|GPU) memory"
+    # XLA on a TPU (vLLM's TPU backend, JAX): the device's HBM, as XLA words it: "RESOURCE_EXHAUSTED:
+    # Ran out of memory on HBM", "Error allocating device buffer", a compiled program that does not
+    # fit ("RuntimeProgramAllocationFailure", "Attempting to reserve 384.11M at the bottom of memory")
+    r"|Ran out of memory (?:on|in memory space) HBM|Error allocating device buffer"
+    r"|RuntimeProgramAllocationFailure|Attempting to reserve [\d.]+\w? at the (?:bottom|top) of memory",
     _I,
 )
 OOM_WEIGHTS = re.compile(

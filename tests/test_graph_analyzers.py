@@ -1409,3 +1409,48 @@ def test_a_gateways_context_overflow_is_context_too_long() -> None:
     assert rc.finding is not None
     assert rc.finding.facts["served_context"] == 1048576
     assert rc.finding.facts["requested_tokens"] == 1492905
+
+
+def test_a_tpus_hbm_running_out_is_an_out_of_memory_placed_by_its_phase() -> None:
+    # vLLM's TPU backend (tpu_inference on JAX), xbill9/gemma4-dev's v5e runs: XLA's words for the HBM
+    eng = "(EngineCore pid=187) ERROR 08-07 20:40:29 [core.py:1349] "
+    loading = [
+        "(EngineCore pid=187) INFO 08-07 20:39:58 [model_loader.py:290] Starting to load model google/gemma-4-E2B-it...",
+        f'{eng}  File "/workspace/tpu_inference/tpu_inference/models/common/model_loader.py", line 305, in _get_nnx_model',
+        f"{eng}jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required "
+        "for HLO temporaries (16.23G) exceeds available HBM (15.75G).",
+    ]
+    assert root(obs(loading)) == "weights_oom"
+    after_kv = [
+        "(EngineCore pid=187) INFO 08-07 23:26:40 [kv_cache_manager.py:88] GPU KV cache size: 348,896 tokens",
+        f"{eng}jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E0101: RuntimeProgramAllocationFailure: Error "
+        "loading program 'jit_structured_decode_fn': Attempting to reserve 384.11M at the bottom of memory.",
+    ]
+    assert root(obs(after_kv)) == "runtime_oom"
+
+
+def test_a_401_whose_chain_ends_in_repository_not_found_is_a_model_that_is_not_there() -> None:
+    # huggingface_hub answers an id that does not exist with 401 (guardkit/guardkit's run 5: a wrong
+    # repo id); a gated repo's chain ends in GatedRepoError instead, and stays auth_denied.
+    def chain(last: str) -> list[str]:
+        return [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/requests/models.py", line 1026, in raise_for_status',
+            "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+            "https://huggingface.co/Qwen/Qwen2.5-14B-Instruct-FP8/resolve/main/config.json",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py", line 452, in hf_raise_for_status',
+            last,
+        ]
+
+    assert root(
+        obs(
+            chain("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-69)")
+        )
+    ) == ("model_not_found")
+    assert root(
+        obs(chain("huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-69)"))
+    ) == ("auth_denied")

@@ -20,6 +20,7 @@ from mcp_tools.vocabulary import (
     FACT_DENIED_BUCKET,
     FACT_DENIED_HUB,
     FACT_DENIED_SECRET,
+    MODEL_NOT_FOUND,
 )
 
 
@@ -31,6 +32,9 @@ def analyze(obs: Observation) -> list[Finding]:
         exclude=AUTH_EXCLUDE,
         prefilter=AUTH_PREFILTER,
         harmless_if_loaded=True,
+        # huggingface_hub answers a repo id that does not exist with 401 too: the chain's last
+        # exception ("is not a valid model identifier", RepositoryNotFoundError) says it is not there
+        chain_ends_in=MODEL_NOT_FOUND,
         summary="Access was denied (line {line}): {text}",
         confidence=0.88,
     )

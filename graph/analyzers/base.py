@@ -593,6 +593,11 @@ def cut_at_family_check(obs: Observation, category: str, what: str) -> list[Find
     ]
 
 
+def _chain_ends_in(v: LogView, ln: Line, other: re.Pattern[str]) -> bool:
+    end = v.chain_end(ln.n)
+    return end is not None and other.search(end.text) is not None
+
+
 def failed_in_startup(v: LogView, n: int) -> bool:
     """Line ``n`` fails a start that never completed: its phase is known, before the API server was up,
     and no start completed after it. The same start fails the same way again, so a restart repeats it."""
@@ -708,9 +713,12 @@ def simple(
     prefilter: re.Pattern[str] | None = None,
     harmless_if_loaded: bool = False,
     resolved_by: re.Pattern[str] | None = None,
+    chain_ends_in: re.Pattern[str] | None = None,
 ) -> list[Finding]:
     """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats.
     ``resolved_by``: a later line matching it shows the failure got past (a line that does not stand).
+    ``chain_ends_in``: a hit whose exception chain ends in an exception matching it is that
+    exception's failure: the chain's last exception says what the first one meant.
 
     A warning is advice, not a failure ("Warning: You are sending unauthenticated requests to the HF
     Hub", "max_model_len is greater than ... this may lead to incorrect outputs"): a family that names
@@ -726,6 +734,8 @@ def simple(
         hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None and not ran_after(v, ln)]
     if resolved_by is not None:
         hits = [ln for ln in hits if v.first(resolved_by, after=ln.n) is None]
+    if chain_ends_in is not None:
+        hits = [ln for ln in hits if not _chain_ends_in(v, ln, chain_ends_in)]
     conds = match_conditions(obs, pattern)
     if not hits and not conds:
         return []
