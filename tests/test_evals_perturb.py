@@ -4,7 +4,7 @@ Real logs reach us hard-wrapped, coloured, quoted, with several processes' tags,
 no or wrong severities, glued progress bars and thousands of ordinary lines around the cause. Each
 transformation keeps what happened, so the category and the cited line must stay: a floor on the
 dev split of the real corpus (the blind split is never tuned against) under the two composites that
-apply every shape at once.
+apply every shape at once, and under the excerpt a paste makes when it leaves out traceback banners.
 """
 
 from __future__ import annotations
@@ -45,6 +45,22 @@ def test_every_transformation_keeps_the_words_and_says_where_each_line_came_from
             assert "".join(ln.message for ln, o in zip(new, origin, strict=True) if o == i) == src.message
 
 
+def test_an_excerpt_leaves_out_only_the_traceback_banners() -> None:
+    banner = [
+        LogLine(text="Traceback (most recent call last):"),
+        LogLine(
+            text="(EngineCore_DP0 pid=7) ERROR 05-01 10:00:09 [core.py:708] "
+            "Traceback (most recent call last):"
+        ),
+        LogLine(text='  File "/usr/lib/python3/vllm/config.py", line 260, in verify_with_parallel_config'),
+        # a banner inside a record is the record's, and stays
+        LogLine(text="Exception in worker VllmWorkerProcess: boom, Traceback (most recent call last):"),
+    ]
+    new, origin = perturb.EXCERPTS["no-traceback-banner"]([*LINES, *banner], random.Random(1))
+    assert origin == [0, 1, 2, 5, 6]
+    assert [ln.message for ln in new] == [ln.message for ln in [*LINES, banner[2], banner[3]]]
+
+
 def test_the_same_run_gives_the_same_lines() -> None:
     inc = perturb.load("dev")[0]
     a, _ = perturb.perturbed(inc, "busy-stream")
@@ -54,7 +70,7 @@ def test_the_same_run_gives_the_same_lines() -> None:
 
 @pytest.mark.slow
 def test_the_dev_diagnoses_hold_under_every_shape_at_once() -> None:
-    rows = perturb.stability(perturb.load("dev"), perturb.COMPOSITES)
+    rows = perturb.stability(perturb.load("dev"), (*perturb.COMPOSITES, *perturb.EXCERPTS))
     for row in rows:
         f = row.figures()
         assert f["category_kept"] >= 0.97, (f, row.changed)

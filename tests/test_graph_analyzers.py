@@ -1370,6 +1370,27 @@ def test_a_paste_that_begins_inside_a_traceback_still_says_where_the_start_was()
     assert rc.finding.facts["parallel_divisor"] == {"flag": "--tensor-parallel-size", "total": 32, "size": 3}
 
 
+def test_a_chain_whose_banners_were_cut_is_still_followed_to_the_step_it_failed_in() -> None:
+    # vllm-project/vllm#11249's chain without its two "Traceback (most recent call last):" lines: only
+    # the second traceback's frames say the engine was profiling (after the weights loaded).
+    w = "(VllmWorkerProcess pid=1417) ERROR 12-17 03:22:04 multiproc_worker_utils.py:229] "
+    lines = [
+        f'{w}  File "/vllm-workspace/vllm/model_executor/layers/quantization/awq.py", line 174, in apply',
+        f"{w}    out = ops.awq_dequantize(qweight, scales, qzeros, 0, 0, 0)",
+        f'{w}  File "/opt/conda/lib/python3.9/site-packages/torch/_ops.py", line 1232, in __getattr__',
+        f"{w}    raise AttributeError(",
+        f"{w}AttributeError: '_OpNamespace' '_C' object has no attribute 'awq_dequantize'",
+        f"{w}",
+        f"{w}The above exception was the direct cause of the following exception:",
+        f"{w}",
+        f'{w}  File "/vllm-workspace/vllm/worker/worker.py", line 195, in determine_num_available_blocks',
+        f"{w}    self.model_runner.profile_run()",
+        f"{w}RuntimeError: Error in model execution: '_OpNamespace' '_C' object has no attribute 'awq_dequantize'",
+    ]
+    assert view(obs(lines)).phase_of_stack(5) is Phase.PROFILING
+    assert root(obs(lines)) == "unsupported_config"
+
+
 def test_a_pod_the_scheduler_placed_later_was_waiting_for_a_node_not_short_of_gpus() -> None:
     failed = (
         "  Warning  FailedScheduling  4m15s  gke.io/optimize-utilization-scheduler  0/3 nodes are "

@@ -267,6 +267,25 @@ TRANSFORMS: dict[str, Transform] = {
 COMPOSITES = ("pasted-thread", "busy-stream")
 
 
+#: A traceback's banner alone on its line (after any logger or process prefix), as a paste leaves it out.
+_BANNER = re.compile(
+    r"^(?:.*\] |\(\S+ pid=\d+[^)]*\) |\[rank\d+\]: ?)?\s*Traceback \(most recent call last\):\s*$"
+)
+
+
+def _without_banners(lines: Sequence[LogLine], rng: random.Random) -> Perturbed:
+    """A paste that leaves out each traceback's ``Traceback (most recent call last):`` line (it starts
+    at the frames, or quotes only them): the banner carries no fact of what failed."""
+    keep: list[int | None] = [
+        i for i, ln in enumerate(lines) if not (ln.message and _BANNER.match(ln.message))
+    ]
+    return [lines[i] for i in keep if i is not None], keep
+
+
+#: Excerpts: what a paste leaves out without changing what happened (unlike ``TRANSFORMS``, lines go).
+EXCERPTS: dict[str, Transform] = {"no-traceback-banner": _without_banners}
+
+
 # --------------------------------------------------------------------------------------------------
 # Stability: the diagnosis under each transformation versus the incident as it is
 # --------------------------------------------------------------------------------------------------
@@ -327,12 +346,12 @@ def _outcome(incident: Incident, origin: Sequence[int | None] | None = None) -> 
 
 def perturbed(incident: Incident, name: str) -> tuple[Incident, list[int | None]]:
     """``incident`` under the named transformation, and the origin of each of its lines."""
-    lines, origin = TRANSFORMS[name](incident.logs, _rng(name, incident.id))
+    lines, origin = (TRANSFORMS | EXCERPTS)[name](incident.logs, _rng(name, incident.id))
     return incident.model_copy(update={"logs": lines}), origin
 
 
 def stability(incidents: Iterable[Incident], names: Sequence[str] | None = None) -> list[Row]:
-    names = list(names or TRANSFORMS)
+    names = list(names or TRANSFORMS | EXCERPTS)
     rows = {n: Row(n) for n in names}
     for inc in incidents:
         base = _outcome(inc)
@@ -390,11 +409,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--changed", action="store_true", help="list the cases whose diagnosis changed")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    names = [n for n in a.only.split(",") if n] or list(TRANSFORMS)
-    unknown = [n for n in names if n not in TRANSFORMS]
+    known = TRANSFORMS | EXCERPTS
+    names = [n for n in a.only.split(",") if n] or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
         print(
-            f"perturb: unknown transformation(s) {', '.join(unknown)}; one of {', '.join(TRANSFORMS)}",
+            f"perturb: unknown transformation(s) {', '.join(unknown)}; one of {', '.join(known)}",
             file=sys.stderr,
         )
         return 2

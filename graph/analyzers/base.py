@@ -292,8 +292,12 @@ class LogView:
             )
             if nxt is None:
                 return found
-            head = next(
-                (i for i in self._records_after(nxt, 3) if TRACEBACK_HEAD.search(self.lines[i - 1].text)),
+            head = next(  # the next traceback's banner, or its first frame where the paste cut the banner
+                (
+                    i
+                    for i in self._records_after(nxt, 3)
+                    if TRACEBACK_HEAD.search(self.lines[i - 1].text) or FRAME.match(self.lines[i - 1].text)
+                ),
                 None,
             )
             if head is None:

@@ -53,8 +53,8 @@ def _introduced_until(v: LogView, n: int) -> int | None:
     fatal error." then "Traceback ..."): what it died of is printed after it, up to the next start
     (None: the marker introduces no traceback)."""
     following = next((ln for ln in v.lines[n:] if not ln.head and ln.proc == v.lines[n - 1].proc), None)
-    if following is None or not TRACEBACK_HEAD.search(following.text):
-        return None
+    if following is None or not (TRACEBACK_HEAD.search(following.text) or FRAME.match(following.text)):
+        return None  # (a paste that cut the traceback's banner starts at its first frame)
     restart = v.first(START_MARK, after=n)
     return min(n + 200, restart.n if restart else v.total + 1)
 
