@@ -11,23 +11,30 @@ import operator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 from typing_extensions import TypedDict
 
 from mcp_tools.remediation import RemediationPlan
+
+
+class _Model(BaseModel):
+    """Built on first use: ``gemma-sre mcp`` imports this module for the one model its tools list
+    (``ApprovalRequest``, built then), and a start should not build the rest, which only the loop uses."""
+
+    model_config = ConfigDict(defer_build=True)
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class TimelineEvent(BaseModel):
+class TimelineEvent(_Model):
     at: str = Field(default_factory=now_iso)
     node: str
     message: str
 
 
-class ObservationSummary(BaseModel):
+class ObservationSummary(_Model):
     """What observe saw, in a few fields, and what it could not read (a degraded observation)."""
 
     service: str
@@ -54,7 +61,7 @@ class ObservationSummary(BaseModel):
         return bool(self.unread)
 
 
-class PreflightResult(BaseModel):
+class PreflightResult(_Model):
     ok: bool
     notes: list[str] = Field(default_factory=list)
     diff: str = ""
@@ -63,7 +70,7 @@ class PreflightResult(BaseModel):
     option: int | None = None  # the plan's 1-based rank among the options (None: not one of them)
 
 
-class OptionView(BaseModel):
+class OptionView(_Model):
     """One ranked option as a person is shown it: its rank, steps in words, and preflight's verdict."""
 
     rank: int  # 1-based, as ``approve --option N`` takes it
@@ -118,7 +125,7 @@ Decision = Literal["approve", "reject"]
 APPROVAL_QUESTION = "Apply this plan? Resume with {'decision': 'approve'|'reject', 'approver': NAME}."
 
 
-class ApprovalRequest(BaseModel):
+class ApprovalRequest(_Model):
     """What a person is asked to decide (the approve node's ``interrupt()`` payload): the plan, its
     revision diff and the planner's prediction. A decision echoes ``plan_key``: it is bound to this plan."""
 
@@ -159,7 +166,7 @@ class ApprovalRequest(BaseModel):
         return [s.predicted for s in self.plan.steps if s.predicted]
 
 
-class Approval(BaseModel):
+class Approval(_Model):
     decision: Decision
     approver: str  # the authenticated identity (OS user, MCP token principal, policy:auto)
     at: str = Field(default_factory=now_iso)
@@ -173,7 +180,7 @@ class Approval(BaseModel):
     offered_option: int | None = None  # then: the option that was offered (the first that passed)
 
 
-class Latency(BaseModel):
+class Latency(_Model):
     """One short benchmark's figures (milliseconds), as the canary judges a URL by them."""
 
     url: str  # "service" (what users reach) or "canary" (the fix's tag URL)
@@ -192,7 +199,7 @@ class Latency(BaseModel):
         return self.errors / self.requests if self.requests else 0.0
 
 
-class CanaryStep(BaseModel):
+class CanaryStep(_Model):
     """One traffic step: the share the fix had, and what was measured while it had it."""
 
     percent: int
@@ -203,7 +210,7 @@ class CanaryStep(BaseModel):
     at: str = Field(default_factory=now_iso)
 
 
-class Canary(BaseModel):
+class Canary(_Model):
     """A fix deployed with no traffic, checked on its tag's URL, then given traffic in steps."""
 
     revision: str
@@ -222,7 +229,7 @@ class Canary(BaseModel):
     chart: str | None = None  # the PNG of these figures, when one was asked for
 
 
-class ApplyResult(BaseModel):
+class ApplyResult(_Model):
     key: str
     revision: str | None = None
     already_applied: bool = False  # the service already carried this plan's key: nothing was sent
@@ -236,7 +243,7 @@ class ApplyResult(BaseModel):
     baseline: Latency | None = None
 
 
-class Verification(BaseModel):
+class Verification(_Model):
     ok: bool
     revision: str | None = None
     ready: bool | None = None
@@ -251,7 +258,7 @@ class Verification(BaseModel):
     undetermined: bool = False
 
 
-class RollbackResult(BaseModel):
+class RollbackResult(_Model):
     attempted: bool
     ok: bool = False
     to_revision: str | None = None
@@ -273,12 +280,12 @@ OutcomeStatus = Literal[
 ]
 
 
-class Outcome(BaseModel):
+class Outcome(_Model):
     status: OutcomeStatus
     summary: str
 
 
-class RunMeta(BaseModel):
+class RunMeta(_Model):
     """The serializable configuration of a thread, kept in the state so another process can resume it."""
 
     thread_id: str

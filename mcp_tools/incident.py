@@ -54,7 +54,9 @@ _SEVERITY = {s: s for s in SEVERITIES}
 
 
 class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Built on first use: the tool server lists ServiceSpec (built with the models that hold it) and
+    # never needs the incident models at start.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class LogLine(_Lenient):
