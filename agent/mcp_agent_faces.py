@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from graph.state import ApprovalRequest
 from mcp_tools.errors import UserError
-from mcp_tools.server import READ_ONLY, ServerState, SharedResult, result, tool
+from mcp_tools.server import READ_ONLY, ResultModel, ServerState, SharedResult, result, tool
 from mcp_tools.settings import Policy
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class DiagnosisView(BaseModel):
     model_used: str | None = None
 
 
-class InvestigateOut(BaseModel):
+class InvestigateOut(ResultModel):
     thread_id: str
     service: str
     status: str  # awaiting_approval, diagnosed, suggested, healthy, no_action, ...
@@ -93,7 +93,7 @@ class OutcomeOut(SharedResult):
     report_json: str | None = None
 
 
-class ReportOut(BaseModel):
+class ReportOut(ResultModel):
     thread_id: str
     status: str
     summary: str = ""

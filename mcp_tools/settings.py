@@ -115,8 +115,6 @@ class Profile(BaseModel):
 
 def load_profile() -> Profile | None:
     """The selected profile of the config file (None: no file, or a file and no profile chosen)."""
-    import tomllib
-
     wanted = _selected_profile or os.environ.get("GEMMA_SRE_PROFILE") or None
     path = next((p for p in config_candidates() if p.is_file()), None)
     if path is None:
@@ -126,6 +124,8 @@ def load_profile() -> Profile | None:
             where = " or ".join(str(p) for p in config_candidates())
             raise UserError(f"profile {wanted!r}: there is no config file ({where})")
         return None
+    import tomllib  # only when there is a file: a start without one does not load the parser
+
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:

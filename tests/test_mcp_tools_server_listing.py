@@ -50,3 +50,43 @@ def test_a_shared_schema_is_a_copy_each_time() -> None:
     assert MutationPlan.model_json_schema() == _inline_root_ref(
         BaseModel.model_json_schema.__func__(MutationPlan)  # type: ignore[attr-defined]
     )
+
+
+def test_a_result_models_schema_is_pydantics_own_for_every_kind_of_default() -> None:
+    """``ResultModel`` writes plain defaults itself (``core.plain_defaults``); every other default, and
+    every plain one, comes out as pydantic writes it."""
+    from enum import IntEnum, StrEnum
+
+    from pydantic import Field
+
+    from mcp_tools.server import ResultModel
+
+    class Colour(StrEnum):
+        RED = "red"
+
+    class Level(IntEnum):
+        LOW = 1
+
+    class Inner(BaseModel):
+        at: float = float("-inf")
+
+    class Odd(ResultModel):
+        nothing: str | None = None
+        yes: bool = True
+        count: int = 3
+        name: str = "x"
+        ratio: float = 0.5
+        big: float = float("inf")  # not finite: pydantic's to write
+        colour: Colour = Colour.RED
+        level: Level = Level.LOW
+        items: list[int] = Field(default_factory=lambda: [1, 2])
+        fixed: tuple[int, ...] = (1, 2)
+        inner: Inner = Inner()
+
+    for mode in ("validation", "serialization"):
+        ours = Odd.model_json_schema(schema_generator=StrictJsonSchema, mode=mode)  # type: ignore[arg-type]
+        own = BaseModel.model_json_schema.__func__(Odd, schema_generator=StrictJsonSchema, mode=mode)  # type: ignore[attr-defined]
+        assert ours == own, mode
+    defaults = {k: v.get("default") for k, v in ours["properties"].items()}
+    # written as JSON values: not the enums, not the tuple
+    assert [type(defaults[k]) for k in ("colour", "level", "fixed")] == [str, int, list]

@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcp_tools.capacity.plan import CapacityPlan
 from mcp_tools.errors import UserError
-from mcp_tools.server.core import READ_ONLY, check_range, result, tool
+from mcp_tools.server.core import READ_ONLY, ResultModel, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 
-class BenchRunResult(BaseModel):
+class BenchRunResult(ResultModel):
     url: str
     model: str
     run_dir: str | None = None

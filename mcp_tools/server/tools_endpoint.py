@@ -7,18 +7,18 @@ from typing import TYPE_CHECKING, Annotated, Self
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.metrics import VllmMetrics
-from mcp_tools.server.core import READ_ONLY, SharedResult, check_range, result, tool
+from mcp_tools.server.core import READ_ONLY, ResultModel, SharedResult, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 if TYPE_CHECKING:
     from mcp_tools.endpoint import ChatResult
 
 
-class HealthResult(BaseModel):
+class HealthResult(ResultModel):
     url: str
     healthy: bool
     models: list[str] = Field(default_factory=list)
@@ -28,7 +28,7 @@ class HealthResult(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
-class SystemStatus(BaseModel):
+class SystemStatus(ResultModel):
     service: str | None = None
     url: str | None = None
     ready: bool | None = None
@@ -42,7 +42,7 @@ class SystemStatus(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
-class ModelDetails(BaseModel):
+class ModelDetails(ResultModel):
     url: str
     served_models: list[str]
     model_arg: str | None = None

@@ -8,14 +8,14 @@ from typing import Annotated, Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcp_tools.errors import ExternalError, UserError
-from mcp_tools.server.core import READ_ONLY, check_range, result, tool
+from mcp_tools.server.core import READ_ONLY, ResultModel, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 
-class LogsResult(BaseModel):
+class LogsResult(ResultModel):
     service: str
     since: str
     until: str | None = None
@@ -29,7 +29,7 @@ class LogsResult(BaseModel):
     more: str | None = None
 
 
-class LogAnalysis(BaseModel):
+class LogAnalysis(ResultModel):
     service: str
     analysis: str | None
     model_used: str | None = None

@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from mcp_tools.server.core import READ_ONLY, check_range, result, tool
+from mcp_tools.server.core import READ_ONLY, ResultModel, check_range, result, tool
 from mcp_tools.server.state import ServerState
 
 MAX_WINDOW_MIN = 24 * 60
 
 
-class MetricsSeriesResult(BaseModel):
+class MetricsSeriesResult(ResultModel):
     service: str
     start: str
     end: str

@@ -7,20 +7,19 @@ from typing import Annotated
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
-from pydantic import BaseModel
 
 from mcp_tools.cloudrun import RevisionInfo, ServiceInfo
 from mcp_tools.incident import ServiceSpec
-from mcp_tools.server.core import READ_ONLY, check_range, result, tool
+from mcp_tools.server.core import READ_ONLY, ResultModel, check_range, result, tool
 from mcp_tools.server.state import EndpointResult, ServerState
 
 
-class StatusResult(BaseModel):
+class StatusResult(ResultModel):
     service: ServiceInfo
     truncated_revisions: int = 0
 
 
-class RevisionsResult(BaseModel):
+class RevisionsResult(ResultModel):
     service: str
     revisions: list[RevisionInfo]
     more: str | None = None
