@@ -16,12 +16,15 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
 from mcp_tools.errors import UserError, short_error
 from mcp_tools.google_api import ApiReader, build_client, call
-from mcp_tools.incident import ServiceSpec, StartupProbe
 from mcp_tools.names import validate_bucket, validate_revision_name, validate_service_name
+from mcp_tools.service_models import ConditionInfo as ConditionInfo
+from mcp_tools.service_models import MutationResult as MutationResult
+from mcp_tools.service_models import RevisionInfo as RevisionInfo
+from mcp_tools.service_models import ServiceInfo as ServiceInfo
+from mcp_tools.service_models import ServiceSpec, StartupProbe
+from mcp_tools.service_models import TrafficEntry as TrafficEntry
 
 if TYPE_CHECKING:  # the client libraries are heavy: import them where they are used
     from google.cloud import run_v2
@@ -40,93 +43,6 @@ _APPROVAL_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 def _short(resource: str) -> str:
     return resource.rsplit("/", 1)[-1] if resource else resource
-
-
-# --- result models ---------------------------------------------------------------------------------
-
-
-class ConditionInfo(BaseModel):
-    type: str
-    state: str
-    message: str = ""
-    reason: str = ""
-    severity: str = ""
-    last_transition_time: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        """It failed and says why: a condition worth showing as a failure."""
-        return self.state == "CONDITION_FAILED" and bool(self.message)
-
-
-class TrafficEntry(BaseModel):
-    revision: str | None = None  # short name (a LATEST target names the latest ready revision)
-    percent: int = 0
-    latest: bool = False
-    tag: str | None = None
-    uri: str | None = None  # a tagged target's own URL (``https://TAG---SERVICE-HASH.a.run.app``)
-
-
-class RevisionInfo(BaseModel):
-    name: str  # short name
-    full_name: str
-    create_time: str | None = None
-    ready: bool = False
-    conditions: list[ConditionInfo] = Field(default_factory=list)
-    spec: ServiceSpec
-    traffic_percent: int = 0
-
-
-class ServiceInfo(BaseModel):
-    name: str  # short name
-    full_name: str
-    spec: ServiceSpec
-    uri: str | None = None
-    latest_ready_revision: str | None = None
-    latest_created_revision: str | None = None
-    traffic: list[TrafficEntry] = Field(default_factory=list)
-    conditions: list[ConditionInfo] = Field(default_factory=list)
-    terminal_condition: ConditionInfo | None = None
-    etag: str | None = None
-    revisions: list[RevisionInfo] = Field(default_factory=list)
-
-    @property
-    def ready(self) -> bool:
-        tc = self.terminal_condition
-        return tc is not None and tc.state == "CONDITION_SUCCEEDED"
-
-    @property
-    def all_conditions(self) -> list[ConditionInfo]:
-        """The terminal condition (when there is one), then the others."""
-        return [*([self.terminal_condition] if self.terminal_condition else []), *self.conditions]
-
-    def percent_of(self, revision: str) -> int:
-        """The share of traffic ``revision`` gets (0 when it has none)."""
-        return sum(t.percent for t in self.traffic if t.revision == revision)
-
-    def tag_uri(self, tag: str) -> str | None:
-        """The URL of a traffic tag (None when the service has no such tag)."""
-        return next((t.uri for t in self.traffic if t.tag == tag), None)
-
-    @property
-    def serving_revision(self) -> str | None:
-        """The revision that gets the largest traffic share (the latest ready one for a LATEST target)."""
-        best: TrafficEntry | None = None
-        for t in self.traffic:
-            if best is None or t.percent > best.percent:
-                best = t
-        if best is None:
-            return self.latest_ready_revision
-        return best.revision if best.revision else self.latest_ready_revision
-
-
-class MutationResult(BaseModel):
-    service: str
-    operation: str  # "update" | "rollback" | "create" | "delete"
-    revision: str | None = None  # the revision the change produced (or routes to)
-    ready: bool = False
-    message: str = ""
-    approval_id: str
 
 
 # --- conversion ------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcp_tools.errors import UserError
 from mcp_tools.remediation import RemediationKind
+from mcp_tools.service_models import ServiceSpec as ServiceSpec
+from mcp_tools.service_models import StartupProbe as StartupProbe
 from mcp_tools.taxonomy import Category
 
 MAX_FILE_BYTES = 256 * 2**20
@@ -54,8 +56,7 @@ _SEVERITY = {s: s for s in SEVERITIES}
 
 
 class _Lenient(BaseModel):
-    # Built on first use: the tool server lists ServiceSpec (built with the models that hold it) and
-    # never needs the incident models at start.
+    # Built on first use: an incident is read by a command or a tool call, never at a server's start.
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
@@ -105,40 +106,6 @@ class LogLine(_Lenient):
         if self.text is not None:
             return self.text
         return json.dumps(self.json_payload or {}, sort_keys=True, default=str, ensure_ascii=False)
-
-
-class StartupProbe(_Lenient):
-    """Cloud Run's startup probe (TCP on the container port unless ``http_path`` is set)."""
-
-    initial_delay_seconds: int = 0
-    period_seconds: int = 240
-    timeout_seconds: int = 240
-    failure_threshold: int = 1
-    http_path: str | None = None
-
-    @property
-    def budget_seconds(self) -> int:
-        """How long a container may take to start before the probe gives up."""
-        return self.initial_delay_seconds + self.period_seconds * self.failure_threshold
-
-
-class ServiceSpec(_Lenient):
-    """The neutral description of a vLLM service on Cloud Run (also what an incident records)."""
-
-    name: str = "vllm"
-    region: str | None = None
-    gpu_type: str | None = None
-    gpu_count: int = Field(default=1, ge=0, le=16)
-    cpu: float | int | str | None = None
-    memory: str | None = None
-    image: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    min_instances: int = Field(default=0, ge=0)
-    max_instances: int | None = Field(default=None, ge=0)
-    concurrency: int | None = Field(default=None, ge=0)
-    startup_probe: StartupProbe | None = None
-    gpu_zonal_redundancy: bool | None = None
 
 
 class Expected(_Lenient):

@@ -7,10 +7,10 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from mcp_tools.cloudrun import ServiceInfo
 from mcp_tools.errors import UserError
 from mcp_tools.server.confirm import DEFAULT_CONFIRM_TTL_S, ConfirmationStore
 from mcp_tools.server.core import SharedResult
+from mcp_tools.service_models import ServiceInfo
 from mcp_tools.settings import Settings
 
 if TYPE_CHECKING:

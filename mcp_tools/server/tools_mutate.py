@@ -13,14 +13,13 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from mcp_tools.cloudrun import MutationResult, ServiceInfo
 from mcp_tools.cloudrun_limits import MAX_CONCURRENCY, MAX_INSTANCES, MIN_CONCURRENCY
 from mcp_tools.errors import NotFoundError, UserError
-from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
 from mcp_tools.server.confirm import digest
 from mcp_tools.server.core import MUTATING, SharedResult, check_range, result, tool
 from mcp_tools.server.state import ServerState
+from mcp_tools.service_models import MutationResult, ServiceInfo, ServiceSpec
 from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
@@ -266,7 +265,7 @@ def register(mcp: FastMCP, state: ServerState) -> None:
                 raise UserError(f"max_model_len must be at least 256, not {max_model_len}")
             args = set_flag(args, "--max-model-len", max_model_len)
         args += list(extra_vllm_args or [])
-        from mcp_tools.incident import StartupProbe
+        from mcp_tools.service_models import StartupProbe
 
         new = ServiceSpec(
             name=name,

@@ -8,10 +8,9 @@ from typing import Annotated
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
-from mcp_tools.cloudrun import RevisionInfo, ServiceInfo
-from mcp_tools.incident import ServiceSpec
 from mcp_tools.server.core import READ_ONLY, ResultModel, check_range, result, tool
 from mcp_tools.server.state import EndpointResult, ServerState
+from mcp_tools.service_models import RevisionInfo, ServiceInfo, ServiceSpec
 
 
 class StatusResult(ResultModel):
