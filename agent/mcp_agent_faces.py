@@ -28,7 +28,7 @@ from mcp.server.fastmcp import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from graph.state import ApprovalRequest
+from graph.approval_request import ApprovalRequest
 from mcp_tools.errors import UserError
 from mcp_tools.server import READ_ONLY, ResultModel, ServerState, SharedResult, result, tool
 from mcp_tools.settings import Policy

@@ -27,6 +27,7 @@ NOT_AT_START = (
     "mcp_tools.incident",  # the incident file reader
     "mcp_tools.cloudlogging",
     "mcp_tools.endpoint",
+    "graph.state",  # the loop's state (investigate's schema needs graph.approval_request only)
     "graph.runner",
     "langgraph",
     "langchain_core",
