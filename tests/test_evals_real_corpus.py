@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evals.harness import REAL_DIR, load_library
-from evals.tools.split import misplaced
+from evals.tools.split import misplaced, read_yaml
 from mcp_tools.incident import Incident
 from mcp_tools.remediation import RemediationKind
 from mcp_tools.taxonomy import Category
@@ -58,9 +58,7 @@ def test_every_category_six_times_and_ten_healthy_start_ups(corpus: list[Inciden
 
 
 def test_layers_other_than_vllm_and_gemma(corpus: list[Incident]) -> None:
-    import yaml
-
-    meta = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in FILES]
+    meta = [read_yaml(p) for p in FILES]
     layers = Counter(m.get("layer") for m in meta)
     assert sum(n for layer, n in layers.items() if layer != "vllm") >= 20, layers
     gemma = [m for m in meta if "gemma" in f"{m.get('model', '')} {m.get('title', '')}".lower()]

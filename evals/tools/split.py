@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -28,12 +29,18 @@ def split_of(incident_id: str) -> str:
     return "blind" if h % 100 < BLIND_PERCENT else "dev"
 
 
+def read_yaml(path: Path) -> Any:
+    """A corpus file's YAML, read with libyaml's safe loader when PyYAML has it (ten times the pure-Python
+    one's speed on the corpus: the check reads every file)."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def misplaced(root: Path) -> list[tuple[Path, str]]:
     """(file, the split it belongs to) for every real incident outside its split's folder."""
     out = []
     for f in sorted(root.rglob("*.yaml")):
         try:
-            data = yaml.safe_load(f.read_text())
+            data = read_yaml(f)
             incident_id = str(data["id"])
         except (yaml.YAMLError, OSError, UnicodeDecodeError, TypeError, KeyError) as e:
             raise BadIncident(f"{f}: not an incident with an id ({type(e).__name__}: {e})") from e
