@@ -336,6 +336,20 @@ def _check_node(p: Path, node: Any, budget: list[int]) -> None:
             stack.append((c, depth + 1, False))
 
 
+def _check_depth(p: Path, node: Any) -> None:
+    """``_check_node`` for a document with no alias in it (each node met once): only its nesting is
+    checked, a walk over its collections (a log chunk's scalars are most of its nodes)."""
+    import yaml
+
+    stack: list[tuple[Any, int]] = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        kids = _children(n)
+        if kids and depth >= MAX_DEPTH:  # the children are one level deeper
+            raise _Refused(f"{p}: YAML nested deeper than the limit of {MAX_DEPTH} levels")
+        stack.extend((c, depth + 1) for c in kids if not isinstance(c, yaml.ScalarNode))
+
+
 def _yaml_load(p: Path, text: str, budget: list[int], line_offset: int = 0) -> Any:
     """Parse one YAML document with the C loader (when PyYAML has libyaml: about ten times faster),
     its aliases and nesting checked before it is constructed."""
@@ -347,7 +361,10 @@ def _yaml_load(p: Path, text: str, budget: list[int], line_offset: int = 0) -> A
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_node(p, node, budget)
+        if "*" in text:  # an alias is written *name: without one the graph is a tree
+            _check_node(p, node, budget)
+        else:
+            _check_depth(p, node)
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise _yaml_error(p, e, line_offset) from None

@@ -60,6 +60,19 @@ def test_recursive_alias_and_deep_nesting_are_refused(tmp_path: Path) -> None:
     _refused(_write(tmp_path, deep, "deep.yaml"), "nested")
 
 
+def test_the_nesting_limit_is_the_same_with_and_without_an_alias_in_the_text(tmp_path: Path) -> None:
+    # A document with no ``*`` has no alias, and only its depth is walked; one with a ``*`` anywhere (here
+    # in a comment) takes the full alias check. Both draw the line at the same level: the log chunk's
+    # sequence, its entry, ``json`` and 97 lists are 100 levels.
+    for comment in ("", "# a * in a comment\n"):
+        for n, fits in ((97, True), (98, False)):
+            p = _write(tmp_path, HEAD + comment + "logs:\n  - json: {x: " + "[" * n + "]" * n + "}\n")
+            if fits:
+                assert len(load_incident(p).logs) == 1
+            else:
+                _refused(p, "nested deeper than the limit of 100 levels")
+
+
 def test_a_few_aliases_still_load(tmp_path: Path) -> None:
     p = _write(tmp_path, HEAD + "common: &c {severity: ERROR, text: boom}\nlogs:\n  - *c\n  - *c\n")
     assert [ln.message for ln in load_incident(p).logs] == ["boom", "boom"]
