@@ -163,7 +163,7 @@ ANY_MILESTONE = re.compile("|".join(f"(?:{p.pattern})" for _, p in MILESTONES), 
 #: server on", current releases' "Starting vLLM server on", uvicorn's "Uvicorn running on") and that its
 #: start completed (uvicorn's "Application startup complete"); a healthy verdict cites these.
 API_LISTENING = re.compile(
-    r"Starting vLLM API server\b.* on \S|Starting vLLM server on \S|Uvicorn running on"
+    r"Starting vLLM API server\b.{0,40}? on \S|Starting vLLM server on \S|Uvicorn running on"
     r"|Application startup complete",
     _I,
 )
@@ -646,7 +646,12 @@ QUOTA = re.compile(
 #: The Kubernetes scheduler placed the pod (its "Scheduled" event, "Successfully assigned <ns>/<pod> to
 #: <node>"): a FailedScheduling before it was the pod waiting for a node the autoscaler then added
 #: ("TriggeredScaleUp"), not a request that cannot be met.
-POD_SCHEDULED = re.compile(r"Successfully assigned \S+ to \S+")
+POD_SCHEDULED = re.compile(r"Successfully assigned (?P<pod>\S{1,300}) to \S")
+#: A scheduler's refusal of a pod, and the pod a namespace-wide ``kubectl get events`` line names.
+FAILED_SCHEDULING = re.compile(r"FailedScheduling|\d+/\d+ nodes are available")
+POD_NAMED = re.compile(r"\bpod/(?P<pod>[\w.-]{1,253})")
+#: A Hugging Face token in a service's environment (what decides whether a 401 is a private repo).
+HF_TOKEN_ENV = re.compile(r"^(?:HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HF_HUB_TOKEN|HUGGINGFACE_TOKEN)$", re.I)
 #: A start waiting for GPUs a Ray cluster does not have: vLLM's ray_utils (v0.4 .. current) warns "The
 #: number of required GPUs exceeds the total number of available GPUs in the placement group.", then
 #: repeats "Waiting for creating a placement group of specs for N seconds" until it gives up ("Cannot
@@ -659,8 +664,8 @@ GPU_CAPACITY_WAIT = re.compile(
     # autoscaler's "No available node types can fulfill resource request(s) {'GPU': 1.0}", the raylet's
     # "The actor or task with ID ... cannot be scheduled right now. ..." whose next line says it needs
     # GPUs: "Required resources for this actor or task: {CPU_group_0_..: 1.0, GPU_group_0_..: 1.0}"
-    r"|No available node types can fulfill resource requests? [^\n]*'GPU'"
-    r"|Required resources for this actor or task: [^\n]*\bGPU"
+    r"|No available node types can fulfill resource requests? [^\n]{0,300}?'GPU'"
+    r"|Required resources for this actor or task: [^\n]{0,300}?\bGPU"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -716,7 +721,8 @@ IMAGE_PULL = re.compile(
     r"|must have permission to (?:read|pull|access) the image"
     # a registry that does not answer (its v2 API): "Get \"https://registry-1.docker.io/v2/\": net/http:
     # request canceled while waiting for connection"
-    r"|Get \"?https://[^/\s\"]+/v\d/\S*\"?: (?:net/http|dial tcp|context deadline|EOF|tls|certificate)",
+    r"|Get \"?https://[^/\s\"]{1,253}/v\d/\S{0,300}?\"?: "
+    r"(?:net/http|dial tcp|context deadline|EOF|tls|certificate)",
     _I,
 )
 
@@ -957,8 +963,8 @@ FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILI
 #: divisible by tensor parallel size (3).", config.py v0.2 .. current; "... hidden layers ... pipeline
 #: parallel size"): what it counts, and the size asked for.
 FACT_PARALLEL_DIVISOR = re.compile(
-    r"\((?P<total>\d+)\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
-    r" \((?P<size>\d+)\)",
+    r"\((?P<total>\d{1,7})\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
+    r" \((?P<size>\d{1,4})\)",
     _I,
 )
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")

@@ -1403,6 +1403,13 @@ def test_a_pod_the_scheduler_placed_later_was_waiting_for_a_node_not_short_of_gp
     )
     assert root(obs([failed, scaled])) == "gpu_quota"
     assert root(obs([failed, scaled, placed])) != "gpu_quota"
+    # namespace-wide events name the pod: another pod placed later does not clear this one's
+    other = "5m   Warning  FailedScheduling  pod/vllm-openai-0  0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert root(obs([other, placed])) == "gpu_quota"
+    assert root(obs([other, placed.replace("vllm-openai-767b477b77-82l8v", "vllm-openai-0")])) != "gpu_quota"
+    # a Cloud Run quota error is never cleared by a scheduling event
+    quota = "ERROR: Quota exceeded for total allowable count of GPUs per project per region."
+    assert root(obs([quota, placed])) == "gpu_quota"
 
 
 def test_a_start_waiting_for_ray_gpus_is_gpu_quota_without_any_milestone_before_it() -> None:
@@ -1467,11 +1474,15 @@ def test_a_401_whose_chain_ends_in_repository_not_found_is_a_model_that_is_not_t
             last,
         ]
 
-    assert root(
-        obs(
-            chain("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-69)")
-        )
-    ) == ("model_not_found")
-    assert root(
-        obs(chain("huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-69)"))
-    ) == ("auth_denied")
+    missing = chain(
+        "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-69)"
+    )
+    gated = chain("huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-69)")
+    assert root(obs(missing)) == "model_not_found"
+    assert root(obs(gated)) == "auth_denied"
+    # the same 401 from a service whose environment is known and sends no token: a private repo reads
+    # the same as a missing one, so it stays a denial
+    assert root(obs(missing, service=ServiceSpec(name="s", env={"VLLM_PORT": "8080"}))) == "auth_denied"
+    assert (
+        root(obs(missing, service=ServiceSpec(name="s", env={"HF_TOKEN": "secret:hf"}))) == "model_not_found"
+    )

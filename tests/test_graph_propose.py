@@ -256,3 +256,7 @@ def test_a_parallel_size_that_does_not_divide_the_model_is_lowered_to_one_that_d
     pp = {"flag": "--pipeline-parallel-size", "total": 61, "size": 4}  # a prime count: only 1 divides it
     opts = propose_options(_diag("unsupported_config", "no words", parallel_divisor=pp), obs)
     assert opts[0].steps[0].change == {"--pipeline-parallel-size": 1}
+    # a size no machine has (a hostile log line's) is no fact to act on, and costs nothing to refuse
+    huge = {"flag": "--tensor-parallel-size", "total": 7, "size": 9999}
+    opts = propose_options(_diag("unsupported_config", "no words", parallel_divisor=huge), obs)
+    assert all("--tensor-parallel-size" not in s.change for o in opts for s in o.steps)

@@ -87,6 +87,8 @@ def test_a_result_models_schema_is_pydantics_own_for_every_kind_of_default() -> 
         ours = Odd.model_json_schema(schema_generator=StrictJsonSchema, mode=mode)  # type: ignore[arg-type]
         own = BaseModel.model_json_schema.__func__(Odd, schema_generator=StrictJsonSchema, mode=mode)  # type: ignore[attr-defined]
         assert ours == own, mode
+        # positional arguments reach pydantic as they would without the override
+        assert Odd.model_json_schema(True, "#/$defs/{model}", StrictJsonSchema, mode) == own, mode  # type: ignore[arg-type]
     defaults = {k: v.get("default") for k, v in ours["properties"].items()}
     # written as JSON values: not the enums, not the tuple
     assert [type(defaults[k]) for k in ("colour", "level", "fixed")] == [str, int, list]

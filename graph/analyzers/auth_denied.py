@@ -20,8 +20,16 @@ from mcp_tools.vocabulary import (
     FACT_DENIED_BUCKET,
     FACT_DENIED_HUB,
     FACT_DENIED_SECRET,
+    HF_TOKEN_ENV,
     MODEL_NOT_FOUND,
 )
+
+
+def _sends_no_token(obs: Observation) -> bool:
+    """The service's environment is known (it lists variables) and holds no Hugging Face token. An
+    empty environment is as often one nobody recorded (an incident's spec) as one without a token."""
+    env = obs.service.env if obs.service is not None else {}
+    return bool(env) and not any(HF_TOKEN_ENV.match(k) for k in env)
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -33,8 +41,10 @@ def analyze(obs: Observation) -> list[Finding]:
         prefilter=AUTH_PREFILTER,
         harmless_if_loaded=True,
         # huggingface_hub answers a repo id that does not exist with 401 too: the chain's last
-        # exception ("is not a valid model identifier", RepositoryNotFoundError) says it is not there
-        chain_ends_in=MODEL_NOT_FOUND,
+        # exception ("is not a valid model identifier", RepositoryNotFoundError) says it is not there.
+        # It answers a private repo asked for without a token the same way: where the service's
+        # environment is known and sends no token, the 401 stays a denial.
+        chain_ends_in=None if _sends_no_token(obs) else MODEL_NOT_FOUND,
         summary="Access was denied (line {line}): {text}",
         confidence=0.88,
     )

@@ -716,11 +716,11 @@ def simple(
     specific: bool = True,
     prefilter: re.Pattern[str] | None = None,
     harmless_if_loaded: bool = False,
-    resolved_by: re.Pattern[str] | None = None,
+    resolved: Callable[[LogView, Line], bool] | None = None,
     chain_ends_in: re.Pattern[str] | None = None,
 ) -> list[Finding]:
     """A finding for every-line-matching analyzers: the first match is the cause, the rest repeats.
-    ``resolved_by``: a later line matching it shows the failure got past (a line that does not stand).
+    ``resolved``: says of a hit that a later line shows the failure got past (a hit that does not stand).
     ``chain_ends_in``: a hit whose exception chain ends in an exception matching it is that
     exception's failure: the chain's last exception says what the first one meant.
 
@@ -736,8 +736,8 @@ def simple(
     hits = v.records_first(hits)
     if harmless_if_loaded:
         hits = [ln for ln in hits if v.first(LOADED, after=ln.n) is None and not ran_after(v, ln)]
-    if resolved_by is not None:
-        hits = [ln for ln in hits if v.first(resolved_by, after=ln.n) is None]
+    if resolved is not None:
+        hits = [ln for ln in hits if not resolved(v, ln)]
     if chain_ends_in is not None:
         hits = [ln for ln in hits if not _chain_ends_in(v, ln, chain_ends_in)]
     conds = match_conditions(obs, pattern)

@@ -9,9 +9,17 @@ resource \"NVIDIA_L4_GPUS\"", "Quota 'NVIDIA_L4_GPUS' exceeded", "GCE quota exce
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, finding, phase_of, simple, started_between, view
+from graph.analyzers.base import Finding, Line, LogView, finding, phase_of, simple, started_between, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import GPU_CAPACITY_WAIT, POD_SCHEDULED, QUOTA, UP_PHASES, Phase
+from mcp_tools.vocabulary import (
+    FAILED_SCHEDULING,
+    GPU_CAPACITY_WAIT,
+    POD_NAMED,
+    POD_SCHEDULED,
+    QUOTA,
+    UP_PHASES,
+    Phase,
+)
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -19,10 +27,24 @@ def analyze(obs: Observation) -> list[Finding]:
         obs,
         category="gpu_quota",
         pattern=QUOTA,
-        resolved_by=POD_SCHEDULED,
+        resolved=_scheduled_later,
         summary="No GPU could be had (line {line}): {text}",
         confidence=0.9,
     ) or _waiting_for_gpus(obs)
+
+
+def _scheduled_later(v: LogView, ln: Line) -> bool:
+    """A pod's FailedScheduling the scheduler got past: a later Scheduled event for the same pod (a
+    ``kubectl get events`` line names it, ``pod/NAME``; in ``kubectl describe pod`` every event is that
+    pod's). Other quota and capacity words are never resolved this way."""
+    if not FAILED_SCHEDULING.search(ln.text):
+        return False
+    named = POD_NAMED.search(ln.text)
+    return any(
+        named is None or m.group("pod").rsplit("/", 1)[-1] == named.group("pod")
+        for later in v.grep(POD_SCHEDULED, after=ln.n)
+        if (m := POD_SCHEDULED.search(later.text)) is not None
+    )
 
 
 def _waiting_for_gpus(obs: Observation) -> list[Finding]:

@@ -30,8 +30,9 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             declare["--load-format"] = "bitsandbytes"
         out.append(flags_option(cap, declare, f"the checkpoint is quantized ({method}): serve it as such"))
     divisor = fact(diag, "parallel_divisor")
-    if divisor:  # the largest smaller size that divides what the model has (1 always does)
-        size = max(k for k in range(1, max(divisor["size"], 2)) if divisor["total"] % k == 0)
+    if divisor and 1 < divisor["size"] <= 1024:  # (a size no machine has is not a fact to act on)
+        # the largest smaller size that divides what the model has (1 always does)
+        size = next(k for k in range(divisor["size"] - 1, 0, -1) if divisor["total"] % k == 0)
         if size != divisor["size"]:
             out.append(
                 flags_option(

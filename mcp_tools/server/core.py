@@ -10,12 +10,12 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
-from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
+from pydantic.json_schema import GenerateJsonSchema
 
 from mcp_tools.errors import ExternalError, UserError
 
@@ -63,18 +63,14 @@ class ResultModel(BaseModel):
     the tool is registered; this one's is pydantic's own, built sooner (``plain_defaults``)."""
 
     @classmethod
-    def model_json_schema(
-        cls,
-        by_alias: bool | None = None,
-        ref_template: str = DEFAULT_REF_TEMPLATE,
-        schema_generator: type[GenerateJsonSchema] = GenerateJsonSchema,
-        mode: JsonSchemaMode = "validation",
-        *,
-        union_format: Literal["any_of", "primitive_type_array"] = "any_of",
-    ) -> dict[str, Any]:
-        return super().model_json_schema(
-            by_alias, ref_template, plain_defaults(schema_generator), mode, union_format=union_format
-        )
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Only the generator is swapped; every other argument is passed as given, so the signature
+        # follows the installed pydantic's (``union_format`` exists from 2.12, the floor is 2.9).
+        if len(args) >= 3:
+            args = (*args[:2], plain_defaults(args[2]), *args[3:])
+        else:
+            kwargs["schema_generator"] = plain_defaults(kwargs.get("schema_generator", GenerateJsonSchema))
+        return super().model_json_schema(*args, **kwargs)
 
 
 _SCHEMAS: dict[tuple[Any, ...], dict[str, Any]] = {}
