@@ -33,15 +33,14 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     if divisor and 1 < divisor["size"] <= 1024:  # (a size no machine has is not a fact to act on)
         # the largest smaller size that divides what the model has (1 always does)
         size = next(k for k in range(divisor["size"] - 1, 0, -1) if divisor["total"] % k == 0)
-        if size != divisor["size"]:
-            out.append(
-                flags_option(
-                    cap,
-                    {divisor["flag"]: size},
-                    f"{divisor['total']} is not divisible by {divisor['flag']} {divisor['size']}: "
-                    f"{size} divides it",
-                )
+        out.append(
+            flags_option(
+                cap,
+                {divisor["flag"]: size},
+                f"{divisor['total']} is not divisible by {divisor['flag']} {divisor['size']}: "
+                f"{size} divides it",
             )
+        )
     for flag in fact(diag, "implicated_flags") or []:
         if flag not in bad:
             out.append(

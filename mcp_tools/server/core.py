@@ -30,32 +30,21 @@ READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldH
 MUTATING = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True)
 
 
-_PLAIN_DEFAULTS: dict[type[GenerateJsonSchema], type[GenerateJsonSchema]] = {}
-
-
+@functools.cache
 def plain_defaults(generator: type[GenerateJsonSchema]) -> type[GenerateJsonSchema]:
     """``generator`` writing the defaults that are plain JSON values (None, booleans, integers, strings,
     finite floats) as they are: pydantic builds a ``TypeAdapter`` for each default it writes (about a
     fifth of a result schema's time), and for these its answer is the value itself. Any other default
     (an enum, a list, a model, an infinite float) is still pydantic's to write."""
-    fast = _PLAIN_DEFAULTS.get(generator)
-    if fast is None:
 
-        class _PlainDefaults(generator):  # type: ignore[valid-type,misc]
-            def encode_default(self, dft: Any) -> Any:
-                kind = type(dft)
-                if (
-                    dft is None
-                    or kind is bool
-                    or kind is int
-                    or kind is str
-                    or (kind is float and math.isfinite(dft))
-                ):
-                    return dft
-                return super().encode_default(dft)
+    class _PlainDefaults(generator):  # type: ignore[valid-type,misc]
+        def encode_default(self, dft: Any) -> Any:
+            kind = type(dft)
+            if dft is None or kind in (bool, int, str) or (kind is float and math.isfinite(dft)):
+                return dft
+            return super().encode_default(dft)
 
-        fast = _PLAIN_DEFAULTS[generator] = _PlainDefaults
-    return fast
+    return _PlainDefaults
 
 
 class ResultModel(BaseModel):
