@@ -648,7 +648,7 @@ QUOTA = re.compile(
 #: ("TriggeredScaleUp"), not a request that cannot be met.
 POD_SCHEDULED = re.compile(r"Successfully assigned (?P<pod>\S{1,300}) to \S")
 #: A scheduler's refusal of a pod, and the pod a namespace-wide ``kubectl get events`` line names.
-FAILED_SCHEDULING = re.compile(r"FailedScheduling|\d+/\d+ nodes are available")
+FAILED_SCHEDULING = re.compile(r"FailedScheduling|\b\d{1,6}/\d{1,6} nodes are available")
 POD_NAMED = re.compile(r"\bpod/(?P<pod>[\w.-]{1,253})")
 #: A Hugging Face token in a service's environment (what decides whether a 401 is a private repo).
 HF_TOKEN_ENV = re.compile(r"^(?:HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HF_HUB_TOKEN|HUGGINGFACE_TOKEN)$", re.I)
@@ -927,7 +927,7 @@ UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 # --------------------------------------------------------------------------------------------------
 
 #: context_too_long
-FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]*?=)?\s*(\d+)")
+FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]{0,200}?=)?\s*(\d+)")
 FACT_SERVED_CONTEXT = re.compile(
     r"maximum context length is (\d+)|model's (?:maximum )?context length(?: of)? \(?(\d+)"
 )
