@@ -210,10 +210,12 @@ def apply_steps(spec: ServiceSpec, steps: list[PlanStep]) -> ServiceSpec:
 
 
 def render(spec: ServiceSpec) -> str:
-    """A stable YAML rendering of a spec, for diffs and reports."""
+    """A stable YAML rendering of a spec, for diffs and reports (libyaml's emitter where PyYAML has it:
+    preflight renders two specs for every plan, and the pure-Python emitter was a tenth of a replay)."""
     import yaml
 
-    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(spec.model_dump(mode="json", exclude_none=True), Dumper=dumper, sort_keys=False)
 
 
 def _shown(spec: ServiceSpec) -> str:

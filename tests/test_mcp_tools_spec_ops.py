@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_tools.errors import UserError
 from mcp_tools.incident import ServiceSpec
 from mcp_tools.remediation import PlanStep, RemediationKind
-from mcp_tools.spec_ops import apply_steps, get_flag, get_model, set_flag, spec_diff
+from mcp_tools.spec_ops import apply_steps, get_flag, get_model, render, set_flag, spec_diff
 
 ARGS = ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len", "32768", "--enforce-eager"]
 
@@ -69,3 +72,17 @@ def test_the_diff_people_approve_hides_secrets_but_the_specs_keep_them() -> None
     assert "--max-model-len=8192" in diff
     assert "s3cr3tvalue123" not in diff and "plain-token-value" not in diff
     assert "s3cr3tvalue123" in new.args and new.env["HF_TOKEN"] == "plain-token-value"  # applied as is
+
+
+_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=60)
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=_TEXT, args=st.lists(_TEXT, max_size=4), env=st.dictionaries(_TEXT, _TEXT, max_size=3))
+def test_render_reads_back_as_the_spec_it_rendered(name: str, args: list[str], env: dict[str, str]) -> None:
+    """Whatever emitter renders it (libyaml's where PyYAML has it), the rendering is YAML that reads
+    back as the same spec: apply's comparison of approved and applied specs relies on it."""
+    spec = ServiceSpec(name=name, args=args, env=env, gpu_type="nvidia-l4", cpu=8, memory="32Gi")
+    text = render(spec)
+    assert yaml.safe_load(text) == spec.model_dump(mode="json", exclude_none=True)
+    assert render(ServiceSpec.model_validate(yaml.safe_load(text))) == text
