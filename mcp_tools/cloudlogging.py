@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mcp_tools.errors import UserError
-from mcp_tools.google_api import ApiReader, build_client, call
+from mcp_tools.google_api import ApiReader, call
 from mcp_tools.incident import SEVERITIES, LogLine
 from mcp_tools.names import validate_revision_name, validate_service_name
 from mcp_tools.redact import redact
@@ -179,21 +179,17 @@ class CloudLogging(ApiReader):
 
     @property
     def client(self) -> Any:
-        def make() -> Any:
-            from google.cloud import logging as gcl
-
-            return build_client(
-                gcl.Client,
-                self.settings,
-                endpoint=self.settings.logging_api_endpoint,
-                handwritten=True,
-                timeout_s=self.policy.timeout_s,
-                deadline=self.policy.deadline,
-                project=self.project,
-                _use_grpc=False,
-            )
-
-        return self.lazy_client("logging", make)
+        return self.lazy_client(
+            "logging",
+            "google.cloud.logging",
+            "Client",
+            endpoint=self.settings.logging_api_endpoint,
+            handwritten=True,
+            timeout_s=self.policy.timeout_s,
+            deadline=self.policy.deadline,
+            project=self.project,
+            _use_grpc=False,
+        )
 
     def list_entries(
         self,

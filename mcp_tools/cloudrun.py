@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from mcp_tools.errors import UserError, short_error
-from mcp_tools.google_api import ApiReader, build_client, call
+from mcp_tools.google_api import ApiReader, call
 from mcp_tools.names import validate_bucket, validate_revision_name, validate_service_name
 from mcp_tools.service_models import ConditionInfo as ConditionInfo
 from mcp_tools.service_models import MutationResult as MutationResult
@@ -301,14 +301,9 @@ class CloudRun(ApiReader):
         return f"projects/{self.project}/locations/{self.location}"
 
     def _run_client(self, cls_name: str) -> Any:
-        def make() -> Any:
-            from google.cloud import run_v2
-
-            return build_client(
-                getattr(run_v2, cls_name), self.settings, endpoint=self.settings.run_api_endpoint
-            )
-
-        return self.lazy_client(cls_name, make)
+        return self.lazy_client(
+            cls_name, "google.cloud.run_v2", cls_name, endpoint=self.settings.run_api_endpoint
+        )
 
     @property
     def services(self) -> Any:

@@ -28,6 +28,7 @@ Nothing here imports a Google library at module import time: the CLI and the MCP
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -341,12 +342,14 @@ class ApiReader:
             raise UserError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
         return self.settings.project
 
-    def lazy_client(self, key: str, make: Callable[[], Any]) -> Any:
-        """The client named ``key``, made by ``make()`` the first time it is asked for (every call
-        names the project: without one, a clear error before any client is built)."""
+    def lazy_client(self, key: str, module: str, cls_name: str, **kwargs: Any) -> Any:
+        """The client named ``key``: the first time it is asked for, ``build_client`` makes one of the
+        class ``cls_name`` in the Google library ``module`` (imported only then) with ``kwargs``.
+        Every call names the project: without one, a clear error before any client is built."""
         client = self._clients.get(key)
         if client is None and self.project:
-            client = self._clients[key] = make()
+            cls = getattr(importlib.import_module(module), cls_name)
+            client = self._clients[key] = build_client(cls, self.settings, **kwargs)
         return client
 
     def drop_clients(self) -> list[Any]:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from mcp_tools.errors import UserError
-from mcp_tools.google_api import ApiReader, CallPolicy, build_client, call
+from mcp_tools.google_api import ApiReader, CallPolicy, call
 from mcp_tools.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -356,17 +356,13 @@ class CloudMonitoring(ApiReader):
 
     @property
     def client(self) -> Any:
-        def make() -> Any:
-            from google.cloud import monitoring_v3
-
-            return build_client(
-                monitoring_v3.MetricServiceClient,
-                self.settings,
-                endpoint=self.settings.monitoring_api_endpoint,
-                transport="grpc",
-            )
-
-        return self.lazy_client("monitoring", make)
+        return self.lazy_client(
+            "monitoring",
+            "google.cloud.monitoring_v3",
+            "MetricServiceClient",
+            endpoint=self.settings.monitoring_api_endpoint,
+            transport="grpc",
+        )
 
     def close(self) -> None:
         for client in self.drop_clients():
