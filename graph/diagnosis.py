@@ -26,12 +26,15 @@ from graph.analyzers.base import (
     RESTARTED,
     START_MARK,
     Line,
+    LogView,
     after_shutdown,
     condition_texts,
     cut_words,
     excerpt,
+    frame_in,
     phase_of,
     started_between,
+    step_frame,
 )
 from graph.analyzers.engine_crash import raised_in_compiled_code, start_crash
 from graph.observation import Observation
@@ -41,6 +44,8 @@ from mcp_tools.redact import redact, redact_args
 from mcp_tools.taxonomy import Category
 from mcp_tools.vocabulary import (
     API_LISTENING,
+    BARE_EXCEPTION,
+    BUILD_FRAMES,
     EXCEPTION,
     EXCEPTION_PREFILTER,
     FAMILY_WORDING,
@@ -48,6 +53,7 @@ from mcp_tools.vocabulary import (
     FATAL_PREFILTER,
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
+    KIND_API_MISMATCH,
     KIND_CHECKPOINT,
     KIND_CONFIG,
     KIND_DENIED,
@@ -58,6 +64,7 @@ from mcp_tools.vocabulary import (
     KIND_UNREACHABLE,
     KIND_UNSUPPORTED,
     REPORTS_ONLY,
+    REQUEST_FRAMES,
     REQUEST_SERVED,
     REQUEST_SERVED_PREFILTER,
     TRACEBACK_HEAD,
@@ -234,8 +241,14 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     build or place does not run (unsupported_config); a remote (the hub) that does not answer while the
     config or the weights are fetched means the model cannot be had from here (model_not_found).
     """
-    phase = phase_of(view(obs), ln.n)
+    v = view(obs)
+    phase = phase_of(v, ln.n)
     text = ln.text
+    if KIND_API_MISMATCH.match(text) and (
+        Phase.CONTAINER < phase < Phase.ENGINE_READY
+        or (phase in (Phase.NONE, Phase.CONTAINER) and _raised_building(v, ln))
+    ):
+        return "unsupported_config"  # the pieces' versions do not fit together
     if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
         # Where nothing says the server was serving, an import that fails is the image's code not
         # matching the model's (a lazy import while serving is seen serving first).
@@ -261,6 +274,17 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     if phase in (Phase.ARGS, Phase.CONFIG) and KIND_CONFIG.search(text):
         return "unsupported_config"
     return None
+
+
+def _raised_building(v: LogView, ln: Line) -> bool:
+    """The traceback that ends at ``ln`` was raised building a server or an engine: a constructor or a
+    factory on its stack (``BUILD_FRAMES``), and no step of the engine nor any request handler, whose
+    frames say it was serving (a paste with no milestone says nothing else of its phase)."""
+    return (
+        frame_in(v, ln, BUILD_FRAMES) is not None
+        and frame_in(v, ln, REQUEST_FRAMES) is None
+        and step_frame(v, ln) is None
+    )
 
 
 def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
@@ -296,7 +320,9 @@ def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:
 def _exception_evidence(obs: Observation, ln: Line) -> list[Evidence]:
     """An exception as evidence: its line (the cause), and when it starts a chain, the exception
     that ends it (what failed because of it: the fetch, the step, the request)."""
-    out = [Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300))]
+    raised_by = _raising_line(view(obs), ln) if BARE_EXCEPTION.match(ln.text) else None
+    out = [Evidence(line=raised_by.n, text=cut_words(raised_by.text.strip(), 300))] if raised_by else []
+    out.append(Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300)))
     end = view(obs).chain_end(ln.n)
     if end is not None and end.n != ln.n:
         out.append(Evidence(line=end.n, text=cut_words(excerpt(end.raw or end.text, EXCEPTION), 300)))
@@ -308,16 +334,43 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
     report another failure (nor follows an orderly shutdown)."""
     v = view(obs)
     cited = {e.line for f in findings for e in f.evidence}
-    for ln in v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER):
+    found = [*v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER), *_bare_raises(v, before)]
+    for ln in sorted(found, key=lambda x: x.n):
         if ln.n in cited or REPORTS_ONLY.search(ln.text) or _after_shutdown(obs, ln.n):
             continue
         return ln
     return None
 
 
+def _bare_raises(v: LogView, before: int) -> list[Line]:
+    """Exceptions with no message (a failed ``assert``'s bare ``AssertionError``) that end a traceback:
+    the source line just before is what raised them."""
+    return [
+        ln
+        for ln in v.grep(BARE_EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER)
+        if _raising_line(v, ln) is not None
+    ]
+
+
+def _raising_line(v: LogView, ln: Line) -> Line | None:
+    """The source line of the frame a bare exception at ``ln`` was raised from (None: none right before)."""
+    prev = next(
+        (
+            c
+            for c in reversed(v.window(ln.n, 3)[:-1])
+            if c.proc == ln.proc and set(c.text.strip()) - set("^~ ")
+        ),
+        None,
+    )
+    return prev if prev is not None and v.is_source(prev.n) else None
+
+
 def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     v = view(obs)
-    fatal = [ln for ln in v.grep(FATAL, prefilter=FATAL_PREFILTER) if not _after_shutdown(obs, ln.n)]
+    fatal = sorted(
+        [*v.grep(FATAL, prefilter=FATAL_PREFILTER), *_bare_raises(v, v.total + 1)], key=lambda x: x.n
+    )
+    fatal = [ln for ln in fatal if not _after_shutdown(obs, ln.n)]
     unresolved = [ln for ln in fatal if not _ran_after(obs, ln.n)]
     # Cite what failed, not the banner of the traceback that reports it.
     unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved

@@ -225,7 +225,36 @@ KIND_ENVIRONMENT = re.compile(
     _I,
 )
 KIND_CHECKPOINT = re.compile(
-    r"size mismatch|Error\(s\) in loading state_dict|unexpected key|Missing key|KeyError: '[\w.]*weight", _I
+    r"size mismatch|Error\(s\) in loading state_dict|unexpected key|Missing key|KeyError: '[\w.]*weight"
+    # vLLM's weight loader (AutoWeightsLoader, models/utils.py): a checkpoint tensor the model has no
+    # place for, the checkpoint's layout not this model class's
+    r"|There is no module or parameter named",
+    _I,
+)
+#: One piece calling another with what the other does not take or have: a keyword or a positional
+#: argument the callee's signature lacks, an attribute or a name its module no longer has. Raised while
+#: a start builds itself (a wrapper constructing vLLM's engine, vLLM calling a kernel library), the
+#: pieces' versions do not fit together: a configuration this image does not run (an image, a pin or a
+#: flag fixes it, a restart repeats it). Serving, the same words are a bug of one code path.
+KIND_API_MISMATCH = re.compile(
+    r"^(?:[\w.]+\.)?(?:TypeError: [\w.<>]{1,200}\(\) (?:got an unexpected keyword argument"
+    r"|missing \d{1,3} required (?:positional|keyword-only) arguments?|takes \d{1,3} positional arguments?"
+    r" but \d{1,3} (?:were|was) given|got multiple values for (?:keyword )?argument)"
+    r"|AttributeError: (?:module )?'[\w.]{1,200}' (?:object )?has no attribute"
+    r"|ImportError: cannot import name)"
+)
+#: Functions that build a server, an engine or a worker from its configuration (the constructors, the
+#: engine's factories, a script's top level): a traceback through one of them and through no step of
+#: the engine or request handler (``STEP_FRAMES``, ``REQUEST_FRAMES``) was raised by a start.
+BUILD_FRAMES = re.compile(
+    r"^(?:__init__|__post_init__|<module>|from_engine_args|from_vllm_config|from_config"
+    r"|build_\w{1,80}|create_\w{0,80}engine\w{0,80}|init_\w{1,80}|_init_\w{1,80}|setup\w{0,40}|main)$"
+)
+#: A request being handled (the OpenAI frontend's and the wrappers' handlers, a model's forward pass):
+#: an exception under one was raised serving, whatever constructor it passed through.
+REQUEST_FRAMES = re.compile(
+    r"^(?:create_\w{0,40}(?:completion|embedding|response|transcription)s?|\w{0,60}_request\w{0,40}"
+    r"|handle\w{0,60}|forward|__call__|generate\w{0,40}|chat|encode|embed\w{0,60}|sample\w{0,40})$"
 )
 
 #: An exception saying this engine cannot do what it was asked at all (a kernel, a dtype, a feature
@@ -404,6 +433,8 @@ FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
             r"get_config|get_hf_file|AutoConfig|create_engine_config|create_model_config|get_tokenizer"
             r"|AutoTokenizer|_init_executor|_init_workers_ray|init_device|set_device|_cuda_init"
             r"|init_distributed_environment|init_worker"
+            # the model config's own checks of what it was given (config.py: dtype, context length)
+            r"|^_get_and_verify_\w{1,40}$"
             # V1's engine-core process builds its engine here (then runs its busy loop, below)
             r"|^run_engine_core$"
         ),
@@ -435,13 +466,16 @@ AUTH = re.compile(
     r"|code = PermissionDenied|Permission '[\w.]+' denied|could not find default credentials"
     r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
     r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403"
-    r"|NoCredentialsError|Unable to locate credentials|caller does not have permission",
+    r"|NoCredentialsError|Unable to locate credentials|caller does not have permission"
+    # an HTTP client's status field or value, in any language's rendering: Rust's reqwest / ureq
+    # ``Status(403, Response[status: 403, ...])``, Python's ``status_code=401``, Go's ``status 403``
+    r"|\bstatus(?:[ _]?code)?\W{1,3}40[13]\b",
     _I,
 )
 AUTH_PREFILTER = re.compile(
     r"gated|restricted|Client Error|Unauthori[sz]ed|Forbidden|Invalid|authenticat|Permission|PERMISSION"
     r"|does not have storage|AccessDenied|authorized list|credentials|scopes|invalid_grant|expired"
-    r"|does not have permission|HTTP |Unable to locate|caller does not",
+    r"|does not have permission|HTTP |Unable to locate|caller does not|status",
     _I,
 )
 AUTH_EXCLUDE = re.compile(

@@ -1486,3 +1486,21 @@ def test_a_401_whose_chain_ends_in_repository_not_found_is_a_model_that_is_not_t
     assert (
         root(obs(missing, service=ServiceSpec(name="s", env={"HF_TOKEN": "secret:hf"}))) == "model_not_found"
     )
+
+
+def test_an_http_clients_status_field_of_403_is_a_denial_in_any_language() -> None:
+    # mistral.rs (Rust, hf-hub over ureq) fetching a gated tokenizer (EricLBuehler/mistral.rs#621's shape)
+    rust = [
+        "2024-07-24T18:26:25.496879Z  INFO mistralrs_core::pipeline::normal: Loading `tokenizer.json` at "
+        "`meta-llama/Meta-Llama-3.1-8B-Instruct`",
+        "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:",
+        'Could not get file "tokenizer.json" from API: RequestError(Status(403, Response[status: 403, '
+        "status_text: Forbidden, url: https://huggingface.co/meta-llama/Meta-Llama-3.1-8B-Instruct/resolve/"
+        "main/tokenizer.json]))",
+    ]
+    assert root(obs(rust)) == "auth_denied"
+    assert root(
+        obs(["fetch failed: status_code=401 for https://huggingface.co/x/y/resolve/main/config.json"])
+    ) == ("auth_denied")
+    # a status that is not a denial, or a 403 a later start got past, is not one
+    assert root(obs(["upload failed: status: 404, url: https://example.com/x"])) != "auth_denied"

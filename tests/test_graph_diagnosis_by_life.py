@@ -1,0 +1,95 @@
+"""A failure no family's wording names, classified by where in the server's life it happened and what
+kind of error it is (``graph.diagnosis.classify_by_life``): the kinds this round of the real corpus
+taught (issue 11), each with the case that must not follow it."""
+
+from __future__ import annotations
+
+from graph.analyzers import run_analyzers
+from graph.diagnosis import RootCause, choose_root_cause
+from graph.observation import Observation
+
+
+def cause(lines: list[str]) -> RootCause:
+    o = Observation(id="t", logs=[{"severity": "DEFAULT", "text": t} for t in lines])
+    return choose_root_cause(run_analyzers(o), o)
+
+
+# A wrapper building vLLM's engine with an argument this vLLM no longer takes (Python's TypeError wording;
+# the paste begins at the traceback, so no milestone gives the phase: the constructors on the stack do).
+KWARG_AT_BUILD = [
+    "Traceback (most recent call last):",
+    '  File "/srv/worker.py", line 58, in __init__',
+    "    self.llm = vllm.LLM(*args, **kwargs)",
+    '  File "/usr/lib/python3.10/site-packages/vllm/entrypoints/llm.py", line 210, in __init__',
+    "    engine_args = EngineArgs(",
+    "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'",
+]
+# The same kind of error raised handling a request: a bug of one code path, not the image's versions.
+ATTR_SERVING = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/serving_chat.py", line 198, in '
+    "create_chat_completion",
+    "    tool_parser = self.tool_parser(tokenizer)",
+    '  File "/usr/lib/vllm/entrypoints/openai/tool_parsers/x.py", line 40, in __init__',
+    "    self.bot_token_id = self.vocab.get(self.bot_token)",
+    "AttributeError: 'CachedTokenizer' object has no attribute 'vocab'",
+]
+
+
+def test_an_argument_or_attribute_the_other_piece_lacks_at_build_time_is_unsupported_config() -> None:
+    got = cause(KWARG_AT_BUILD)
+    assert got.category == "unsupported_config"
+    assert any("unexpected keyword argument 'worker_use_ray'" in e.text for e in got.evidence)
+    module_attr = [
+        '  File "/srv/fastchat/serve/vllm_worker.py", line 291, in <module>',
+        "    worker = VLLMWorker(",
+        '  File "/srv/fastchat/serve/vllm_worker.py", line 57, in __init__',
+        "    self.tokenizer = llm_engine.engine.tokenizer",
+        "AttributeError: 'AsyncLLM' object has no attribute 'engine'",
+    ]
+    assert cause(module_attr).category == "unsupported_config"
+
+
+def test_the_same_words_under_a_request_handler_are_not_called_a_configuration() -> None:
+    assert cause(ATTR_SERVING).category != "unsupported_config"
+    # and under the engine's step loop (an offline run generating) neither
+    stepping = [
+        *KWARG_AT_BUILD[:3],
+        '  File "/x/vllm/engine/llm_engine.py", line 1200, in step',
+        *KWARG_AT_BUILD[3:],
+    ]
+    assert cause(stepping).category != "unsupported_config"
+
+
+def test_a_checkpoint_tensor_the_model_class_has_no_place_for_is_unsupported_config() -> None:
+    # vLLM's AutoWeightsLoader (model_executor/models/utils.py) while the weights load
+    lines = [
+        "INFO 04-03 10:02:11 [loader.py:447] Loading weights took 0.00 seconds",
+        "INFO 04-03 10:02:10 [weight_utils.py:265] Using model weights format ['*.safetensors']",
+        "Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/model_executor/models/utils.py", line 235, in _load_module',
+        "    raise ValueError(msg)",
+        "ValueError: There is no module or parameter named 'language_model' in Gemma3ForCausalLM",
+    ]
+    assert cause(lines).category == "unsupported_config"
+
+
+def test_a_bare_assertion_error_is_read_with_the_assert_that_raised_it() -> None:
+    # vLLM 0.6's config.py checking the model's rope_scaling block: no message, only the assert
+    lines = [
+        '  File "/x/vllm/entrypoints/openai/api_server.py", line 73, in model_is_embedding',
+        "    return ModelConfig(model=model_name,",
+        '  File "/x/vllm/config.py", line 227, in __init__',
+        "    self.max_model_len = _get_and_verify_max_len(",
+        '  File "/x/vllm/config.py", line 1740, in _get_and_verify_max_len',
+        '    assert "factor" in rope_scaling',
+        "AssertionError",
+    ]
+    got = cause(lines)
+    assert got.category == "unsupported_config"
+    assert [e.text for e in got.evidence][:2] == ['assert "factor" in rope_scaling', "AssertionError"]
+    # a bare exception name that ends no traceback is no failure of its own
+    assert cause(["INFO 01-01 00:00:00 server.py:1] retrying after", "AssertionError"]).category != (
+        "unsupported_config"
+    )
