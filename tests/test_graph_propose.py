@@ -260,3 +260,28 @@ def test_a_parallel_size_that_does_not_divide_the_model_is_lowered_to_one_that_d
     huge = {"flag": "--tensor-parallel-size", "total": 7, "size": 9999}
     opts = propose_options(_diag("unsupported_config", "no words", parallel_divisor=huge), obs)
     assert all("--tensor-parallel-size" not in s.change for o in opts for s in o.steps)
+
+
+def test_a_start_refused_in_the_context_check_without_its_figures_drops_the_flag() -> None:
+    """vLLM's context check failed the start but the paste ends before its figures (``failed_start``):
+    the flag is not what clients send, and with no known limit it is dropped (the engine then derives
+    the model's own); a known limit at or above what was asked is no limit either (the engine derived
+    less than the catalog says)."""
+    unknown = L4.model_copy(update={"args": ["--model=acme/unlisted-model", "--max-model-len=8192"]})
+    check = '  File "/x/vllm/config.py", line 192, in __init__'
+    cut = _diag("context_too_long", check, failed_start=True)
+    first = propose_options(cut, Observation(id="x", service=unknown))[0]
+    assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--max-model-len": None})]
+    assert "without the flag" in first.steps[0].why
+    # the model's limit known and above what was asked (Gemma 4 12B, 16384): dropped as well
+    got = propose_options(cut, Observation(id="x", service=L4))[0]
+    assert [(s.kind, s.change) for s in got.steps] == [(K.SET_VLLM_ARGS, {"--max-model-len": None})]
+    # known and below what was asked: set to it, as with the check's own figures
+    huge = L4.model_copy(update={"args": ["--model=/mnt/models/gemma-4-12B-it", "--max-model-len=4000000"]})
+    got = propose_options(cut, Observation(id="x", service=huge))[0].steps[0]
+    assert got.kind == K.SET_VLLM_ARGS and 0 < got.change["--max-model-len"] < 4000000
+    # no flag in the spec at all: a person sets it
+    bare = unknown.model_copy(update={"args": ["--model=acme/unlisted-model"]})
+    assert [s.kind for o in propose_options(cut, Observation(id="x", service=bare)) for s in o.steps] == [
+        K.ESCALATE
+    ]

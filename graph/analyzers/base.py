@@ -593,6 +593,7 @@ def cut_at_family_check(obs: Observation, category: str, what: str) -> list[Find
             "message.",
             cut,
             analyzer=category,
+            facts={"failed_start": True},
         )
     ]
 

@@ -13,13 +13,24 @@ from mcp_tools.spec_ops import round_max_model_len
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     derived = fact(diag, "derived_max_model_len")
     limit = derived or (cap.model.max_position_embeddings if cap.model else None)
-    if fact(diag, "user_max_model_len") or derived:  # start-up: the flag is above the model's limit
-        if limit:
+    # start-up: the flag is above the model's limit (its figures, or vLLM's check of it, failing a start)
+    if fact(diag, "user_max_model_len") or derived or fact(diag, "failed_start"):
+        asked = cap.flags.max_model_len if cap.flags else None
+        if limit and (asked is None or limit < asked):
             return [
                 flags_option(
                     cap,
                     {"--max-model-len": int(limit)},
                     f"--max-model-len is above the model's {limit}-token limit",
+                )
+            ]
+        if asked:  # no limit known below what was asked: the engine derived a lower one than we know
+            return [
+                flags_option(
+                    cap,
+                    {"--max-model-len": None},
+                    f"vLLM refused --max-model-len {asked} at start-up: without the flag it serves the "
+                    "model's own limit",
                 )
             ]
         return [
