@@ -300,7 +300,9 @@ GRAPH_FRAMES = re.compile(r"^(?:capture_model|capture_graph|_?replay|run_\w*grap
 #: placement, a container without the device).
 KIND_NO_DEVICE = re.compile(
     r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|CUDA driver initialization"
-    r" failed|does not allocate any GPUs|No (?:GPU|accelerator)s? (?:found|available|detected)",
+    r" failed|does not allocate any GPUs|No (?:GPU|accelerator)s? (?:found|available|detected)"
+    # the container has the CUDA libraries but not the node's driver (cudaErrorStubLibrary)
+    r"|CUDA driver is a stub library|cudaErrorNoDevice\b|cudaErrorStubLibrary",
     _I,
 )
 #: A remote the server had to reach did not answer (the model hub, a bucket, a registry).
@@ -391,6 +393,9 @@ OOM = re.compile(
     # a library handle or workspace the GPU had no memory left for: "CUDA error: CUBLAS_STATUS_ALLOC_FAILED
     # when calling `cublasCreate(handle)`", cuDNN's CUDNN_STATUS_ALLOC_FAILED
     r"|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
+    # NCCL's own allocations (libnccl 2.27's WARN lines): "Cuda failure 'out of memory'", "Cuda failure 2
+    # 'out of memory'", "Failed to CUDA calloc 9437184 bytes"
+    r"|Cuda failure (?:\d{1,4} )?'out of memory'|Failed to CUDA calloc"
     # vLLM's own words for a device allocation that failed, v0.6 .. current: "This might be due to
     # insufficient GPU memory" (profile run), "insufficient memory to allocate the weight" /
     # "... to allocate kv cache" (v0.11 layer init); the phase names the family
@@ -555,6 +560,12 @@ CRASH = re.compile(
     r"|Fault detected in [\w ]*communication",
     _I,
 )
+#: The banner torch.distributed puts before NCCL's own account of what failed (getNcclErrorDetailStr, 2.0
+#: ..: "NCCL error in: ..., unhandled system error ..." / "ncclSystemError: ..." / "Last error:" / "Error
+#: while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888), error: No space left on
+#: device (28)"): the record after it is the cause of the NCCL error, read with ``NCCL_DETAIL_CAUSE`` (the
+#: end of this module).
+NCCL_LAST_ERROR = re.compile(r"^\s*Last error:\s*$")
 #: A warning of torch's C++ core (glog's "[W<MMDD> <time> <file>:<line>]" prefix): "ProcessGroupNCCL.cpp:1624]
 #: Warning: WARNING: destroy_process_group() was not called before program exit" is printed by every
 #: process that exits, after whatever ended it: advice, not a crash.
@@ -674,7 +685,14 @@ QUOTA = re.compile(
     r"|(?-i:Insufficient) (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)\b(?! to allocate)|exceeded quota"
     r"|quota exceeded"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
-    r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up",
+    r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
+    # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's
+    # cudaErrorDevicesUnavailable ("CUDA-capable device(s) is/are busy or unavailable", before CUDA 12
+    # "all CUDA-capable devices are busy or unavailable"), Xinference's worker ("Requested GPUs exceed
+    # the number of available devices", "GPU index 0 has been occupied with models"): no GPU capacity
+    # now; no flag or image fixes it, a free GPU does
+    r"|CUDA-capable devices?(?:\(s\))? (?:is/are|are|is) busy or unavailable|cudaErrorDevicesUnavailable"
+    r"|Requested GPUs exceed the number of available devices|GPU index \d{1,4} has been occupied",
     _I,
 )
 #: The Kubernetes scheduler placed the pod (its "Scheduled" event, "Successfully assigned <ns>/<pod> to
@@ -924,7 +942,28 @@ UNSUPPORTED = re.compile(
     # condition: cuda>=12.8, please update your driver"; a host without the NVIDIA runtime (docker's
     # "could not select device driver \"\" with capabilities: [[gpu]]")
     r"|CUDA driver version is insufficient|driver on your system is too old|unsatisfied condition: cuda\s*>="
-    r"|please update your (?:GPU |NVIDIA )?driver|could not select device driver",
+    r"|please update your (?:GPU |NVIDIA )?driver|could not select device driver"
+    # The CUDA runtime's own words (cudaGetErrorString, libcudart 12.8) for a GPU, driver or kernel this
+    # place cannot use, by their text and their cudaError names: no device given to the container, a
+    # stub driver, a driver stack that is not ready or does not match the image, a kernel with no code
+    # for this GPU or built by a newer toolchain, a launch this GPU cannot give resources to. A restart
+    # repeats them; a spec, image or flag change fixes them. (Not "invalid device ordinal": a rank handed
+    # an index it cannot see is Ray's / the platform's visibility bug as often as a configuration,
+    # evals/real/dev/real-vllm-4131-*.)
+    r"|no CUDA-capable device is detected|CUDA driver is a stub library"
+    r"|forward compatibility was attempted on non supported HW|unsupported display driver / cuda driver"
+    r"|(?:CUDA error:|Error 802:) system not yet initialized|PTX JIT compil|provided PTX was compiled with"
+    r"|invalid device function|too many resources requested for launch"
+    r"|cudaError(?:NoDevice|StubLibrary|CompatNotSupportedOnDevice|SystemNotReady"
+    r"|SystemDriverMismatch|InvalidPtx|JitCompilerNotFound|UnsupportedPtxVersion|InvalidDeviceFunction"
+    r"|LaunchOutOfResources|NoKernelImageForDevice|InsufficientDriver)\b"
+    # A placement or network setting that does not fit what this container has (NCCL 2.27's WARN lines,
+    # Xinference's worker): two ranks on one GPU ("Duplicate GPU detected : rank 1 and rank 0 both on
+    # CUDA device 1000": fewer GPUs given than ranks), NCCL_SOCKET_IFNAME naming no interface here
+    # ("Bootstrap : no socket interface found", "NET/Socket : No usable listening interface found"),
+    # a launch naming GPUs the worker cannot see ("... can only see these GPUs: [0]")
+    r"|Duplicate GPU detected|Bootstrap : no socket interface found|No usable listening interface found"
+    r"|can only see these GPUs",
     _I,
 )
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
@@ -951,6 +990,10 @@ BARE_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 UNSUPPORTED_DEVICE_WARNING = re.compile(
     r"no longer supports this GPU because it is too old"
     r"|with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"
+    # torch.cuda could not initialize CUDA at all (1.13 ..: "UserWarning: CUDA initialization: Unexpected
+    # error from cudaGetDeviceCount(). ... Error 804: forward compatibility was attempted on non supported
+    # HW", "CUDA initialization: Found no NVIDIA driver on your system"): no usable GPU here
+    r"|\bCUDA initialization: "
 )
 UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 
@@ -1130,3 +1173,13 @@ FAMILY_WORDING: dict[str, tuple[re.Pattern[str], ...]] = {
     "engine_hung": (HUNG_STALL, HUNG_NO_REPLY, HUNG_WAITING, HUNG_STATS),
     "image_pull": (IMAGE_PULL,),
 }
+
+
+#: What an NCCL error's "Last error:" says failed, when it is another family's cause: a shared-memory
+#: segment the container's /dev/shm has no room for (host memory), a placement, network setting or
+#: driver that does not fit this container (unsupported_config), a CUDA allocation that failed (GPU
+#: memory, by phase), GPUs that cannot be had. The NCCL error is then that cause's report, not a crash
+#: (graph/analyzers/engine_crash.py).
+NCCL_DETAIL_CAUSE = re.compile(
+    "|".join(f"(?:{p.pattern})" for p in (HOST_MEMORY_STRONG, UNSUPPORTED, OOM, QUOTA)), _I
+)

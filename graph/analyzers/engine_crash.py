@@ -42,6 +42,8 @@ from mcp_tools.vocabulary import (
     FRAME,
     GRAPH_FRAMES,
     KILLED_FROM_OUTSIDE,
+    NCCL_DETAIL_CAUSE,
+    NCCL_LAST_ERROR,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
     Phase,
@@ -83,6 +85,22 @@ def _repeats(v: LogView, n: int) -> bool:
     return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=end) is not None
 
 
+#: How far after a crash line NCCL's "Last error:" may come and still be that error's (the raise, the
+#: exception, torch's explanation of the NCCL code, then "Last error:").
+_DETAIL_REACH = 6
+
+
+def _reports_a_named_cause(v: LogView, ln: Line) -> bool:
+    """Crash line ``ln`` belongs to an NCCL error whose own "Last error:" names another family's cause
+    (a full /dev/shm, a duplicate GPU, a CUDA allocation): that family's analyzer reads the detail, and
+    the NCCL error is only how torch.distributed reported it."""
+    head = v.first(NCCL_LAST_ERROR, after=ln.n - 1, before=ln.n + _DETAIL_REACH + 1)
+    if head is None:
+        return False
+    detail = next((x for x in v.lines[head.n : head.n + 2] if x.proc == head.proc and x.text.strip()), None)
+    return detail is not None and NCCL_DETAIL_CAUSE.search(detail.text) is not None
+
+
 def _in_cuda_graph(v: LogView, lines: list[Line]) -> bool:
     """The traceback ending at one of ``lines`` was capturing or replaying a CUDA graph."""
     return any(frame_in(v, ln, GRAPH_FRAMES) for ln in lines)
@@ -97,6 +115,7 @@ def analyze(obs: Observation) -> list[Finding]:
         for ln in v.grep(CRASH)
         if (cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n))
         and not CRASH_ADVICE.match(ln.text)
+        and not _reports_a_named_cause(v, ln)
     ]
     if hits:
         cause = _died_of(v, hits[0].n)

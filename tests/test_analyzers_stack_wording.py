@@ -1,0 +1,153 @@
+# ruff: noqa: E501  (log lines are written whole, as the layers print them)
+"""The failure wording of CUDA, NCCL and the wrappers and gateways around vLLM gets its category (issue 11).
+
+``tests/data/stack_messages.yaml`` holds what the CUDA runtime (``cudaGetErrorString``, as torch raises
+it), NCCL (``ncclGetErrorString`` and its WARN lines, as vLLM's pynccl and torch.distributed raise them),
+the openai client, LiteLLM's proxy, KServe's huggingfaceserver, Xinference and Ray Serve print for a
+failure, read from their shipped binaries and sources (its header says how). Each is rendered in the
+context it comes in:
+
+- ``vllm``: inside a vLLM server's start-up that reached the message's phase, as the rendering of
+  ``tests/test_analyzers_layer_wording.py`` (a logged and a bare traceback, a glog record, torch's
+  UserWarning, or NCCL's WARN line before vLLM's raise);
+- ``client``: the start-up up to the phase, then an application's (or the serving framework's) traceback
+  ending ``<exception>: <message>``;
+- ``gateway``: the start-up up to the phase, then the gateway's own log records, in its log format.
+
+``repeat``: a refusal a gateway or client logs once per request (a 429 / 503) is rendered as the several
+records it comes as: saturation is sustained, one refused request is not it.
+
+Severity is ``DEFAULT`` everywhere: the analyzers must read the text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.test_analyzers_layer_wording import _container_log, _start, _vllm
+from tests.test_analyzers_vllm_wording import PHASES, diagnosed
+
+DATA = Path(__file__).parent / "data" / "stack_messages.yaml"
+MESSAGES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["messages"]
+LAYERS = {"cuda", "nccl"}
+SHAPES = {"vllm", "client", "gateway"}
+
+_GATEWAY_PREFIX = {
+    # litellm/_logging.py: "%(asctime)s - %(name)s:%(levelname)s: %(filename)s:%(lineno)s - %(message)s"
+    "litellm": "2025-05-29 19:14:02,118 - LiteLLM Proxy:{level}: common_request_processing.py:2164 - "
+    "litellm.proxy.proxy_server._handle_llm_api_exception(): Exception occured - "
+    "litellm_call_id=5d2b3a4e-1c1f-4e8a-9a43-7a2d1c8e5f10 - ",
+    # kserve/logging.py: "%(asctime)s.%(msecs)03d %(process)s %(name)s %(levelname)s [%(funcName)s():%(lineno)s] %(message)s"
+    "kserve": "2025-05-29 19:14:02.118 1 kserve {level} [{function}():63] ",
+    # Ray Serve's controller, relayed by the driver
+    "serve": "(ServeController pid=4321) {level} 2025-05-29 19:14:02,118 controller 4321 -- ",
+}
+
+
+def _client(m: dict[str, Any]) -> list[str]:
+    text = m["message"].split("\n")
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/app/chat.py", line 41, in <module>',
+        '    resp = client.chat.completions.create(model="gemma", messages=messages)',
+        f"{m['exception']}: {text[0]}",
+        *text[1:],
+    ]
+    return _container_log(m) + traceback * int(m.get("repeat", 1))
+
+
+def _gateway(m: dict[str, Any]) -> list[str]:
+    prefix = _GATEWAY_PREFIX[m["source"]].format(level=m["level"], function=m.get("function", ""))
+    first, *rest = m["message"].split("\n")
+    return _container_log(m) + [prefix + first, *rest] * int(m.get("repeat", 1))
+
+
+def stack_render(m: dict[str, Any], form: str) -> list[str]:
+    """The message's log in the shape its layer prints it."""
+    if m["shape"] == "vllm":
+        return _vllm(m, form)
+    return _client(m) if m["shape"] == "client" else _gateway(m)
+
+
+def _forms(m: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        ("logged", "bare") if m["shape"] == "vllm" and m.get("kind") in ("raise", "log") else ("as-printed",)
+    )
+
+
+CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in _forms(m)]
+
+
+@pytest.mark.parametrize(("m", "form"), CASES)
+def test_stack_message_gets_its_category(m: dict[str, Any], form: str) -> None:
+    lines = stack_render(m, form)
+    assert diagnosed(lines) == m["category"], "\n".join(lines)
+
+
+def test_the_table_covers_every_layer_and_names_its_source() -> None:
+    assert {m["layer"] for m in MESSAGES} == LAYERS
+    for layer in LAYERS:
+        assert sum(m["layer"] == layer for m in MESSAGES) >= 3, layer
+    assert len({m["id"] for m in MESSAGES}) == len(MESSAGES)
+    for m in MESSAGES:
+        assert m["phase"] in PHASES and m["shape"] in SHAPES, m["id"]
+        assert m["where"] and m["tags"] and m["template"] and m["message"], m["id"]
+        assert "@" in m["where"], m["id"]  # a file or binary at a named version
+
+
+def _raised(phase: str, exception_line: str, *rest: str) -> list[str]:
+    """A start-up up to ``phase``, then a bare traceback ending in ``exception_line``."""
+    return [
+        *_start(phase),
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2890, in profile_run',
+        "    hidden_states = self._dummy_run(self.max_num_tokens)",
+        exception_line,
+        *rest,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("said", "category"),
+    [
+        # Triton's launcher raises the driver's own text (cuGetErrorString: the same table as the runtime's)
+        (
+            "RuntimeError: Triton Error [CUDA]: forward compatibility was attempted on non supported HW",
+            "unsupported_config",
+        ),
+        (
+            "RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
+            "unsupported_config",
+        ),
+        ("RuntimeError: Triton Error [CUDA]: PTX JIT compiler library not found", "unsupported_config"),
+        ("RuntimeError: Triton Error [CUDA]: too many resources requested for launch", "unsupported_config"),
+        ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered", "engine_crash"),
+        # the error's name alone, as a C++ check prints it
+        ("RuntimeError: CUDA error: cudaErrorSystemDriverMismatch", "unsupported_config"),
+        ("RuntimeError: CUDA error: cudaErrorDevicesUnavailable", "gpu_quota"),
+    ],
+)
+def test_cuda_runtime_words_name_the_family_whatever_raises_them(said: str, category: str) -> None:
+    """The CUDA runtime's words for a GPU, driver or kernel this place cannot use are unsupported_config
+    (a GPU held by another process is gpu_quota) whoever relays them; a fault in a kernel stays a crash."""
+    assert diagnosed(_raised("profiling", said)) == category
+
+
+def test_an_nccl_error_takes_the_cause_its_last_error_names_and_only_that() -> None:
+    """torch.distributed's NCCL error is the report of what its "Last error:" says failed: a CUDA
+    allocation (NCCL's "Cuda failure 2 'out of memory'") after the weights loaded is runtime_oom; a
+    fault it names ("an illegal memory access") is no other family's, so the error stays the crash."""
+    head = "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"
+    explain = "ncclUnhandledCudaError: Call to CUDA function failed."
+    oom = _raised("profiling", head, explain, "Last error:", "Cuda failure 2 'out of memory'")
+    assert diagnosed(oom) == "runtime_oom"
+    fault = _raised(
+        "profiling", head, explain, "Last error:", "Cuda failure 'an illegal memory access was encountered'"
+    )
+    assert diagnosed(fault) == "engine_crash"
+    # without NCCL's detail the same error names no cause: the crash
+    assert diagnosed(_raised("profiling", head, explain)) == "engine_crash"
