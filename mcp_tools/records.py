@@ -64,6 +64,24 @@ _PIPE = re.compile(
 #: "- vllm.v1.engine.core_client - CRITICAL - Got fatal signal ...".
 _DASHED = re.compile(r"^-?\s*[\w.]+ - (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - ")
 _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?")
+#: Formats that put the logger's name (and the process) before the level, their timestamp gone, as the
+#: gateways and serving frameworks around vLLM print them: LiteLLM's "%(asctime)s - %(name)s:%(levelname)s:
+#: %(filename)s:%(lineno)s - " (litellm/_logging.py) "- LiteLLM Proxy:ERROR: proxy_server.py:3631 - ...";
+#: KServe's "%(asctime)s.%(msecs)03d %(process)s %(name)s %(levelname)s [%(filename)s:%(funcName)s():
+#: %(lineno)s] " (kserve/logging.py) "1 kserve ERROR [engine_health.py:mark_failed():63] ..."; Ray Serve's
+#: "%(levelname)s %(asctime)s {component} {id} -- " (ray/serve/_private/logging_utils.py) "WARNING
+#: 2025-05-29 19:14:02,118 controller 4321 -- ...".
+_NAME_COLON = re.compile(
+    r"^-\s?[\w.]{1,60}(?: [\w.]{1,60}){0,3}:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):\s"
+    r"(?:[\w.]{1,120}:\d{1,7} - )?"
+)
+_PROC_NAME = re.compile(
+    r"^\d{1,7} [\w.]{1,60} (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \[[^\]\n]{0,200}\]\s?"
+)
+_SERVE = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,6})?"
+    r" \S{1,80} \S{1,80} -- "
+)
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
@@ -154,12 +172,14 @@ def clean(raw: str) -> Clean:
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
     head = lead[:1]
     for pat in (
-        (_VLLM, _GLOG, _PYLOG, _DASHED)
+        (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE)
         if head.isupper()
         else (_PIPE,)
         if head == "|"
-        else (_DASHED,)
+        else (_DASHED, _NAME_COLON)
         if head == "-" or head.islower()
+        else (_PROC_NAME,)
+        if head.isdigit()
         else ()
     ):
         m = pat.match(lead)

@@ -182,7 +182,11 @@ FATAL = re.compile(
     r"|^\s*exitCode: (?!0\b)\d+"  # a Kubernetes container state (kubectl get pod -o yaml)
     # An exception reported by repr: asyncio's "future: <Future finished exception=AssertionError('...')>",
     # vLLM's "IndexError('Error in model execution: ...')"
-    r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]",
+    r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]"
+    # A model client's exception quoted inside a gateway's own record (LiteLLM's proxy: "... Exception
+    # occured - litellm_call_id=... - litellm.Timeout: APITimeoutError - Request timed out."): a call to
+    # the model server failed, whatever the rest of the log shows of the server
+    r"|(?<![\w.])(?:litellm|openai)\.(?:exceptions\.)?(?:[A-Z]\w{0,60}Error|Timeout): ",
     _I,
 )
 FATAL_PREFILTER = re.compile(
@@ -621,7 +625,10 @@ HUNG_STALL = re.compile(
     r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
     r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out"
     # the ranks' barrier (vllm/distributed/utils.py, v0.9 ..): "Barrier timed out after 600.0 seconds"
-    r"|\bBarrier (?:departure )?timed out\b",
+    r"|\bBarrier (?:departure )?timed out\b"
+    # the engine core not answering the health check its API server or serving framework asks (KServe's
+    # huggingfaceserver, 0.16 ..: "vLLM engine health check timed out after 1 seconds")
+    r"|\bengine health check timed out\b",
     _I,
 )
 #: V0's RPC to its engine process timed out, v0.6 .. v0.10: "RPCServer didn't reply within 10000 ms",
@@ -718,6 +725,10 @@ GPU_CAPACITY_WAIT = re.compile(
     # GPUs: "Required resources for this actor or task: {CPU_group_0_..: 1.0, GPU_group_0_..: 1.0}"
     r"|No available node types can fulfill resource requests? [^\n]{0,300}?'GPU'"
     r"|Required resources for this actor or task: [^\n]{0,300}?\bGPU"
+    # Ray Serve's controller of a replica that needs a GPU no node has (2.9 ..): "Deployment
+    # 'LLMServer:gemma' ... has 1 replicas that have taken more than 30s to be scheduled. ... Resources
+    # required for each replica: {'CPU': 1.0, 'GPU': 1.0}, total resources available: {'CPU': 8.0}."
+    r"|to be scheduled\. [^\n]{0,300}?Resources required for each replica: \{[^}\n]{0,300}?'GPU'"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -857,8 +868,26 @@ OVERLOAD_PREEMPT = re.compile(
     r"preempted by PreemptionMode|\bSequence group \S+ is preempted by\b|total_num_cumulative_preemption=\d",
     _I,
 )
-OVERLOAD_REJECT_PREFILTER = re.compile(r"HTTP/|no available instance|Too Many Requests|status", _I)
-OVERLOAD_REJECT = re.compile(r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)", _I)
+OVERLOAD_REJECT_PREFILTER = re.compile(
+    r"HTTP/|no available instance|Too Many Requests|status|Error code|Exception - |backpressure", _I
+)
+OVERLOAD_REJECT = re.compile(
+    r"\b(?:429|503) (?:Too Many Requests|Service Unavailable)"
+    # The same refusal as the clients and gateways in front of the server relay it, one record per
+    # request: the openai client's status errors ("openai.RateLimitError: Error code: 429 - ..."),
+    # LiteLLM's classes for those statuses ("litellm.RateLimitError: RateLimitError: Hosted_vllmException
+    # - ...", "ServiceUnavailableError: ..."; not its router's own cooldown "No deployments available"),
+    # Ray Serve's queue limit ("Request dropped due to backpressure (num_queued_requests=100, ...)")
+    r"|\bError code: (?:429|503)\b|\b(?:RateLimitError|ServiceUnavailableError): \w{1,40}Exception - "
+    r"|Request dropped due to backpressure",
+    _I,
+)
+#: What serves in front of the engines saying every replica is busy or its queue full: Cloud Run's "The
+#: request was aborted because there was no available instance", Ray Serve's "Request dropped due to
+#: backpressure (num_queued_requests=100, max_queued_requests=100)" (ray/serve/exceptions.py,
+#: 2.10 ..). Saturation in the platform's own words, a sign on its own; a relayed 429 / 503 (a gateway's
+#: rate limit as often as a full server) needs another.
+OVERLOAD_NO_CAPACITY = re.compile(r"no available instance|Request dropped due to backpressure", _I)
 
 # --------------------------------------------------------------------------------------------------
 # startup_timeout  (graph/analyzers/startup_timeout.py)
@@ -952,7 +981,7 @@ UNSUPPORTED = re.compile(
     # evals/real/dev/real-vllm-4131-*.)
     r"|no CUDA-capable device is detected|CUDA driver is a stub library"
     r"|forward compatibility was attempted on non supported HW|unsupported display driver / cuda driver"
-    r"|(?:CUDA error:|Error 802:) system not yet initialized|PTX JIT compil|provided PTX was compiled with"
+    r"|(?:CUDA error:|Error \d{3}:) system not yet initialized|PTX JIT compil|provided PTX was compiled with"
     r"|invalid device function|too many resources requested for launch"
     r"|cudaError(?:NoDevice|StubLibrary|CompatNotSupportedOnDevice|SystemNotReady"
     r"|SystemDriverMismatch|InvalidPtx|JitCompilerNotFound|UnsupportedPtxVersion|InvalidDeviceFunction"

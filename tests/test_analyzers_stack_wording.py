@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_analyzers_layer_wording import _container_log, _start, _vllm
+from tests.test_analyzers_layer_wording import ENG, _container_log, _start, _vllm
 from tests.test_analyzers_vllm_wording import PHASES, diagnosed
 
 DATA = Path(__file__).parent / "data" / "stack_messages.yaml"
 MESSAGES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["messages"]
-LAYERS = {"cuda", "nccl"}
+LAYERS = {"cuda", "nccl", "openai", "litellm", "kserve", "xinference", "ray_serve"}
 SHAPES = {"vllm", "client", "gateway"}
 
 _GATEWAY_PREFIX = {
@@ -41,9 +41,9 @@ _GATEWAY_PREFIX = {
     "litellm": "2025-05-29 19:14:02,118 - LiteLLM Proxy:{level}: common_request_processing.py:2164 - "
     "litellm.proxy.proxy_server._handle_llm_api_exception(): Exception occured - "
     "litellm_call_id=5d2b3a4e-1c1f-4e8a-9a43-7a2d1c8e5f10 - ",
-    # kserve/logging.py: "%(asctime)s.%(msecs)03d %(process)s %(name)s %(levelname)s [%(funcName)s():%(lineno)s] %(message)s"
-    "kserve": "2025-05-29 19:14:02.118 1 kserve {level} [{function}():63] ",
-    # Ray Serve's controller, relayed by the driver
+    # kserve/logging.py: "%(asctime)s.%(msecs)03d %(process)s %(name)s %(levelname)s [%(filename)s:%(funcName)s():%(lineno)s] %(message)s"
+    "kserve": "2025-05-29 19:14:02.118 1 kserve {level} [engine_health.py:{function}():63] ",
+    # ray/serve/_private/logging_utils.py ServeFormatter: "%(levelname)s %(asctime)s {component} {id} -- %(message)s"
     "serve": "(ServeController pid=4321) {level} 2025-05-29 19:14:02,118 controller 4321 -- ",
 }
 
@@ -151,3 +151,47 @@ def test_an_nccl_error_takes_the_cause_its_last_error_names_and_only_that() -> N
     assert diagnosed(fault) == "engine_crash"
     # without NCCL's detail the same error names no cause: the crash
     assert diagnosed(_raised("profiling", head, explain)) == "engine_crash"
+
+
+STATS = (
+    f"{ENG}INFO 05-29 19:14:10 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation "
+    "throughput: 301.2 tokens/s, Running: 48 reqs, Waiting: 7 reqs, GPU KV cache usage: 71.2%, Prefix cache hit rate: 12.0%"
+)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "openai.RateLimitError: Error code: 429 - Rate limit exceeded: 120 requests per minute for model gemma",
+        "openai.InternalServerError: Error code: 503",
+        _GATEWAY_PREFIX["litellm"].format(level="ERROR")
+        + "litellm.ServiceUnavailableError: ServiceUnavailableError: Hosted_vllmException - Service Unavailable",
+    ],
+)
+def test_refusals_a_client_or_gateway_relays_count_as_rejections(refusal: str) -> None:
+    """A 429 / 503 as the openai client or LiteLLM relays it is a rejected request: with a queue in vLLM's
+    own stats (one sign alone), the server is saturated; the queue alone is not enough."""
+    served = [*_start("serving"), STATS]
+    assert diagnosed(served) != "overload"
+    assert diagnosed(served + [refusal] * 6) == "overload"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _GATEWAY_PREFIX["litellm"].format(level="ERROR")
+        + "litellm.Timeout: APITimeoutError - Request timed out. Error_str: Request timed out.",
+        "ERROR 2025-05-29 19:14:02,118 app.py:88 chat failed: openai.APIConnectionError: Connection error.",
+        "2025-05-29 19:14:02,118 - router - ERROR - call failed: litellm.exceptions.APIConnectionError: "
+        "APIConnectionError: Hosted_vllmException - Connection error.",
+    ],
+)
+def test_a_failed_call_to_the_server_quoted_in_a_record_is_never_healthy(record: str) -> None:
+    """A model client's exception quoted inside another program's record says a call to the server
+    failed: after a completed start it is unknown (the record does not say why), not healthy; the
+    client's name in a record that reports no failure proves nothing."""
+    up = _start("serving")
+    assert (
+        diagnosed([*up, "INFO 2025-05-29 19:14:02,118 app.py:12 using the openai client 3.57.0"]) == "healthy"
+    )
+    assert diagnosed([*up, record]) == "unknown"

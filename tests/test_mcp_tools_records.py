@@ -97,6 +97,29 @@ from mcp_tools.records import clean, continues, severity_of
             "",
         ),
         ("```", "```", "", ""),  # dashes that are not a logger's columns stay words
+        # the formats of the gateways and serving frameworks in front of vLLM, read from their source:
+        # LiteLLM's (litellm/_logging.py 1.110), KServe's (kserve/logging.py 0.21), Ray Serve's (2.52)
+        (
+            "2025-05-29 19:14:02,118 - LiteLLM Proxy:ERROR: common_request_processing.py:2164 - "
+            "litellm.proxy.proxy_server._handle_llm_api_exception(): Exception occured - x",
+            "litellm.proxy.proxy_server._handle_llm_api_exception(): Exception occured - x",
+            "",
+            "ERROR",
+        ),
+        (
+            "2025-05-29 19:14:02.118 1 kserve ERROR [engine_health.py:mark_failed():63] vLLM engine entered "
+            "an unrecoverable state: x",
+            "vLLM engine entered an unrecoverable state: x",
+            "",
+            "ERROR",
+        ),
+        (
+            "(ServeController pid=4321) WARNING 2025-05-29 19:14:02,118 controller 4321 -- Deployment "
+            "'LLMServer:gemma' in application 'default' has 1 replicas",
+            "Deployment 'LLMServer:gemma' in application 'default' has 1 replicas",
+            "ServeController pid=4321",
+            "WARNING",
+        ),
     ],
 )
 def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:
@@ -134,6 +157,22 @@ def test_a_hard_wrapped_record_is_joined_and_each_physical_line_stays_citable() 
     assert "Workers (tasks / actors) killed due to memory pressure" in head.text
     assert v.lines[1].text.startswith("actors) killed")  # still a line of its own
     assert v.lines[3].cont == () and v.lines[3].text == "Killed"  # a sentence of its own is not joined
+
+
+def test_a_gateways_records_after_a_long_line_are_records_of_their_own() -> None:
+    """LiteLLM's records (their level after the logger's name) follow vLLM's long stats lines in one
+    stream: each is a record, not the hard-wrapped rest of the line before it."""
+    stats = (
+        "(EngineCore_DP0 pid=212) INFO 05-29 19:14:10 [loggers.py:123] Engine 000: Avg prompt throughput: "
+        "812.4 tokens/s, Avg generation throughput: 301.2 tokens/s, Running: 48 reqs, Waiting: 7 reqs"
+    )
+    gateway = (
+        "2025-05-29 19:14:02,118 - LiteLLM Proxy:ERROR: common_request_processing.py:2164 - litellm.proxy."
+        "proxy_server._handle_llm_api_exception(): Exception occured - litellm.ServiceUnavailableError: x"
+    )
+    v = LogView(Observation(logs=[LogLine(text=t) for t in (stats, gateway, gateway)]))
+    assert [ln.cont for ln in v.lines] == [(), (), ()]
+    assert [ln.severity for ln in v.lines[1:]] == ["ERROR", "ERROR"]
 
 
 def test_lines_that_start_something_of_their_own_are_never_joined() -> None:

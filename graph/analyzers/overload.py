@@ -21,6 +21,7 @@ from graph.analyzers import _series as S
 from graph.analyzers.base import Evidence, Finding, Line, ev, stalled_stats, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    OVERLOAD_NO_CAPACITY,
     OVERLOAD_PREEMPT,
     OVERLOAD_REJECT,
     OVERLOAD_REJECT_PREFILTER,
@@ -176,8 +177,8 @@ def analyze(obs: Observation) -> list[Finding]:
         evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))
         first_line = min(first_line, pre_lines[0].n)
     rejects = [ln for ln in v.grep(OVERLOAD_REJECT_PREFILTER) if _rejected(ln.text)]
-    no_instance = [ln for ln in rejects if "no available instance" in ln.text]
-    if no_instance:  # Cloud Run turned requests away: every instance is busy (max instances reached)
+    no_instance = [ln for ln in rejects if OVERLOAD_NO_CAPACITY.search(ln.text)]
+    if no_instance:  # the platform turned requests away: every instance is busy, or its queue is full
         signals.append("no_instance")
         evidence.append(Evidence(line=no_instance[0].n, text=no_instance[0].text.strip()[:300]))
         first_line = min(first_line, no_instance[0].n)
@@ -369,6 +370,6 @@ _WORDS = {
     "preemptions": "requests are being preempted",
     "slow_ttft": "time to first token is long",
     "rejections": "requests are rejected with 429/503",
-    "no_instance": "Cloud Run had no available instance for requests",
+    "no_instance": "the platform had no available instance (or queue room) for requests",
     "sustained": "saturation lasted over several stats periods",
 }
