@@ -186,11 +186,19 @@ FATAL = re.compile(
     # A model client's exception quoted inside a gateway's own record (LiteLLM's proxy: "... Exception
     # occured - litellm_call_id=... - litellm.Timeout: APITimeoutError - Request timed out."): a call to
     # the model server failed, whatever the rest of the log shows of the server
-    r"|(?<![\w.])(?:litellm|openai)\.(?:exceptions\.)?(?:[A-Z]\w{0,60}Error|Timeout): ",
+    r"|(?<![\w.])(?:litellm|openai)\.(?:exceptions\.)?(?:[A-Z]\w{0,60}Error|Timeout): "
+    # A router's or gateway's words that the server it routes to is unhealthy, unreachable or absent
+    # (vLLM production-stack's router: "gemma at http://10.52.0.7:8000 not healthy!", "Failed to get
+    # model names from http://...: Cannot connect to host ...", "No backend available for model gemma";
+    # LiteLLM's "No healthy deployment available", "No deployments available for selected model")
+    r"|\bat https?://\S{1,200} not healthy\b|\bFailed to get model (?:names|info) from https?://"
+    r"|\bNo (?:backend|healthy deployments?|deployments?) available for\b",
     _I,
 )
 FATAL_PREFILTER = re.compile(
-    r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off", _I
+    r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off"
+    r"|not healthy|available for|litellm\.|openai\.",
+    _I,
 )
 
 #: An exception that says what went wrong (not one that only reports that something else did: an
@@ -567,7 +575,7 @@ CRASH = re.compile(
 #: The banner torch.distributed puts before NCCL's own account of what failed (getNcclErrorDetailStr, 2.0
 #: ..: "NCCL error in: ..., unhandled system error ..." / "ncclSystemError: ..." / "Last error:" / "Error
 #: while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888), error: No space left on
-#: device (28)"): the record after it is the cause of the NCCL error, read with ``NCCL_DETAIL_CAUSE`` (the
+#: device (28)"): the record after it is the cause of the NCCL error, read with ``NCCL_DETAIL_CAUSES`` (the
 #: end of this module).
 NCCL_LAST_ERROR = re.compile(r"^\s*Last error:\s*$")
 #: A warning of torch's C++ core (glog's "[W<MMDD> <time> <file>:<line>]" prefix): "ProcessGroupNCCL.cpp:1624]
@@ -1209,6 +1217,4 @@ FAMILY_WORDING: dict[str, tuple[re.Pattern[str], ...]] = {
 #: driver that does not fit this container (unsupported_config), a CUDA allocation that failed (GPU
 #: memory, by phase), GPUs that cannot be had. The NCCL error is then that cause's report, not a crash
 #: (graph/analyzers/engine_crash.py).
-NCCL_DETAIL_CAUSE = re.compile(
-    "|".join(f"(?:{p.pattern})" for p in (HOST_MEMORY_STRONG, UNSUPPORTED, OOM, QUOTA)), _I
-)
+NCCL_DETAIL_CAUSES = (HOST_MEMORY_STRONG, UNSUPPORTED, OOM, QUOTA)

@@ -3,9 +3,9 @@
 
 ``tests/data/stack_messages.yaml`` holds what the CUDA runtime (``cudaGetErrorString``, as torch raises
 it), NCCL (``ncclGetErrorString`` and its WARN lines, as vLLM's pynccl and torch.distributed raise them),
-the openai client, LiteLLM's proxy, KServe's huggingfaceserver, Xinference and Ray Serve print for a
-failure, read from their shipped binaries and sources (its header says how). Each is rendered in the
-context it comes in:
+the openai client, LiteLLM's proxy, KServe's huggingfaceserver, Xinference, Ray Serve and vLLM
+production-stack's router print for a failure, read from their shipped binaries and sources (its header
+says how). Each is rendered in the context it comes in:
 
 - ``vllm``: inside a vLLM server's start-up that reached the message's phase, as the rendering of
   ``tests/test_analyzers_layer_wording.py`` (a logged and a bare traceback, a glog record, torch's
@@ -33,7 +33,7 @@ from tests.test_analyzers_vllm_wording import PHASES, diagnosed
 
 DATA = Path(__file__).parent / "data" / "stack_messages.yaml"
 MESSAGES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["messages"]
-LAYERS = {"cuda", "nccl", "openai", "litellm", "kserve", "xinference", "ray_serve"}
+LAYERS = {"cuda", "nccl", "openai", "litellm", "kserve", "xinference", "ray_serve", "production_stack"}
 SHAPES = {"vllm", "client", "gateway"}
 
 _GATEWAY_PREFIX = {
@@ -45,7 +45,11 @@ _GATEWAY_PREFIX = {
     "kserve": "2025-05-29 19:14:02.118 1 kserve {level} [engine_health.py:{function}():63] ",
     # ray/serve/_private/logging_utils.py ServeFormatter: "%(levelname)s %(asctime)s {component} {id} -- %(message)s"
     "serve": "(ServeController pid=4321) {level} 2025-05-29 19:14:02,118 controller 4321 -- ",
+    # production-stack's src/vllm_router/log.py: "{colour}[%(asctime)s] %(levelname)s:{reset} %(message)s
+    # {italic}(%(filename)s:%(lineno)d:%(name)s){reset}"
+    "router": "\x1b[33;20m[2025-05-29 19:14:02,118] {level}:\x1b[0m ",
 }
+_GATEWAY_SUFFIX = {"router": " \x1b[3m({file}:vllm_router.service_discovery)\x1b[0m"}
 
 
 def _client(m: dict[str, Any]) -> list[str]:
@@ -62,8 +66,9 @@ def _client(m: dict[str, Any]) -> list[str]:
 
 def _gateway(m: dict[str, Any]) -> list[str]:
     prefix = _GATEWAY_PREFIX[m["source"]].format(level=m["level"], function=m.get("function", ""))
+    suffix = _GATEWAY_SUFFIX.get(m["source"], "").format(file=m.get("function", ""))
     first, *rest = m["message"].split("\n")
-    return _container_log(m) + [prefix + first, *rest] * int(m.get("repeat", 1))
+    return _container_log(m) + [prefix + first + suffix, *rest] * int(m.get("repeat", 1))
 
 
 def stack_render(m: dict[str, Any], form: str) -> list[str]:
@@ -194,4 +199,23 @@ def test_a_failed_call_to_the_server_quoted_in_a_record_is_never_healthy(record:
     assert (
         diagnosed([*up, "INFO 2025-05-29 19:14:02,118 app.py:12 using the openai client 3.57.0"]) == "healthy"
     )
+    assert diagnosed([*up, record]) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _GATEWAY_PREFIX["router"].format(level="WARNING") + "gemma at http://10.52.0.7:8000 not healthy!",
+        _GATEWAY_PREFIX["router"].format(level="ERROR")
+        + "Failed to get model info from http://10.52.0.7:8000/v1/models: Server disconnected",
+        "2025-05-29 19:14:02,118 - LiteLLM Router:WARNING: router.py:5120 - No healthy deployments available for model gemma",
+    ],
+)
+def test_a_router_saying_its_backend_is_down_is_never_healthy(record: str) -> None:
+    """A router's words that the server it routes to is unhealthy, unreachable or absent are a failure
+    whatever vLLM's own log shows (another replica's start, an earlier answer); the same router saying
+    the backend is healthy is not."""
+    up = _start("serving")
+    fine = _GATEWAY_PREFIX["router"].format(level="INFO") + "gemma at http://10.52.0.7:8000 is healthy"
+    assert diagnosed([*up, fine]) == "healthy"
     assert diagnosed([*up, record]) == "unknown"

@@ -42,7 +42,7 @@ from mcp_tools.vocabulary import (
     FRAME,
     GRAPH_FRAMES,
     KILLED_FROM_OUTSIDE,
-    NCCL_DETAIL_CAUSE,
+    NCCL_DETAIL_CAUSES,
     NCCL_LAST_ERROR,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
@@ -98,7 +98,7 @@ def _reports_a_named_cause(v: LogView, ln: Line) -> bool:
     if head is None:
         return False
     detail = next((x for x in v.lines[head.n : head.n + 2] if x.proc == head.proc and x.text.strip()), None)
-    return detail is not None and NCCL_DETAIL_CAUSE.search(detail.text) is not None
+    return detail is not None and any(p.search(detail.text) for p in NCCL_DETAIL_CAUSES)
 
 
 def _in_cuda_graph(v: LogView, lines: list[Line]) -> bool:
