@@ -424,8 +424,8 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         return RootCause(
             category="unknown",
             confidence=0.35,
-            summary=f"The server started at line {last_start.n} but the logs end before it was ready, "
-            "with no error: the cause is not in what was observed.",
+            summary=f"The server's start (line {last_start.n}) was not seen completing: the logs end "
+            "before it was ready, with no error: the cause is not in what was observed.",
             evidence=[Evidence(line=last_start.n, text=cut_words(last_start.text.strip(), 300))],
             notes=notes,
         )

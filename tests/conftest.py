@@ -14,6 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# mcp's stdio client reads ``sys.stderr`` once, as a default argument, when it is imported: imported
+# first inside a test that captures with ``capsys`` (the in-process ``cli``), every later stdio server
+# of that worker would write to that test's buffer, which has no file descriptor ("fileno"), and a
+# user's MCP server would not start. Imported here, it keeps the process's stderr.
+import mcp.client.stdio  # noqa: E402,F401
+
 # A shell that starts the suite in the background (CI runners, ``make test &``) leaves SIGINT ignored,
 # and an ignored signal stays ignored across exec: the Ctrl-C tests' children would never see it. A
 # handled signal is reset to the default at exec, so the children start with Python's usual handler.

@@ -1504,3 +1504,16 @@ def test_an_http_clients_status_field_of_403_is_a_denial_in_any_language() -> No
     ) == ("auth_denied")
     # a status that is not a denial, or a 403 a later start got past, is not one
     assert root(obs(["upload failed: status: 404, url: https://example.com/x"])) != "auth_denied"
+
+
+def test_a_start_seen_only_waiting_for_its_engine_must_be_seen_completing() -> None:
+    # V1's API server waits for its engine-core processes (v1/engine/utils.py wait_for_engine_startup);
+    # a paste that holds only those lines, then another instance's answers, is no healthy server
+    waiting = "(APIServer pid=1) DEBUG 07-24 07:59:37 [utils.py:475] Waiting for 1 local, 0 remote core engine proc(s) to start."
+    answered = (
+        '(APIServer pid=7) INFO:     169.254.169.126:36682 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    )
+    got = cause(obs([answered, waiting, waiting, answered, answered]))
+    assert got.category == "unknown" and got.evidence[0].line == 3
+    up = "(APIServer pid=1) INFO:     Application startup complete."
+    assert root(obs([answered, waiting, waiting, up, answered])) == "healthy"

@@ -153,7 +153,9 @@ _BENIGN = [
     "0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%",
     "INFO {ts} [metrics.py:96] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s",
     'INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK',
-    "DEBUG {ts} [client.py:212] Waiting for 1 local, 0 remote core engine proc(s) to start.",
+    # (not the API server's "Waiting for N local ... core engine proc(s) to start": that says a start is
+    # under way, which the diagnosis must see completing: no line of an ordinary stream)
+    "DEBUG {ts} [core.py:418] EngineCore waiting for work.",
     "INFO {ts} [shm_broadcast.py:289] vLLM message queue communication handle: "
     "Handle(local_reader_ranks=[0])",
 ]
