@@ -67,6 +67,7 @@ from mcp_tools.vocabulary import (
     REQUEST_FRAMES,
     REQUEST_SERVED,
     REQUEST_SERVED_PREFILTER,
+    START_PENDING,
     TRACEBACK_HEAD,
     UP_PHASES,
     Phase,
@@ -414,8 +415,13 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             evidence=ev,
             notes=notes,
         )
-    last_start = v.last(START_MARK)
-    # A start that began must be seen completing: answers meanwhile are another instance's.
+    last_start = max(
+        (ln for ln in (v.last(START_MARK), v.last(START_PENDING)) if ln is not None),
+        key=lambda ln: ln.n,
+        default=None,
+    )
+    # A start that began (or is seen under way) must be seen completing: answers meanwhile are
+    # another instance's.
     if (
         last_start is not None
         and obs.health is not True

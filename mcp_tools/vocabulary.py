@@ -384,6 +384,10 @@ LOADED = re.compile(
     r"|# GPU blocks",
     re.IGNORECASE,
 )
+#: A start still under way: V1's API server waiting for its engine-core processes (v1/engine/utils.py
+#: ``wait_for_engine_startup``, every 10 s until they report ready). A paste may hold these and not the
+#: start's banner: the start began all the same, and must be seen completing.
+START_PENDING = re.compile(r"Waiting for \d{1,4} local, \d{1,4} remote core engine proc\(s\) to start")
 #: A (re)start of the server process (or its container): the life starts over from here.
 START_MARK = re.compile(
     r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
@@ -402,6 +406,10 @@ OOM = re.compile(
     r"CUDA out of memory|(?<!ray\.exceptions\.)(?<!Ray)(?<!raise )OutOfMemoryError"
     r"|out of memory occurred when warming up sampler"
     r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory"
+    # the other accelerators' torch backends word their caching allocator's OOM as CUDA's does:
+    # torch_npu (Ascend) "NPU out of memory. Tried to allocate", torch's XPU "XPU out of memory", MPS
+    # "MPS backend out of memory"
+    r"|\b[NX]PU out of memory|MPS backend out of memory"
     # a library handle or workspace the GPU had no memory left for: "CUDA error: CUBLAS_STATUS_ALLOC_FAILED
     # when calling `cublasCreate(handle)`", cuDNN's CUDNN_STATUS_ALLOC_FAILED
     r"|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
@@ -438,7 +446,12 @@ OOM_RUNTIME = re.compile(
 )
 #: A frame of a forward pass (``in forward``, a kernel's ``..._fwd``): the weights were loaded by then, so
 #: an OOM under it is not the model failing to load, even where no other frame says which step ran.
-FORWARD_FRAME = re.compile(r", in \w*(?:forward|_fwd)\w*\s*$", re.M)
+#: A frame of the model running (its forward pass, a kernel's ``_fwd``) or of a step being readied for
+#: it (the model runners' ``_prepare_inputs`` / ``prepare_model_input``, which build a batch's tensors
+#: and attention masks): the weights were in by then.
+FORWARD_FRAME = re.compile(
+    r", in (?:\w*(?:forward|_fwd)\w*|_prepare_inputs|prepare_model_input|_make_attention_mask)\s*$", re.M
+)
 OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
 
 #: Where in the start-up a traceback was, by the functions on its stack (for a paste that begins at the
@@ -475,7 +488,8 @@ AUTH = re.compile(
     r"Cannot access gated repo|gated repo|Access to model \S+ is restricted|\b401 Client Error"
     r"|\b403 Client Error"
     r"|401 Unauthorized|403 Forbidden|Invalid (?:user )?token|Invalid credentials|authentication required"
-    r"|Permission denied|PermissionError|PERMISSION_DENIED|does not have storage\.\w+\.\w+ access"
+    # (gRPC's status code in its own capitals: a field named permission_denied=False is no denial)
+    r"|Permission denied|PermissionError|(?-i:PERMISSION_DENIED)|does not have storage\.\w+\.\w+ access"
     r"|AccessDenied|not in the authorized list|Unauthenticated"
     # Google: gRPC "code = PermissionDenied desc = Permission 'secretmanager.versions.access' denied",
     # ADC missing ("google: could not find default credentials"), "Request had insufficient

@@ -1517,3 +1517,31 @@ def test_a_start_seen_only_waiting_for_its_engine_must_be_seen_completing() -> N
     assert got.category == "unknown" and got.evidence[0].line == 3
     up = "(APIServer pid=1) INFO:     Application startup complete."
     assert root(obs([answered, waiting, waiting, up, answered])) == "healthy"
+
+
+def test_another_backends_oom_under_a_step_being_readied_is_a_runtime_oom() -> None:
+    # torch_npu words its allocator's OOM as CUDA's does (vllm-ascend); the stack has no phase's name,
+    # but a batch's inputs were being built: the weights were in, so not weights_oom
+    tag = "(Worker_TP15 pid=1177) ERROR 10-10 11:32:51 [multiproc_executor.py:671] "
+    lines = [
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/x/vllm/v1/executor/multiproc_executor.py", line 666, in worker_busy_loop',
+        tag + "    output = func(*args, **kwargs)",
+        tag + '  File "/x/vllm_ascend/worker/model_runner_v1.py", line 1381, in _prepare_inputs',
+        tag + "    self.attn_mask = self._make_attention_mask(seq_lens=seq_lens_cpu,",
+        tag
+        + "RuntimeError: NPU out of memory. Tried to allocate 11.50 GiB (NPU 15; 60.97 GiB total capacity; "
+        "55.29 GiB already allocated)",
+    ]
+    got = cause(obs(lines))
+    assert got.category == "runtime_oom" and got.summary.startswith("NPU ran out of memory")
+    assert (
+        root(obs([lines[0], lines[1], lines[2], lines[-1]])) == "weights_oom"
+    )  # no step: a guess, as before
+
+
+def test_a_field_named_permission_denied_is_no_denial() -> None:
+    record = "pipeline=PipelineResponse(id=UUID('fda986ea'), permission_denied=False, name='default')"
+    assert root(obs(["INFO:     Application startup complete.", record])) == "healthy"
+    grpc = "google.api_core.exceptions.PermissionDenied: 403 PERMISSION_DENIED: secret access denied"
+    assert root(obs([grpc])) == "auth_denied"

@@ -13,6 +13,7 @@ the server had already logged (vLLM 0.4 .. 0.11 wording):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from graph.analyzers.base import START_MARK, Finding, Line, LogView, finding, view
@@ -101,6 +102,15 @@ def oom_events(obs: Observation) -> list[OomEvent]:
             e.frame = e.frame or told[0].line  # the line that told where it happened
     obs._cache["oom_events"] = events
     return list(events)
+
+
+def device_of(ln: Line) -> str:
+    """Whose memory an OOM line says ran out, for a summary: CUDA's unless it names another backend."""
+    m = _DEVICE.search(ln.text)
+    return m.group(1) if m else "CUDA"
+
+
+_DEVICE = re.compile(r"\b(NPU|XPU|MPS|HIP|HBM)\b")
 
 
 def oom_in_phase(obs: Observation, phase: str) -> tuple[list[OomEvent], list[Line]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import oom_finding, oom_in_phase
+from graph.analyzers._oom import device_of, oom_finding, oom_in_phase
 from graph.analyzers.base import Finding, Line
 from graph.observation import Observation
 from mcp_tools.vocabulary import FACT_OOM_IN_CUDA_GRAPHS, FACT_OOM_IN_SAMPLER
@@ -25,7 +25,7 @@ def analyze(obs: Observation) -> list[Finding]:
     first = events[0]
     where = f" in {first.frame.text.strip().split()[-1]}" if first.frame else ""
     summary = (
-        f"CUDA ran out of memory after the weights loaded{where} (line {first.line.n}): activations, "
-        "CUDA graphs or the sampler need more than the memory left."
+        f"{device_of(first.line)} ran out of memory after the weights loaded{where} (line {first.line.n}): "
+        "activations, CUDA graphs or the sampler need more than the memory left."
     )
     return [oom_finding("runtime_oom", events, lines, summary, during=_during(lines))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import oom_finding, oom_in_phase
+from graph.analyzers._oom import device_of, oom_finding, oom_in_phase
 from graph.analyzers.base import Finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import Phase
@@ -17,7 +17,7 @@ def analyze(obs: Observation) -> list[Finding]:
     if view(obs).phase_at(first.line.n) >= Phase.LOADED:
         where = "right after the weights loaded (they alone took the share of the GPU vLLM may use)"
     summary = (
-        f"CUDA ran out of memory {where} (line {first.line.n}): the model's weights do not fit the "
-        "GPU memory vLLM may use."
+        f"{device_of(first.line)} ran out of memory {where} (line {first.line.n}): the model's weights "
+        "do not fit the GPU memory vLLM may use."
     )
     return [oom_finding("weights_oom", events, lines, summary)]
