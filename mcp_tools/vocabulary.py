@@ -463,8 +463,10 @@ FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
             r"get_config|get_hf_file|AutoConfig|create_engine_config|create_model_config|get_tokenizer"
             r"|AutoTokenizer|_init_executor|_init_workers_ray|init_device|set_device|_cuda_init"
             r"|init_distributed_environment|init_worker"
-            # the model config's own checks of what it was given (config.py: dtype, context length)
-            r"|^_get_and_verify_\w{1,40}$"
+            # the config's and the engine's own checks of what they were given (config.py's
+            # _get_and_verify_dtype / _max_len, verify_with_parallel_config, _verify_quantization, the
+            # engine's _verify_args); not speculative decoding's _verify_tokens, which runs serving
+            r"|^_get_and_verify_\w{1,40}$|^_?verify_(?!tokens$)\w{1,40}$"
             # V1's engine-core process builds its engine here (then runs its busy loop, below)
             r"|^run_engine_core$"
         ),

@@ -93,3 +93,26 @@ def test_a_bare_assertion_error_is_read_with_the_assert_that_raised_it() -> None
     assert cause(["INFO 01-01 00:00:00 server.py:1] retrying after", "AssertionError"]).category != (
         "unsupported_config"
     )
+
+
+def test_the_configs_own_verify_checks_place_a_headless_traceback_in_the_config_phase() -> None:
+    # vLLM 0.2's engine checking its parallel config (the paste begins inside the traceback)
+    lines = [
+        '  File "/x/vllm/engine/llm_engine.py", line 96, in __init__',
+        "    self._verify_args()",
+        '  File "/x/vllm/engine/llm_engine.py", line 187, in _verify_args',
+        "    self.model_config.verify_with_parallel_config(self.parallel_config)",
+        '  File "/x/vllm/config.py", line 123, in verify_with_parallel_config',
+        "    raise ValueError(",
+        "ValueError: Total number of attention heads (64) must be divisible by tensor parallel size (3).",
+    ]
+    assert cause(lines).category == "unsupported_config"
+    # speculative decoding's _verify_tokens runs serving: a ValueError under it is no configuration
+    serving = [
+        '  File "/x/vllm/engine/llm_engine.py", line 1200, in step',
+        "    outputs = self.model_executor.execute_model(",
+        '  File "/x/vllm/spec_decode/spec_decode_worker.py", line 9, in _verify_tokens',
+        "    raise ValueError(",
+        "ValueError: Total number of attention heads (64) must be divisible by tensor parallel size (3).",
+    ]
+    assert cause(serving).category != "unsupported_config"
