@@ -56,6 +56,7 @@ from mcp_tools.vocabulary import (
     KIND_API_MISMATCH,
     KIND_CHECKPOINT,
     KIND_CONFIG,
+    KIND_CORRUPT,
     KIND_DENIED,
     KIND_ENVIRONMENT,
     KIND_MISSING,
@@ -270,6 +271,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         return "model_not_found"
     if KIND_ENVIRONMENT.search(text):
         return "unsupported_config"
+    if phase in (Phase.DOWNLOAD, Phase.LOADING) and KIND_CORRUPT.search(text):
+        return "model_not_found"  # the checkpoint as stored is not whole
     if phase == Phase.LOADING and KIND_CHECKPOINT.search(text):
         return "unsupported_config"
     if phase in (Phase.ARGS, Phase.CONFIG) and KIND_CONFIG.search(text):

@@ -317,6 +317,17 @@ KIND_NO_DEVICE = re.compile(
     r"|CUDA driver is a stub library|cudaErrorNoDevice\b|cudaErrorStubLibrary",
     _I,
 )
+#: A weights file that cannot be read as what it says it is: cut short or overwritten (an interrupted
+#: download, a disk that filled, a cache another process was writing). safetensors' own errors (its Rust
+#: SafeTensorError: InvalidHeader*, HeaderTooLarge / HeaderTooSmall, MetadataIncompleteBuffer, "incomplete
+#: metadata, file not fully covered"), torch.load's zip reader and unpickler. While the weights load, the
+#: checkpoint as stored is not there whole: fetch it again (the config or the flags are not the cause).
+KIND_CORRUPT = re.compile(
+    r"Error while deserializing header|\bSafetensorError\b|\bHeaderToo(?:Large|Small)\b"
+    r"|MetadataIncompleteBuffer|incomplete metadata, file not fully covered"
+    r"|PytorchStreamReader failed|failed finding central directory"
+    r"|invalid load key|UnpicklingError"
+)
 #: A remote the server had to reach did not answer (the model hub, a bucket, a registry).
 KIND_UNREACHABLE = re.compile(
     r"MaxRetryError|Max retries exceeded|ConnectionError|Connection refused|Name or service not known"

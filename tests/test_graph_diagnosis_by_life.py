@@ -116,3 +116,24 @@ def test_the_configs_own_verify_checks_place_a_headless_traceback_in_the_config_
         "ValueError: Total number of attention heads (64) must be divisible by tensor parallel size (3).",
     ]
     assert cause(serving).category != "unsupported_config"
+
+
+def test_a_weights_file_that_cannot_be_read_while_loading_is_a_checkpoint_to_fetch_again() -> None:
+    from graph.pipeline import assess
+
+    lines = [
+        "INFO 03-10 21:30:12 model_runner.py:1110] Starting to load model /models/Qwen2.5-VL-72B-AWQ...",
+        "Loading safetensors checkpoint shards:  64% Completed | 7/11 [00:41<00:23,  5.90s/it]",
+        "ERROR 03-10 21:30:59 engine.py:400] Traceback (most recent call last):",
+        'ERROR 03-10 21:30:59 engine.py:400]   File "/x/w.py", line 463, in safetensors_weights_iterator',
+        'ERROR 03-10 21:30:59 engine.py:400]     with safe_open(st_file, framework="pt") as f:',
+        "ERROR 03-10 21:30:59 engine.py:400] safetensors_rust.SafetensorError: Error while deserializing "
+        "header: InvalidHeaderDeserialization",
+    ]
+    got = cause(lines)
+    assert got.category == "model_not_found"
+    o = Observation(id="t", logs=[{"severity": "DEFAULT", "text": t} for t in lines])
+    step = assess(o).plan.steps[0]
+    assert step.kind == "escalate" and "fetch it again" in step.change["human_action"]
+    # the same words where nothing says the weights were loading do not decide a family
+    assert cause(lines[2:]).category != "model_not_found"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from graph.analyzers.base import Finding, simple
 from graph.observation import Observation
-from mcp_tools.vocabulary import MODEL_NOT_FOUND
+from mcp_tools.vocabulary import KIND_CORRUPT, MODEL_NOT_FOUND
 
 
 def analyze(obs: Observation) -> list[Finding]:
@@ -23,3 +23,9 @@ def analyze(obs: Observation) -> list[Finding]:
         confidence=0.88,
         harmless_if_loaded=True,
     )
+
+
+def facts_of(obs: Observation, text: str) -> dict[str, object]:
+    """What the remedy needs from the failing record ``text``: whether the checkpoint is there but not
+    whole (``corrupt``: fetched again, not renamed)."""
+    return {"corrupt": True} if KIND_CORRUPT.search(text) else {}

@@ -6,7 +6,7 @@ import logging
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, plan
+from graph.remedies.base import K, escalate, fact, plan
 from graph.remedies.catalog import closest_model
 from graph.remedies.planner import Capacity, predicted
 from mcp_tools.remediation import PlanStep, RemediationPlan
@@ -17,6 +17,15 @@ log = logging.getLogger(__name__)
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     model = get_model(obs.service.args) if obs.service else None
+    if fact(diag, "corrupt"):
+        return [
+            escalate(
+                f"The checkpoint{f' {model!r}' if model else ''} is there but a weights file in it is cut "
+                "short or corrupt (an interrupted download, a full disk): delete that copy (its Hugging Face "
+                "cache or bucket files) and fetch it again, then redeploy.",
+                "a weights file of the checkpoint cannot be read",
+            )
+        ]
     fix = closest_model(model or "")
     fixes = [_fixed_model_plan(cap, model, fix)] if fix and fix != model else []
     return fixes + [
