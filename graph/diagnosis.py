@@ -257,7 +257,11 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         return "unsupported_config"
     if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.ENGINE_READY:
         return None
-    if KIND_NO_DEVICE.search(text) or KIND_UNSUPPORTED.search(text) or KIND_NOT_INSTALLED.search(text):
+    # what the exception says, and what the chain it starts ends in (the step it failed: "Failed to
+    # apply ...Processor" above a TypeError)
+    end = v.chain_end(ln.n)
+    said = text if end is None else f"{text}\n{end.text}"
+    if KIND_NO_DEVICE.search(said) or KIND_UNSUPPORTED.search(said) or KIND_NOT_INSTALLED.search(said):
         return "unsupported_config"
     if KIND_ENVIRONMENT.match(text):
         return "unsupported_config"  # an import the start-up needs fails: the image lacks it

@@ -137,3 +137,26 @@ def test_a_weights_file_that_cannot_be_read_while_loading_is_a_checkpoint_to_fet
     assert step.kind == "escalate" and "fetch it again" in step.change["human_action"]
     # the same words where nothing says the weights were loading do not decide a family
     assert cause(lines[2:]).category != "model_not_found"
+
+
+def test_a_chain_ending_in_a_processor_that_cannot_process_the_start_ups_inputs_is_unsupported_config() -> (
+    None
+):
+    chain = [
+        "Traceback (most recent call last):",
+        '  File "/x/transformers/models/qwen2_audio/processing_qwen2_audio.py", line 98, in __call__',
+        "    num_audio_tokens = len(audios)",
+        "TypeError: object of type 'NoneType' has no len()",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/multimodal/processing.py", line 1021, in _call_hf_processor',
+        "    raise RuntimeError(msg) from exc",
+        "RuntimeError: Failed to apply Qwen2AudioProcessor on data={'text': '<|AUDIO|>'} with kwargs={}",
+    ]
+    loaded = "INFO 01-17 22:16:40 gpu_model_runner.py:872] Loading model weights took 15.6 GiB"
+    assert cause([loaded, *chain]).category == "unsupported_config"
+    # the same chain for one request of a server that is up is that request's input, not the start's
+    up = "INFO:     Application startup complete."
+    assert cause([loaded, up, *chain]).category != "unsupported_config"
