@@ -774,6 +774,12 @@ GPU_CAPACITY_WAIT = re.compile(
 # host_memory_exceeded  (graph/analyzers/host_memory_exceeded.py)
 # --------------------------------------------------------------------------------------------------
 
+#: The table of Ray's memory monitor's kill report (ray/_private/memory_monitor.py, the raylet's "Top 10
+#: memory users:"): its header and its rows of Ray workers, as a paste may keep them alone. Cited after
+#: the report's own words when those are there.
+HOST_MEMORY_TABLE = re.compile(
+    r"Top \d{1,3} memory users:|^PID\s+MEM\(GB\)\s+COMMAND\s*$|^\d{1,8}\s+\d{1,5}\.\d{1,3}\s+ray::", _I
+)
 HOST_MEMORY_STRONG = re.compile(
     r"Memory limit of \d+\s*\w* exceeded|Out of memory: Killed process|oom-kill|OOMKilled|oom_kill_process"
     r"|memory cgroup out of memory|Container memory limit exceeded"

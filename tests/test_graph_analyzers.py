@@ -1545,3 +1545,22 @@ def test_a_field_named_permission_denied_is_no_denial() -> None:
     assert root(obs(["INFO:     Application startup complete.", record])) == "healthy"
     grpc = "google.api_core.exceptions.PermissionDenied: 403 PERMISSION_DENIED: secret access denied"
     assert root(obs([grpc])) == "auth_denied"
+
+
+def test_rays_memory_monitor_table_alone_is_host_memory_and_cited_after_the_kill_report() -> None:
+    table = [
+        "PID     MEM(GB) COMMAND",
+        "40126   11.20   ray::WorkerDict.actor_rollout_generate_sequences",
+        "40125   11.17   ray::WorkerDict.actor_rollout_generate_sequences",
+    ]
+    got = cause(obs(table))
+    assert got.category == "host_memory_exceeded" and got.evidence[1].text == table[1]
+    report = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. "
+        "Memory on the node (IP: 10.0.0.1, ID: 5f) where the task was running was 90.1GB / 94.3GB"
+    )
+    assert cause(obs([report, "Top 10 memory users:", *table])).evidence[0].text == report
+    # a process table of another tool is not the monitor's
+    assert root(obs(["PID   USER   %MEM  COMMAND", "1234  root   12.0  python3 -m vllm.entrypoints"])) != (
+        "host_memory_exceeded"
+    )

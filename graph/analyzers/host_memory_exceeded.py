@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from graph.analyzers.base import Finding, finding, match_conditions, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import HOST_MEMORY_STRONG, HOST_MEMORY_WEAK, HOST_MEMORY_WEAK_PREFILTER
+from mcp_tools.vocabulary import (
+    HOST_MEMORY_STRONG,
+    HOST_MEMORY_TABLE,
+    HOST_MEMORY_WEAK,
+    HOST_MEMORY_WEAK_PREFILTER,
+)
 
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
-    strong = list(v.grep(HOST_MEMORY_STRONG))
+    strong = list(v.grep(HOST_MEMORY_STRONG)) + list(v.grep(HOST_MEMORY_TABLE))
     conds = match_conditions(obs, HOST_MEMORY_STRONG)
     if strong or conds:
         f = finding(
