@@ -1564,3 +1564,18 @@ def test_rays_memory_monitor_table_alone_is_host_memory_and_cited_after_the_kill
     assert root(obs(["PID   USER   %MEM  COMMAND", "1234  root   12.0  python3 -m vllm.entrypoints"])) != (
         "host_memory_exceeded"
     )
+
+
+def test_a_queue_the_stats_saw_once_and_then_saw_drained_is_no_overload() -> None:
+    def stats(running: int, waiting: int, kv: float) -> str:
+        return (
+            f"(APIServer pid=1) INFO 09-17 03:26:36 [loggers.py:123] Engine 000: Avg prompt throughput: 2040.4 "
+            f"tokens/s, Avg generation throughput: 4.0 tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
+            f"GPU KV cache usage: {kv}%, Prefix cache hit rate: 0.0%"
+        )
+
+    up = "(APIServer pid=1) INFO:     Application startup complete."
+    burst = [up, stats(0, 0, 0.0), stats(1, 69, 0.1), stats(1, 0, 0.2), stats(1, 0, 0.2)]
+    assert root(obs(burst)) == "healthy"
+    # still queued at the last period the log shows: saturation now
+    assert root(obs([up, stats(0, 0, 0.0), stats(1, 0, 0.2), stats(1, 69, 0.1)])) == "overload"

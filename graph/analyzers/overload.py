@@ -83,9 +83,10 @@ def analyze(obs: Observation) -> list[Finding]:
     facts: dict[str, object] = {}
     first_line = v.total + 1
 
+    metrics_queue = None  # the queue /metrics reports now, when it was read
     if obs.metrics:
         m = _metrics(obs.metrics)
-        waiting = _first(m, "vllm:num_requests_waiting")
+        waiting = metrics_queue = _first(m, "vllm:num_requests_waiting")
         running = _first(m, "vllm:num_requests_running")
         kv = _first(m, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
         pre = _first(m, "vllm:num_preemptions_total", "vllm:num_preemptions")
@@ -198,7 +199,10 @@ def analyze(obs: Observation) -> list[Finding]:
         signals.insert(0, "hot_instance")
         evidence.insert(0, evidence.pop(next(i for i, e in enumerate(evidence) if e.text.startswith(HOT))))
 
-    strong_queue = facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
+    # A queue the stats lines saw once and then saw gone (the last period quiet, the metrics saying
+    # nothing of one) was a burst the server worked off, not saturation that lasts.
+    drained = busy_periods > 0 and run == 0 and metrics_queue is None
+    strong_queue = not drained and facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
     if strong_queue and "queue_growth" in signals and "queue" not in signals:
         signals.append("queue")
     specific = True
