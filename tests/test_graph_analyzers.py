@@ -1579,3 +1579,6 @@ def test_a_queue_the_stats_saw_once_and_then_saw_drained_is_no_overload() -> Non
     assert root(obs(burst)) == "healthy"
     # still queued at the last period the log shows: saturation now
     assert root(obs([up, stats(0, 0, 0.0), stats(1, 0, 0.2), stats(1, 69, 0.1)])) == "overload"
+    # another server's quiet periods after it (another process interleaved) do not drain this one's queue
+    other = stats(3, 0, 12.9).replace("(APIServer pid=1)", "(APIServer pid=7)")
+    assert root(obs([up, stats(0, 0, 0.0), stats(1, 69, 0.1), other, other])) == "overload"

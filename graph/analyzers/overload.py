@@ -124,11 +124,13 @@ def analyze(obs: Observation) -> list[Finding]:
     busy_periods = 0
     run = longest_run = 0  # consecutive busy stats periods
     stats = 0
+    quiet_last: dict[str, bool] = {}  # per process: its last stats period had no queue and room
     for ln in v.grep(OVERLOAD_STATS):
         mm = OVERLOAD_STATS.search(ln.text)
         if not mm:
             continue
         stats += 1
+        quiet_last[ln.proc] = int(mm.group(2)) < 5 and float(mm.group(3)) < 90.0
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
         # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
@@ -199,9 +201,9 @@ def analyze(obs: Observation) -> list[Finding]:
         signals.insert(0, "hot_instance")
         evidence.insert(0, evidence.pop(next(i for i, e in enumerate(evidence) if e.text.startswith(HOT))))
 
-    # A queue the stats lines saw once and then saw gone (the last period quiet, the metrics saying
-    # nothing of one) was a burst the server worked off, not saturation that lasts.
-    drained = busy_periods > 0 and run == 0 and metrics_queue is None
+    # A queue the stats lines saw once and then saw gone (the same process's last period quiet, the
+    # metrics saying nothing of one) was a burst the server worked off, not saturation that lasts.
+    drained = peak_wait is not None and quiet_last.get(peak_wait[0].proc, False) and metrics_queue is None
     strong_queue = not drained and facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
     if strong_queue and "queue_growth" in signals and "queue" not in signals:
         signals.append("queue")
