@@ -174,6 +174,9 @@ def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Any) -> None:
                 return any(r.service_key == keys["chat-b"] and r.started_at > fixed_at for r in leases.runs())
 
             wait_until(watched_after_fix, "a round of chat-b after the fix", timeout_s=180)
+            # that round has started; a round is reported when it ends (on a busy machine the replicas
+            # may not have reported two yet)
+            wait_until(lambda: len(rounds) >= 2, "two rounds reported", timeout_s=180)
             n_rounds = len(rounds)
         state_b = LeasedTrackerStore(leases, keys["chat-b"]).load()
         assert state_b.pending_thread is None
