@@ -283,9 +283,8 @@ class ScriptedOpenAI:
     # --- serving ------------------------------------------------------------------------------------
 
     def start(self) -> ScriptedOpenAI:
-        from sandbox.serve import start_in_thread
-
-        self.root, self._stop = start_in_thread(self.app())
+        served = _Served.lend(self.app())
+        self.root, self._stop = served.root, served.give_back
         self.url = self.root + "/v1"
         return self
 
@@ -299,3 +298,43 @@ class ScriptedOpenAI:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _Served:
+    """One uvicorn server of the process, lent to one ``ScriptedOpenAI`` at a time.
+
+    A script's app is per test; the server under it is not. A test that ends gives its server back
+    and the next one answers on the same URL, so the clients that are cached per base URL
+    (langchain-openai keeps one pair of httpx clients per URL, each loading the CA bundle: 20 to 45 ms
+    of CPU) are built once per server, not once per test. Between two lendings nobody's script
+    answers: a request then gets a 503, never another test's reply."""
+
+    _idle: list[_Served] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        from sandbox.serve import start_in_thread
+
+        self.app: Starlette | None = None
+        self.root, _stop = start_in_thread(self)  # lives as long as the process (a daemon thread)
+
+    @classmethod
+    def lend(cls, app: Starlette) -> _Served:
+        with cls._lock:
+            served = cls._idle.pop() if cls._idle else None
+        if served is None:
+            served = cls()
+        served.app = app
+        return served
+
+    def give_back(self) -> None:
+        self.app = None
+        with self._lock:
+            self._idle.append(self)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        app = self.app
+        if app is not None:
+            await app(scope, receive, send)
+        elif scope["type"] == "http":
+            await PlainTextResponse("no script is being served", status_code=503)(scope, receive, send)
