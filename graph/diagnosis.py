@@ -868,11 +868,13 @@ def _validate(text: str, obs: Observation) -> ModelAnswer:
     return ans
 
 
-def chat_model(ep: ModelEndpoint) -> Any:
-    """The LangChain chat client for a resolved endpoint (``mcp_tools.model_endpoint``)."""
+def chat_model(ep: ModelEndpoint, *, http_async_client: Any = None) -> Any:
+    """The LangChain chat client for a resolved endpoint (``mcp_tools.model_endpoint``);
+    ``http_async_client``: the async calls' own client (the default one is shared per base URL)."""
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
+        http_async_client=http_async_client,
         base_url=ep.base_url,
         api_key=ep.api_key or SecretStr("not-needed"),
         model=ep.model or "model",

@@ -201,6 +201,17 @@ def test_an_answer_without_tools_says_its_figures_are_not_computed() -> None:
     assert a.tools_used == [] and "not computed" in a.sources_note()
 
 
+def test_the_next_question_to_the_same_model_is_answered_too() -> None:
+    """Each question runs in an event loop of its own: the second one used to reuse a connection of
+    the first one's closed loop (langchain-openai keeps its async client per base URL for the whole
+    process) and failed with "Event loop is closed"."""
+    with ScriptedOpenAI([{"content": "It needs about 30 GiB."}]) as srv:
+        cfg = Configuration.from_settings(model_url=srv.root)
+        answers = [answer_question(q, cfg, emit=lambda s: None).text for q in ("how much?", "and now?")]
+    assert answers == ["It needs about 30 GiB."] * 2
+    assert len(srv.requests) == 2
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal")
 @pytest.mark.slow  # a real terminal session
 def test_cli_in_a_pseudo_terminal_ctrl_c_cancels_the_answer_and_ctrl_d_leaves(tmp_path: Path) -> None:

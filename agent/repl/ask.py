@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -114,8 +114,24 @@ def answer_question(
                 "check GEMMA_SRE_MODEL_URL / VLLM_BASE_URL / GEMMA_SRE_FALLBACK_MODEL_URL"
             )
         ep.max_tokens = None  # a free-form answer: as long as it needs
-        model = chat_model(ep)
+        import openai
+
+        from mcp_tools.endpoint import tls_context
+
+        # The question's own connections, closed with its event loop: each question runs in a loop of
+        # its own, and langchain-openai's default async client is kept per base URL for the whole
+        # process, so the next question would reuse a connection of a closed loop.
+        http = openai.DefaultAsyncHttpxClient(verify=tls_context())
+        model = chat_model(ep, http_async_client=http)
+        return asyncio.run(_closing(http, _answer(question, cfg, model, emit, repl_figures or {})))
     return asyncio.run(_answer(question, cfg, model, emit, repl_figures or {}))
+
+
+async def _closing(http: Any, answering: Coroutine[Any, Any, Answer]) -> Answer:
+    try:
+        return await answering
+    finally:
+        await http.aclose()
 
 
 async def _answer(
