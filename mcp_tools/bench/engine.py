@@ -318,9 +318,13 @@ class _Run:
         started = datetime.now(UTC)
         from yarl import URL
 
+        from mcp_tools.endpoint import tls_context
+
         timeout = httpx.Timeout(min(60.0, cfg.request_timeout_s), connect=min(30.0, cfg.request_timeout_s))
         async with (
-            httpx.AsyncClient(base_url=cfg.url, timeout=timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(
+                base_url=cfg.url, timeout=timeout, follow_redirects=False, verify=tls_context()
+            ) as client,
             make_session(cfg.url, cfg.peak_in_flight(), cfg.request_timeout_s) as session,
         ):
             model, mml, revision = await _discover(client, cfg, self.auth)
