@@ -85,6 +85,7 @@ def metrics_when(
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
+    from mcp_tools.endpoint import tls_context  # a poll's client would load the CA bundle each time
     from sandbox.testing import run_clients
 
     services, _ = run_clients(sb)
@@ -94,7 +95,7 @@ def metrics_when(
     def read() -> dict[str, float] | None:
         nonlocal seen
         try:  # an overloaded server (what some scenarios make) may answer late: that is "not yet"
-            text = httpx.get(f"{uri}/metrics", timeout=10).text
+            text = httpx.get(f"{uri}/metrics", timeout=10, verify=tls_context()).text
         except httpx.TimeoutException:
             return None
         seen = {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}

@@ -25,6 +25,7 @@ import pytest
 
 from graph import audit
 from graph.checkpoint import open_decisions
+from mcp_tools.endpoint import tls_context
 from sandbox.scenarios import scenario_specs
 from sandbox.server import Sandbox, start_sandbox
 from sandbox.testing import TEST_TIME_SCALE, sandbox_env
@@ -103,21 +104,25 @@ def fake_slack() -> Iterator[FakeSlack]:
 
 
 class World:
+    """The server under test, called with the process's TLS settings (``tls_context``): its status is
+    polled, and a call's own client would load the CA bundle each time."""
+
     def __init__(self, sb: Sandbox, url: str, state: Path, slack: FakeSlack) -> None:
         self.sb, self.url, self.state, self.slack = sb, url, state, slack
+        self._auth = {"authorization": f"Bearer {TOKEN}"}
 
     def post(self, path: str, doc: Any, *, auth: Any = None, headers: dict[str, str] | None = None) -> Any:
         h = {"authorization": f"Bearer {TOKEN}"} if auth is None and headers is None else (headers or {})
-        return httpx.post(self.url + path, json=doc, headers=h, auth=auth, timeout=30)
+        return httpx.post(self.url + path, json=doc, headers=h, auth=auth, timeout=30, verify=tls_context())
 
     def investigation(self, thread: str) -> dict[str, Any]:
-        r = httpx.get(self.url + "/investigations", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        r = httpx.get(self.url + "/investigations", headers=self._auth, timeout=30, verify=tls_context())
         assert r.status_code == 200, r.text
         (inv,) = [i for i in r.json()["investigations"] if i["thread_id"] == thread]
         return dict(inv)
 
     def investigations_of(self, service: str) -> list[dict[str, Any]]:
-        r = httpx.get(self.url + "/investigations", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        r = httpx.get(self.url + "/investigations", headers=self._auth, timeout=30, verify=tls_context())
         return [i for i in r.json()["investigations"] if i["service"] == service]
 
     def wait_status(self, thread: str, *statuses: str, timeout: float = 120) -> dict[str, Any]:
