@@ -180,13 +180,14 @@ def layer_render(m: dict[str, Any], form: str) -> list[str]:
     ](m)
 
 
-def _forms(m: dict[str, Any]) -> tuple[str, ...]:
+def forms(m: dict[str, Any]) -> tuple[str, ...]:
+    """How a message is rendered: a vLLM-shaped raise or log both as logged and bare, else as printed."""
     return (
         ("logged", "bare") if m["shape"] == "vllm" and m.get("kind") in ("raise", "log") else ("as-printed",)
     )
 
 
-CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in _forms(m)]
+CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in forms(m)]
 
 
 @pytest.mark.parametrize(("m", "form"), CASES)

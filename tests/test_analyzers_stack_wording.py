@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_analyzers_layer_wording import ENG, _container_log, _start, _vllm
+from tests.test_analyzers_layer_wording import ENG, _container_log, _start, _vllm, forms
 from tests.test_analyzers_vllm_wording import PHASES, diagnosed
 
 DATA = Path(__file__).parent / "data" / "stack_messages.yaml"
@@ -78,13 +78,7 @@ def stack_render(m: dict[str, Any], form: str) -> list[str]:
     return _client(m) if m["shape"] == "client" else _gateway(m)
 
 
-def _forms(m: dict[str, Any]) -> tuple[str, ...]:
-    return (
-        ("logged", "bare") if m["shape"] == "vllm" and m.get("kind") in ("raise", "log") else ("as-printed",)
-    )
-
-
-CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in _forms(m)]
+CASES = [pytest.param(m, form, id=f"{m['id']}-{form}") for m in MESSAGES for form in forms(m)]
 
 
 @pytest.mark.parametrize(("m", "form"), CASES)
