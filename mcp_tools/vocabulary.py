@@ -252,15 +252,17 @@ KIND_API_MISMATCH = re.compile(
     r"^(?:[\w.]+\.)?(?:TypeError: [\w.<>]{1,200}\(\) (?:got an unexpected keyword argument"
     r"|missing \d{1,3} required (?:positional|keyword-only) arguments?|takes \d{1,3} positional arguments?"
     r" but \d{1,3} (?:were|was) given|got multiple values for (?:keyword )?argument)"
-    r"|AttributeError: (?:module )?'[\w.]{1,200}' (?:object )?has no attribute"
+    # (not "'NoneType' object has no attribute": a value that was None, the ordinary bug)
+    r"|AttributeError: (?:module )?'(?!NoneType')[\w.]{1,200}' (?:object )?has no attribute"
     r"|ImportError: cannot import name)"
 )
 #: Functions that build a server, an engine or a worker from its configuration (the constructors, the
-#: engine's factories, a script's top level): a traceback through one of them and through no step of
-#: the engine or request handler (``STEP_FRAMES``, ``REQUEST_FRAMES``) was raised by a start.
+#: engine's factories; not a script's top level, which also runs a client's requests): a traceback
+#: through one of them and through no step of the engine or request handler (``STEP_FRAMES``,
+#: ``REQUEST_FRAMES``) was raised by a start.
 BUILD_FRAMES = re.compile(
-    r"^(?:__init__|__post_init__|<module>|from_engine_args|from_vllm_config|from_config"
-    r"|build_\w{1,80}|create_\w{0,80}engine\w{0,80}|init_\w{1,80}|_init_\w{1,80}|setup\w{0,40}|main)$"
+    r"^(?:__init__|__post_init__|from_engine_args|from_vllm_config|from_config"
+    r"|build_\w{1,80}|create_\w{0,80}engine\w{0,80}|init_\w{1,80}|_init_\w{1,80}|setup\w{0,40})$"
 )
 #: A request being handled (the OpenAI frontend's and the wrappers' handlers, a model's forward pass):
 #: an exception under one was raised serving, whatever constructor it passed through.
@@ -465,7 +467,8 @@ OOM_RUNTIME = re.compile(
 #: it (the model runners' ``_prepare_inputs`` / ``prepare_model_input``, which build a batch's tensors
 #: and attention masks): the weights were in by then.
 FORWARD_FRAME = re.compile(
-    r", in (?:\w*(?:forward|_fwd)\w*|_prepare_inputs|prepare_model_input|_make_attention_mask)\s*$", re.M
+    r", in (?:\w{0,80}(?:forward|_fwd)\w{0,80}|_prepare_inputs|prepare_model_input|_make_attention_mask)\s*$",
+    re.M,
 )
 OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*weights", _I)
 
@@ -478,10 +481,11 @@ FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
             r"get_config|get_hf_file|AutoConfig|create_engine_config|create_model_config|get_tokenizer"
             r"|AutoTokenizer|_init_executor|_init_workers_ray|init_device|set_device|_cuda_init"
             r"|init_distributed_environment|init_worker"
-            # the config's and the engine's own checks of what they were given (config.py's
-            # _get_and_verify_dtype / _max_len, verify_with_parallel_config, _verify_quantization, the
-            # engine's _verify_args); not speculative decoding's _verify_tokens, which runs serving
-            r"|^_get_and_verify_\w{1,40}$|^_?verify_(?!tokens$)\w{1,40}$"
+            # the model config's own checks of what it was given (config.py's _get_and_verify_dtype /
+            # _max_len, verify_with_parallel_config, _verify_quantization, ...): not a bare _verify_args,
+            # which SamplingParams also runs per request, nor speculative decoding's _verify_tokens
+            r"|^_get_and_verify_\w{1,40}$|^verify_with_\w{1,40}$"
+            r"|^_verify_(?:quantization|cuda_graph|tokenizer_mode|load_format|bnb_config|embedding_mode)$"
             # V1's engine-core process builds its engine here (then runs its busy loop, below)
             r"|^run_engine_core$"
         ),
@@ -515,9 +519,10 @@ AUTH = re.compile(
     r"|DefaultCredentialsError|insufficient authentication scopes|does not have permission to access"
     r"|invalid_grant|token (?:has )?expired|401 Unauthorized|HTTP 401|HTTP 403"
     r"|NoCredentialsError|Unable to locate credentials|caller does not have permission"
-    # an HTTP client's status field or value, in any language's rendering: Rust's reqwest / ureq
-    # ``Status(403, Response[status: 403, ...])``, Python's ``status_code=401``, Go's ``status 403``
-    r"|\bstatus(?:[ _]?code)?\W{1,3}40[13]\b",
+    # an HTTP client's error naming the status: Rust's reqwest / ureq ``Status(403, Response[...])``,
+    # Python's ``status_code=401`` (not an access log's "status": 401 for one client's bad key, nor a
+    # probe's "statuscode: 403")
+    r"|\bStatus\(40[13],|\bstatus_code=40[13]\b",
     _I,
 )
 AUTH_PREFILTER = re.compile(
@@ -1027,10 +1032,9 @@ UNSUPPORTED = re.compile(
     r"|no CUDA-capable device is detected|CUDA driver is a stub library"
     r"|forward compatibility was attempted on non supported HW|unsupported display driver / cuda driver"
     r"|(?:CUDA error:|Error \d{3}:) system not yet initialized|PTX JIT compil|provided PTX was compiled with"
-    r"|invalid device function|too many resources requested for launch"
     r"|cudaError(?:NoDevice|StubLibrary|CompatNotSupportedOnDevice|SystemNotReady"
-    r"|SystemDriverMismatch|InvalidPtx|JitCompilerNotFound|UnsupportedPtxVersion|InvalidDeviceFunction"
-    r"|LaunchOutOfResources|NoKernelImageForDevice|InsufficientDriver)\b"
+    r"|SystemDriverMismatch|InvalidPtx|JitCompilerNotFound|UnsupportedPtxVersion"
+    r"|NoKernelImageForDevice|InsufficientDriver)\b"
     # A placement or network setting that does not fit what this container has (NCCL 2.27's WARN lines,
     # Xinference's worker): two ranks on one GPU ("Duplicate GPU detected : rank 1 and rank 0 both on
     # CUDA device 1000": fewer GPUs given than ranks), NCCL_SOCKET_IFNAME naming no interface here
@@ -1042,6 +1046,13 @@ UNSUPPORTED = re.compile(
 )
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
 #: on error records written before the server came up, where they are about the configuration.
+#: A kernel launch this GPU cannot serve (cudaGetErrorString: no code for it in the kernel, more registers
+#: or shared memory than it has): a configuration only where a start fails on it; while serving, one
+#: batch's shape can hit it as well (a crash, not a configuration).
+UNSUPPORTED_LAUNCH = re.compile(
+    r"invalid device function|too many resources requested for launch"
+    r"|cudaError(?:LaunchOutOfResources|InvalidDeviceFunction)\b"
+)
 UNSUPPORTED_GENERIC = re.compile(
     r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
     r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",

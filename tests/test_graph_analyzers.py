@@ -1582,3 +1582,43 @@ def test_a_queue_the_stats_saw_once_and_then_saw_drained_is_no_overload() -> Non
     # another server's quiet periods after it (another process interleaved) do not drain this one's queue
     other = stats(3, 0, 12.9).replace("(APIServer pid=1)", "(APIServer pid=7)")
     assert root(obs([up, stats(0, 0, 0.0), stats(1, 69, 0.1), other, other])) == "overload"
+
+
+def test_a_status_of_401_in_an_access_log_or_a_probe_is_no_denial_of_the_server() -> None:
+    up = "INFO:     Application startup complete."
+    access = '{"path": "/v1/chat/completions", "status": 401, "client": "10.0.0.7"}'
+    ok = '{"path": "/v1/chat/completions", "status": 200, "client": "10.0.0.8"}'
+    assert root(obs([up, access, ok, ok])) == "healthy"
+    probe = "Warning  Unhealthy  12s  kubelet  Readiness probe failed: HTTP probe failed with statuscode: 403"
+    assert root(obs([probe])) != "auth_denied"
+
+
+def test_a_kernel_launch_the_gpu_cannot_serve_is_a_configuration_only_where_a_start_fails_on_it() -> None:
+    failing = [
+        "INFO 03-01 10:00:00 [gpu_model_runner.py:1200] Loading model weights took 14.9 GiB",
+        "RuntimeError: CUDA error: too many resources requested for launch",
+    ]
+    assert root(obs(failing)) == "unsupported_config"
+    serving = [
+        "INFO 03-01 10:00:00 [gpu_model_runner.py:1200] Loading model weights took 14.9 GiB",
+        "INFO:     Application startup complete.",
+        'INFO:     10.0.0.7:5000 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 1500, in execute_model',
+        "    hidden = self.model(input_ids)",
+        "RuntimeError: CUDA error: too many resources requested for launch",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+    ]
+    assert root(obs(serving)) == "engine_crash"
+
+
+def test_ncclls_own_out_of_memory_is_never_the_weights() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/distributed/device_communicators/pynccl.py", line 120, in all_reduce',
+        "    self.nccl.ncclAllReduce(",
+        "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+        "Last error:",
+        "Cuda failure 2 'out of memory'",
+    ]
+    assert root(obs(lines)) != "weights_oom"

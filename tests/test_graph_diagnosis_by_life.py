@@ -160,3 +160,33 @@ def test_a_chain_ending_in_a_processor_that_cannot_process_the_start_ups_inputs_
     # the same chain for one request of a server that is up is that request's input, not the start's
     up = "INFO:     Application startup complete."
     assert cause([loaded, up, *chain]).category != "unsupported_config"
+
+
+def test_what_a_request_or_a_none_value_raises_is_not_called_a_configuration() -> None:
+    # SamplingParams checks each request's own values in a function named like the config's checks
+    per_request = [
+        '  File "/x/vllm/entrypoints/openai/serving_chat.py", line 198, in create_chat_completion',
+        "    sampling_params = request.to_sampling_params(",
+        '  File "/x/vllm/sampling_params.py", line 300, in __post_init__',
+        "    self._verify_args()",
+        '  File "/x/vllm/sampling_params.py", line 350, in _verify_args',
+        "    raise ValueError(",
+        "ValueError: max_tokens must be at least 1, got 0.",
+    ]
+    assert cause(per_request).category != "unsupported_config"
+    # a value that was None is the ordinary bug, not one piece lacking what another calls
+    none_value = [
+        '  File "/x/vllm/model_executor/model_loader/loader.py", line 40, in __init__',
+        "    self.loader = param.weight_loader",
+        "AttributeError: 'NoneType' object has no attribute 'weight_loader'",
+    ]
+    assert cause(none_value).category != "unsupported_config"
+    # nor a client script's own top level
+    client = [
+        '  File "/home/u/client.py", line 12, in <module>',
+        "    main()",
+        '  File "/home/u/client.py", line 9, in main',
+        "    print(r.json())",
+        "AttributeError: 'Response' object has no attribute 'jsn'",
+    ]
+    assert cause(client).category != "unsupported_config"

@@ -122,7 +122,11 @@ def answer_question(
         # its own, and langchain-openai's default async client is kept per base URL for the whole
         # process, so the next question would reuse a connection of a closed loop.
         http = openai.DefaultAsyncHttpxClient(verify=tls_context())
-        model = chat_model(ep, http_async_client=http)
+        try:
+            model = chat_model(ep, http_async_client=http)
+        except BaseException:
+            asyncio.run(http.aclose())
+            raise
         return asyncio.run(_closing(http, _answer(question, cfg, model, emit, repl_figures or {})))
     return asyncio.run(_answer(question, cfg, model, emit, repl_figures or {}))
 

@@ -105,12 +105,19 @@ def oom_events(obs: Observation) -> list[OomEvent]:
 
 
 def device_of(ln: Line) -> str:
-    """Whose memory an OOM line says ran out, for a summary: CUDA's unless it names another backend."""
+    """Whose memory an OOM line says ran out, for a summary: CUDA's unless its out-of-memory words name
+    another backend (a TPU's HBM, as XLA says it)."""
     m = _DEVICE.search(ln.text)
-    return m.group(1) if m else "CUDA"
+    if m is None:
+        return "CUDA"
+    return m.group(1).upper() if m.group(1) else "The TPU"
 
 
-_DEVICE = re.compile(r"\b(NPU|XPU|MPS|HIP|HBM)\b")
+_DEVICE = re.compile(
+    r"\b(NPU|XPU|MPS|HIP)(?: backend)? out of memory|out of memory (?:on|in memory space) HBM", re.I
+)
+#: NCCL's own allocations (its communicators' and collectives' buffers): never the weights'.
+_NCCL_OOM = re.compile(r"Cuda failure (?:\d{1,4} )?'out of memory'|Failed to CUDA calloc")
 
 
 def oom_in_phase(obs: Observation, phase: str) -> tuple[list[OomEvent], list[Line]]:
@@ -143,6 +150,8 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     text = ln.text
     if "warming up sampler" in text or "max_num_seqs" in text:
         return "runtime", None, 0.9
+    if _NCCL_OOM.search(text):
+        return "runtime", None, 0.6
     if "not enough GPU memory" in text or "Failed to load model" in text or OOM_CREATE_WEIGHTS.search(text):
         return "weights", None, 0.9
     own = _classify_frame(

@@ -51,6 +51,7 @@ from mcp_tools.vocabulary import (
     UNSUPPORTED,
     UNSUPPORTED_DEVICE_WARNING,
     UNSUPPORTED_GENERIC,
+    UNSUPPORTED_LAUNCH,
     UNSUPPORTED_WARNING,
     UP_PHASES,
     Phase,
@@ -67,6 +68,8 @@ def analyze(obs: Observation) -> list[Finding]:
     ]
     # torch's warning that it has no kernels for this GPU, on a start that did not get past it
     hits += [ln for ln in v.grep(UNSUPPORTED_DEVICE_WARNING) if not ran_after(v, ln) and ln not in hits]
+    # a kernel launch this GPU cannot serve, in a start that failed on it
+    hits += [ln for ln in v.grep(UNSUPPORTED_LAUNCH) if _in_failed_start(v, ln.n) and ln not in hits]
     if not hits:
         hits = [
             ln
