@@ -246,9 +246,13 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     v = view(obs)
     phase = phase_of(v, ln.n)
     text = ln.text
-    if KIND_API_MISMATCH.match(text) and (
-        Phase.CONTAINER < phase < Phase.ENGINE_READY
-        or (phase in (Phase.NONE, Phase.CONTAINER) and _raised_building(v, ln))
+    if (
+        KIND_API_MISMATCH.match(text)
+        and not _raised_serving(v, ln)
+        and (
+            Phase.CONTAINER < phase < Phase.ENGINE_READY
+            or (phase in (Phase.NONE, Phase.CONTAINER) and frame_in(v, ln, BUILD_FRAMES) is not None)
+        )
     ):
         return "unsupported_config"  # the pieces' versions do not fit together
     if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
@@ -284,15 +288,11 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     return None
 
 
-def _raised_building(v: LogView, ln: Line) -> bool:
-    """The traceback that ends at ``ln`` was raised building a server or an engine: a constructor or a
-    factory on its stack (``BUILD_FRAMES``), and no step of the engine nor any request handler, whose
-    frames say it was serving (a paste with no milestone says nothing else of its phase)."""
-    return (
-        frame_in(v, ln, BUILD_FRAMES) is not None
-        and frame_in(v, ln, REQUEST_FRAMES) is None
-        and step_frame(v, ln) is None
-    )
+def _raised_serving(v: LogView, ln: Line) -> bool:
+    """The traceback that ends at ``ln`` passes through a step of the engine or a request handler: it was
+    raised serving, whatever the milestones say (on Cloud Run one instance serves while another loads),
+    and whatever constructor it went through (``BUILD_FRAMES`` is asked only when this is False)."""
+    return frame_in(v, ln, REQUEST_FRAMES) is not None or step_frame(v, ln) is not None
 
 
 def _by_life(obs: Observation, ln: Line, notes: list[str]) -> RootCause | None:

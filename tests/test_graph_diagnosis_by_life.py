@@ -190,3 +190,9 @@ def test_what_a_request_or_a_none_value_raises_is_not_called_a_configuration() -
         "AttributeError: 'Response' object has no attribute 'jsn'",
     ]
     assert cause(client).category != "unsupported_config"
+
+
+def test_a_request_handlers_api_mismatch_while_another_instance_loads_is_not_the_start() -> None:
+    loading = "INFO 03-01 10:00:00 [weight_utils.py:265] Using model weights format ['*.safetensors']"
+    assert cause([loading, *ATTR_SERVING]).category != "unsupported_config"
+    assert cause([loading, *KWARG_AT_BUILD]).category == "unsupported_config"

@@ -201,8 +201,9 @@ def analyze(obs: Observation) -> list[Finding]:
         signals.insert(0, "hot_instance")
         evidence.insert(0, evidence.pop(next(i for i, e in enumerate(evidence) if e.text.startswith(HOT))))
 
-    # A queue the stats lines saw once and then saw gone (the same process's last period quiet, the
-    # metrics saying nothing of one) was a burst the server worked off, not saturation that lasts.
+    # A queue the same process's stats no longer show (its last period quiet, the metrics saying nothing
+    # of one) was worked off: on its own it is no saturation (a queue that stood for several periods
+    # still gives the "sustained" signal above).
     drained = peak_wait is not None and quiet_last.get(peak_wait[0].proc, False) and metrics_queue is None
     strong_queue = not drained and facts.get("num_requests_waiting", 0) >= 10  # type: ignore[operator]
     if strong_queue and "queue_growth" in signals and "queue" not in signals:
