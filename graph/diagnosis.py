@@ -33,6 +33,7 @@ from graph.analyzers.base import (
     excerpt,
     frame_in,
     phase_of,
+    says_something,
     started_between,
     step_frame,
 )
@@ -363,12 +364,7 @@ def _bare_raises(v: LogView, before: int) -> list[Line]:
 def _raising_line(v: LogView, ln: Line) -> Line | None:
     """The source line of the frame a bare exception at ``ln`` was raised from (None: none right before)."""
     prev = next(
-        (
-            c
-            for c in reversed(v.window(ln.n, 3)[:-1])
-            if c.proc == ln.proc and set(c.text.strip()) - set("^~ ")
-        ),
-        None,
+        (c for c in reversed(v.window(ln.n, 3)[:-1]) if c.proc == ln.proc and says_something(c)), None
     )
     return prev if prev is not None and v.is_source(prev.n) else None
 

@@ -1044,8 +1044,6 @@ UNSUPPORTED = re.compile(
     r"|can only see these GPUs",
     _I,
 )
-#: What an error (never a warning or an info line) says when a feature is missing here: judged only
-#: on error records written before the server came up, where they are about the configuration.
 #: A kernel launch this GPU cannot serve (cudaGetErrorString: no code for it in the kernel, more registers
 #: or shared memory than it has): a configuration only where a start fails on it; while serving, one
 #: batch's shape can hit it as well (a crash, not a configuration).
@@ -1053,6 +1051,8 @@ UNSUPPORTED_LAUNCH = re.compile(
     r"invalid device function|too many resources requested for launch"
     r"|cudaError(?:LaunchOutOfResources|InvalidDeviceFunction)\b"
 )
+#: What an error (never a warning or an info line) says when a feature is missing here: judged only
+#: on error records written before the server came up, where they are about the configuration.
 UNSUPPORTED_GENERIC = re.compile(
     r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
     r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",

@@ -1612,7 +1612,7 @@ def test_a_kernel_launch_the_gpu_cannot_serve_is_a_configuration_only_where_a_st
     assert root(obs(serving)) == "engine_crash"
 
 
-def test_ncclls_own_out_of_memory_is_never_the_weights() -> None:
+def test_nccls_own_out_of_memory_is_never_the_weights() -> None:
     lines = [
         "Traceback (most recent call last):",
         '  File "/x/vllm/distributed/device_communicators/pynccl.py", line 120, in all_reduce',

@@ -4,14 +4,14 @@ taught (issue 11), each with the case that must not follow it."""
 
 from __future__ import annotations
 
-from graph.analyzers import run_analyzers
-from graph.diagnosis import RootCause, choose_root_cause
-from graph.observation import Observation
+from graph.diagnosis import RootCause
+from tests.test_graph_analyzers import cause as cause_of
+from tests.test_graph_analyzers import obs
 
 
 def cause(lines: list[str]) -> RootCause:
-    o = Observation(id="t", logs=[{"severity": "DEFAULT", "text": t} for t in lines])
-    return choose_root_cause(run_analyzers(o), o)
+    """The root cause the analyzers give for these log lines (``tests.test_graph_analyzers``' helpers)."""
+    return cause_of(obs(lines))
 
 
 # A wrapper building vLLM's engine with an argument this vLLM no longer takes (Python's TypeError wording;
@@ -132,8 +132,7 @@ def test_a_weights_file_that_cannot_be_read_while_loading_is_a_checkpoint_to_fet
     ]
     got = cause(lines)
     assert got.category == "model_not_found"
-    o = Observation(id="t", logs=[{"severity": "DEFAULT", "text": t} for t in lines])
-    step = assess(o).plan.steps[0]
+    step = assess(obs(lines)).plan.steps[0]
     assert step.kind == "escalate" and "fetch it again" in step.change["human_action"]
     # the same words where nothing says the weights were loading do not decide a family
     assert cause(lines[2:]).category != "model_not_found"

@@ -566,7 +566,7 @@ def cut_at_check(v: LogView, fn: re.Pattern[str]) -> list[Line]:
             :4
         ]
         quoted = after[:1] if after and v.is_source(after[0].n) else []
-        rest = [x for x in after[len(quoted) :] if set(x.text.strip()) - set("^~ ")]
+        rest = [x for x in after[len(quoted) :] if says_something(x)]
         if rest and any(p.match(rest[0].text) for p in (FRAME, EXCEPTION, BARE_EXCEPTION)):
             continue  # not the deepest frame: the traceback goes on
         called = _CALLED.findall(quoted[0].text) if quoted else []
@@ -576,6 +576,11 @@ def cut_at_check(v: LogView, fn: re.Pattern[str]) -> list[Line]:
 
 
 _CALLED = re.compile(r"(\w+)\(")
+
+
+def says_something(ln: Line) -> bool:
+    """The line is not blank and not a traceback's caret underline (``^^^^``, ``~~~^~~``)."""
+    return bool(set(ln.text.strip()) - set("^~ "))
 
 
 def cut_at_family_check(obs: Observation, category: str, what: str) -> list[Finding]:

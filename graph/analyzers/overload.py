@@ -130,9 +130,9 @@ def analyze(obs: Observation) -> list[Finding]:
         if not mm:
             continue
         stats += 1
-        quiet_last[ln.proc] = int(mm.group(2)) < 5 and float(mm.group(3)) < 90.0
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
+        quiet_last[ln.proc] = waiting_l < 5 and kv_l < 90.0
         # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
         if not (waiting_l >= 5 or kv_l >= 90.0) or (kv_l < 90.0 and stalled_stats(ln.text)):
             run = 0

@@ -22,6 +22,7 @@ from graph.analyzers.base import (
     finding,
     phase_of,
     ran_after,
+    says_something,
     started_between,
     view,
 )
@@ -109,13 +110,7 @@ def analyze(obs: Observation) -> list[Finding]:
 def _next_record(v: LogView, n: int) -> Line | None:
     """The next line after ``n`` from the same process that is not a caret underline or blank."""
     proc = v.lines[n - 1].proc
-    for ln in v.lines[n:]:
-        if ln.head or ln.proc != proc:
-            continue
-        text = ln.text.strip()
-        if text and set(text) - set("^~ "):
-            return ln
-    return None
+    return next((ln for ln in v.lines[n:] if not ln.head and ln.proc == proc and says_something(ln)), None)
 
 
 def _failed_support_check(v: LogView) -> list[Line]:
