@@ -1041,7 +1041,11 @@ UNSUPPORTED = re.compile(
     # ("Bootstrap : no socket interface found", "NET/Socket : No usable listening interface found"),
     # a launch naming GPUs the worker cannot see ("... can only see these GPUs: [0]")
     r"|Duplicate GPU detected|Bootstrap : no socket interface found|No usable listening interface found"
-    r"|can only see these GPUs",
+    r"|can only see these GPUs"
+    # vLLM's check that a parallel size divides the model (config.py v0.2 .. current, the wording
+    # ``FACT_PARALLEL_DIVISOR`` reads the figures from): raised only while the engine is configured,
+    # so it names the family also where a paste shows nothing of the start around it
+    r"|\(\d{1,7}\) (?:must|should) be divisible by (?:tensor|pipeline)[ _]parallel[ _]size",
     _I,
 )
 #: A kernel launch this GPU cannot serve (cudaGetErrorString: no code for it in the kernel, more registers

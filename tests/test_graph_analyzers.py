@@ -1370,6 +1370,26 @@ def test_a_paste_that_begins_inside_a_traceback_still_says_where_the_start_was()
     assert rc.finding.facts["parallel_divisor"] == {"flag": "--tensor-parallel-size", "total": 32, "size": 3}
 
 
+def test_the_parallel_size_check_is_a_configuration_without_any_start_around_it() -> None:
+    # gpustack/gpustack#814's paste: the refusal first (its level cut to "RROR" by the paste), then the
+    # V0 engine process's frames, no milestone: vLLM raises these words only while it is configured.
+    lines = [
+        "RROR 12-18 19:47:34 engine.py:366] ValueError: Total number of attention heads (64) must be "
+        "divisible by tensor parallel size (3).",
+        "Process SpawnProcess-1:",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+    ]
+    rc = cause(obs(lines))
+    assert rc.category == "unsupported_config"
+    assert rc.finding is not None and rc.finding.evidence[0].line == 1
+    assert rc.finding.facts["parallel_divisor"] == {"flag": "--tensor-parallel-size", "total": 64, "size": 3}
+    # the layers counted against the pipeline size (the same check, FACT_PARALLEL_DIVISOR's other wording)
+    pp = "ValueError: Total number of hidden layers (61) must be divisible by pipeline parallel size (4)."
+    assert cause(obs([pp])).category == "unsupported_config"
+
+
 def test_a_chain_whose_banners_were_cut_is_still_followed_to_the_step_it_failed_in() -> None:
     # vllm-project/vllm#11249's chain without its two "Traceback (most recent call last):" lines: only
     # the second traceback's frames say the engine was profiling (after the weights loaded).
