@@ -109,6 +109,13 @@ def test_remedies_read_the_analyzers_facts_not_the_log_text() -> None:
         _diag("unsupported_config", "no words", unrecognized_flags=["--max-model-length"]), obs
     )
     assert flags[0].steps[0].change == {"--max-model-length": None}
+    # words that are no flag: nothing to drop safely, a person fixes the command, told which words
+    stray = propose_options(
+        _diag("unsupported_config", "no words", unrecognized_words=["serve", "/models/m"]), obs
+    )[0].steps[0]
+    assert stray.kind == "escalate"
+    action = stray.change["human_action"]
+    assert "'serve /models/m'" in action and "entrypoint" in action
 
 
 def test_a_plans_why_never_carries_the_models_words() -> None:

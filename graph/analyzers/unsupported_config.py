@@ -27,7 +27,7 @@ from graph.analyzers.base import (
     view,
 )
 from graph.observation import Observation
-from mcp_tools.redact import redact_args
+from mcp_tools.redact import redact, redact_args
 from mcp_tools.spec_ops import flags, get_model
 from mcp_tools.vocabulary import (
     ARCH_COMPUTE_CAPABILITY,
@@ -158,7 +158,18 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     facts: dict[str, object] = {}
     m = FACT_UNRECOGNIZED_ARGS.search(text)
     if m:
-        facts["unrecognized_flags"] = [a.split("=")[0] for a in m.group(1).split() if a.startswith("--")]
+        words = m.group(1).split()[:20]
+        facts["unrecognized_flags"] = [a.split("=")[0] for a in words if a.startswith("--")]
+        # words that are no flag: a positional the command line repeats (``vllm serve`` written again
+        # after an image whose entrypoint already is it)
+        # (not a flag's value: that may be a key)
+        stray = [
+            redact(a[:80])
+            for i, a in enumerate(words)
+            if not a.startswith("-") and not (i and words[i - 1].startswith("-") and "=" not in words[i - 1])
+        ]
+        if stray:
+            facts["unrecognized_words"] = stray[:6]
     if FACT_NO_BF16.search(text):
         facts["no_bfloat16"] = True
     c = FACT_MIN_CAPABILITY.search(text)

@@ -17,6 +17,19 @@ from mcp_tools.spec_ops import get_model
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     out: list[RemediationPlan] = []
     bad = fact(diag, "unrecognized_flags") or []
+    stray = fact(diag, "unrecognized_words") or []
+    if stray:
+        # Words that are no flag: no flag change or other checkpoint starts this command line, and
+        # which of its words to drop is the person's call (a positional written twice moves the rest).
+        again = " The image's entrypoint may already be `vllm serve`: pass only the model and the flags."
+        return [
+            escalate(
+                f"vLLM's command line does not take {' '.join(stray)!r}: fix the container's command and "
+                f"arguments (a word written twice, or in the wrong place)."
+                + (again if stray[0] == "serve" else ""),
+                "the command line has words vLLM does not take",
+            )
+        ]
     if bad:
         out.append(
             flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
