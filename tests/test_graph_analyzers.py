@@ -678,8 +678,12 @@ def test_analyzers_record_the_facts_the_remedies_need() -> None:
     # entrypoint is it), never a flag's value (it may be a key), redacted all the same
     repeated = facts(["vllm: error: unrecognized arguments: serve /models/GLM-4.7-Flash-AWQ-4bit"])
     assert repeated["unrecognized_words"] == ["serve", "/models/GLM-4.7-Flash-AWQ-4bit"]
-    keyed = facts(["vllm: error: unrecognized arguments: --api-keys sk-abcdefghijklmnopqrstuvwx hf_" + "a" * 30])
-    assert keyed["unrecognized_flags"] == ["--api-keys"] and keyed["unrecognized_words"] == ["[REDACTED:hf_token]"]
+    keyed = facts(
+        ["vllm: error: unrecognized arguments: --api-keys sk-abcdefghijklmnopqrstuvwx hf_" + "a" * 30]
+    )
+    assert keyed["unrecognized_flags"] == ["--api-keys"] and keyed["unrecognized_words"] == [
+        "[REDACTED:hf_token]"
+    ]
     assert facts(["ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0."])[
         "no_bfloat16"
     ]
