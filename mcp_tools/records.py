@@ -60,6 +60,13 @@ _PIPE = re.compile(
     r"^\|?\s*(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\s*\|\s?"
     r"(?:(?:stdout|stderr)\s*\|\s?|[\w.<>]+:[\w.<>]+:\d+ - )?"
 )
+#: A row of Triton Inference Server's model-status table, for a model that did not load ("| vllm | 1 |
+#: UNAVAILABLE: Internal: TypeError: ... |"): the status code's reason is the load's error record, the
+#: table's closing bar no part of it.
+_TRITON_ROW = re.compile(
+    r"^\|\s*[\w.-]{1,120}\s*\|\s*\d{1,9}\s*\|\s*(?P<level>UNAVAILABLE): "
+    r"(?:[A-Z][a-z]{1,20}(?: [a-z]{1,20}){0,3}: )?"  # the status code: "Internal: ", "Invalid argument: "
+)
 #: Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", its timestamp gone:
 #: "- vllm.v1.engine.core_client - CRITICAL - Got fatal signal ...".
 _DASHED = re.compile(r"^-?\s*[\w.]+ - (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - ")
@@ -83,7 +90,7 @@ _SERVE = re.compile(
     r" \S{1,80} \S{1,80} -- "
 )
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
-_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "UNAVAILABLE": "ERROR"}
 
 #: Text that is an error whatever the field says.
 _ERROR_SHAPE = re.compile(
@@ -174,7 +181,7 @@ def clean(raw: str) -> Clean:
     for pat in (
         (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE)
         if head.isupper()
-        else (_PIPE,)
+        else (_PIPE, _TRITON_ROW)
         if head == "|"
         else (_DASHED, _NAME_COLON)
         if head == "-" or head.islower()
@@ -188,6 +195,8 @@ def clean(raw: str) -> Clean:
             level = _GLOG_LEVEL.get(lv, lv)
             level = "INFO" if level in ("SUCCESS", "TRACE") else level
             s = lead[m.end() :]
+            if pat is _TRITON_ROW:
+                s = s.rstrip().removesuffix("|")  # the table's closing bar
             body = s  # what the logger was given: its indentation is the line's
             break
     if level == "WARN":

@@ -120,6 +120,18 @@ from mcp_tools.records import clean, continues, severity_of
             "ServeController pid=4321",
             "WARNING",
         ),
+        # Triton Inference Server's model-status table (triton-inference-server/server#8578): a model
+        # that did not load is an error record, its reason the words; a model that loaded stays a row
+        (
+            "| vllm  | 1       | UNAVAILABLE: Internal: TypeError: "
+            "build_async_engine_client_from_engine_args() got an unexpected keyword argument "
+            "'stat_loggers' |",
+            "TypeError: build_async_engine_client_from_engine_args() got an unexpected keyword argument "
+            "'stat_loggers'",
+            "",
+            "ERROR",
+        ),
+        ("| vllm  | 1       | READY  |", "| vllm  | 1       | READY  |", "", ""),
     ],
 )
 def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:
