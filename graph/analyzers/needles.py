@@ -97,6 +97,8 @@ def _needles(source: str, flags: int) -> tuple[str, ...] | None:
     got = _seq(tree)
     if not got or not all(n.isascii() for n in got):
         return None  # re.IGNORECASE folds some non-ASCII letters to ASCII ones (the Kelvin sign)
+    # A needle that holds a shorter one adds nothing: a text with it has the shorter one too.
+    got = frozenset(n for n in got if not any(m != n and m in n for m in got))
     return tuple(sorted(got, key=len, reverse=True))
 
 
@@ -109,4 +111,4 @@ def may_match(needs: tuple[str, ...] | None, text: str, lowered: str) -> bool:
     """False only when ``text`` certainly cannot match the pattern ``needs`` came from."""
     if needs is None or not text.isascii():
         return True
-    return any(n in lowered for n in needs)
+    return any(map(lowered.__contains__, needs))  # no generator frame: about twice as fast
