@@ -90,7 +90,8 @@ _SERVE = re.compile(
     r" \S{1,80} \S{1,80} -- "
 )
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
-_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "UNAVAILABLE": "ERROR"}
+#: Level words that are not Python logging's own: glog's letters, Triton's status.
+_LEVEL_WORDS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "UNAVAILABLE": "ERROR"}
 
 #: Text that is an error whatever the field says.
 _ERROR_SHAPE = re.compile(
@@ -192,7 +193,7 @@ def clean(raw: str) -> Clean:
         m = pat.match(lead)
         if m:
             lv = m.group("level")
-            level = _GLOG_LEVEL.get(lv, lv)
+            level = _LEVEL_WORDS.get(lv, lv)
             level = "INFO" if level in ("SUCCESS", "TRACE") else level
             s = lead[m.end() :]
             if pat is _TRITON_ROW:

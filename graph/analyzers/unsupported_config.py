@@ -160,9 +160,8 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     if m:
         words = m.group(1).split()[:20]
         facts["unrecognized_flags"] = [a.split("=")[0] for a in words if a.startswith("--")]
-        # words that are no flag: a positional the command line repeats (``vllm serve`` written again
-        # after an image whose entrypoint already is it)
-        # (not a flag's value: that may be a key)
+        # words that are no flag and no flag's value (that may be a key): a positional the command line
+        # repeats (``vllm serve`` written again after an image whose entrypoint already is it)
         stray = [
             redact(a[:80])
             for i, a in enumerate(words)
