@@ -667,7 +667,7 @@ CRASH_REPEATS = re.compile(
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
     r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
-    r"|Engine loop has died|EngineCore .*(?:hang|hung|stuck)|execute_model timed out"
+    r"|Engine loop has died|EngineCore [^\n]{0,200}?(?:hang|hung|stuck)|execute_model timed out"
     # the ranks' barrier (vllm/distributed/utils.py, v0.9 ..): "Barrier timed out after 600.0 seconds"
     r"|\bBarrier (?:departure )?timed out\b"
     # the engine core not answering the health check its API server or serving framework asks (KServe's
@@ -991,6 +991,12 @@ STARTUP_WAITING = re.compile(
 # unsupported_config  (graph/analyzers/unsupported_config.py)
 # --------------------------------------------------------------------------------------------------
 
+#: vLLM's check that a parallel size divides the model ("Total number of attention heads (32) must be
+#: divisible by tensor parallel size (3).", config.py v0.2 .. current; "... hidden layers ... pipeline
+#: parallel size"): what it counts and which size; ``FACT_PARALLEL_DIVISOR`` also reads the size asked for.
+PARALLEL_DIVISOR = (
+    r"\((?P<total>\d{1,7})\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
+)
 UNSUPPORTED = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
     r"|Minimum capability: \d+"
@@ -1042,10 +1048,9 @@ UNSUPPORTED = re.compile(
     # a launch naming GPUs the worker cannot see ("... can only see these GPUs: [0]")
     r"|Duplicate GPU detected|Bootstrap : no socket interface found|No usable listening interface found"
     r"|can only see these GPUs"
-    # vLLM's check that a parallel size divides the model (config.py v0.2 .. current, the wording
-    # ``FACT_PARALLEL_DIVISOR`` reads the figures from): raised only while the engine is configured,
-    # so it names the family also where a paste shows nothing of the start around it
-    r"|\(\d{1,7}\) (?:must|should) be divisible by (?:tensor|pipeline)[ _]parallel[ _]size",
+    # vLLM's check that a parallel size divides the model (``PARALLEL_DIVISOR``): raised only while the
+    # engine is configured, so it names the family also where a paste shows nothing of the start around it
+    r"|" + PARALLEL_DIVISOR,
     _I,
 )
 #: A kernel launch this GPU cannot serve (cudaGetErrorString: no code for it in the kernel, more registers
@@ -1125,14 +1130,7 @@ FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
 FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported
 FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
-#: vLLM's check that a parallel size divides the model ("Total number of attention heads (32) must be
-#: divisible by tensor parallel size (3).", config.py v0.2 .. current; "... hidden layers ... pipeline
-#: parallel size"): what it counts, and the size asked for.
-FACT_PARALLEL_DIVISOR = re.compile(
-    r"\((?P<total>\d{1,7})\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
-    r" \((?P<size>\d{1,4})\)",
-    _I,
-)
+FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
 FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
 FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")

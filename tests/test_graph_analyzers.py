@@ -1112,6 +1112,17 @@ def test_another_program_s_process_that_died_and_restarts_is_not_the_engine_dyin
     assert [f.category for f in engine_crash.analyze(worker)] == ["engine_crash"]
 
 
+def test_an_engine_core_that_says_it_is_stuck_is_a_hung_engine() -> None:
+    # the words within one record's reach (bounded: "EngineCore " repeated over a 20,000-character line
+    # took 0.8 s with an unbounded ".*" between them, benchmarks/bench_vocabulary_worst_case.py)
+    said = (
+        "(APIServer pid=1) ERROR 05-29 19:30:00 [async_llm.py:400] EngineCore appears to be hung: no output"
+    )
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, said])) == "engine_hung"
+    far = "EngineCore " + "x" * 300 + " hung"
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, far])) != "engine_hung"
+
+
 def test_one_slow_rpc_reply_warning_is_not_a_hung_engine() -> None:
     """A single WARNING that an RPC got no reply in time, on a server that goes on answering, is no
     hang; raised as the TimeoutError vLLM raises (or repeated) it is."""
