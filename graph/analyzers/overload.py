@@ -132,9 +132,10 @@ def analyze(obs: Observation) -> list[Finding]:
         stats += 1
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
-        quiet_last[ln.proc] = waiting_l < 5 and kv_l < 90.0
+        queued_or_full = waiting_l >= 5 or kv_l >= 90.0
+        quiet_last[ln.proc] = not queued_or_full
         # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
-        if not (waiting_l >= 5 or kv_l >= 90.0) or (kv_l < 90.0 and stalled_stats(ln.text)):
+        if not queued_or_full or (kv_l < 90.0 and stalled_stats(ln.text)):
             run = 0
         else:
             busy_periods += 1
