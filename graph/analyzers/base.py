@@ -161,7 +161,7 @@ class LogView:
         self._groups = list(groups.values())
         self._cache: dict[tuple[str, int, str], tuple[list[Line], list[int]]] = {}
         self._lower: dict[int, str] = {}
-        self._head_texts: list[tuple[list[Line], str, str | None]] | None = None
+        self._head_texts: list[tuple[list[Line], str, str]] | None = None
         self._milestones: list[tuple[int, Phase]] | None = None
         #: What the module's functions derive from the whole view once (``_once``): answered per call
         #: by a lookup, never by a scan (they are asked once per failing line of a 50,000-line log).
@@ -190,24 +190,19 @@ class LogView:
                         out.extend(
                             ln for ln in g if may_match(need, ln.text, low(ln)) and pattern.search(ln.text)
                         )
-            else:  # ``may_match`` inlined: this loop runs for every pattern over every shape
+            else:  # this loop runs for every pattern over every shape
                 search = pattern.search
                 for g, text, lowered in self._heads():
-                    if need is not None and lowered is not None and not any(map(lowered.__contains__, need)):
-                        continue
-                    if search(text):
+                    if may_match(need, text, lowered) and search(text):
                         out.extend(g)
             out.sort(key=lambda x: x.n)
             self._cache[key] = hit = (out, [ln.n for ln in out])
         return hit
 
-    def _heads(self) -> list[tuple[list[Line], str, str | None]]:
-        """Each shape's lines, its first line's text and that text lower-cased (None where it is not
-        ASCII: never gated), made once per view."""
+    def _heads(self) -> list[tuple[list[Line], str, str]]:
+        """Each shape's lines, its first line's text and that text lower-cased, made once per view."""
         if self._head_texts is None:
-            self._head_texts = [
-                (g, g[0].text, self._lowered(g[0]) if g[0].text.isascii() else None) for g in self._groups
-            ]
+            self._head_texts = [(g, g[0].text, self._lowered(g[0])) for g in self._groups]
         return self._head_texts
 
     def _lowered(self, ln: Line) -> str:
