@@ -37,7 +37,7 @@ from graph.analyzers.base import (
     started_between,
     step_frame,
 )
-from graph.analyzers.engine_crash import raised_in_compiled_code, start_crash
+from graph.analyzers.engine_crash import raised_in_compiled_code, unexplained_crash
 from graph.observation import Observation
 from mcp_tools.logs import FENCE_CLOSE, FENCE_OPEN, compress_logs, count_tokens
 from mcp_tools.model_endpoint import ModelEndpoint, resolve_model_endpoint
@@ -175,7 +175,7 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 finding=died,
                 notes=notes,
             )
-        crashed = start_crash(view(obs), exc, _exception_evidence(obs, exc)) if exc is not None else None
+        crashed = unexplained_crash(view(obs), exc, _exception_evidence(obs, exc)) if exc else None
         if crashed is not None:
             return RootCause(
                 category="engine_crash",
@@ -236,7 +236,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     not accept (unsupported_config), a missing file or repo is model_not_found, a refusal auth_denied,
     a missing module an image too old or broken for this model (unsupported_config). While loading, a
     checkpoint that does not match the model is unsupported_config, a missing file model_not_found.
-    Later (serving), a bare exception is a bug: it stays unknown (or engine_crash when the engine died).
+    Later (serving), a bare exception is a bug: it stays unknown (engine_crash when the engine died of it,
+    or it ended the engine's loop: graph/analyzers/engine_crash.py `loop_crash`).
     At any point of the start-up, an engine that says it cannot do what it was asked (not implemented,
     not supported), finds no GPU to run on, lacks what it needs installed (a module that does not
     import, a toolchain or backend not installed or not found, a facility "not available", a name its
@@ -389,7 +390,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     by_life = _by_life(obs, first_exc, notes) if first_exc is not None else None
     if by_life is not None:
         return by_life
-    crashed = start_crash(v, first_exc, _exception_evidence(obs, first_exc)) if first_exc else None
+    crashed = unexplained_crash(v, first_exc, _exception_evidence(obs, first_exc)) if first_exc else None
     if crashed is not None:
         return RootCause(
             category="engine_crash",

@@ -310,6 +310,14 @@ STEP_FRAMES = re.compile(
     r"^(?:_run_engine|step|run_busy_loop|_process_engine_step|step_with_batch_queue|run_engine_loop"
     r"|engine_step|generate)$"
 )
+#: The engine's own loop, which catches nothing: an exception that passes through one of these frames
+#: ends the loop, and the engine with it (V0's ``AsyncLLMEngine.run_engine_loop``, whose task's end
+#: ``_raise_exception_on_finish`` / ``_log_task_completion`` reports, and its ``engine_step``; V0's
+#: ``MQLLMEngine.run_engine_loop`` / ``engine_step``, which re-raises; V1's ``run_busy_loop``). Not an
+#: offline ``LLM()``'s ``_run_engine``: that is a script's call, failing the script.
+LOOP_FRAMES = re.compile(
+    r"^(?:run_engine_loop|engine_step|run_busy_loop|_raise_exception_on_finish|_log_task_completion)$"
+)
 #: A CUDA graph being captured or replayed, by the function on a traceback's stack (V0 / V1
 #: ``capture_model``, the runners' ``_replay`` / ``run_pw_graph``, anything named for CUDA graphs): a crash
 #: under one implicates the graphs, which eager mode does without.

@@ -634,6 +634,35 @@ def test_an_unexplained_exception_is_unknown_unless_the_engine_died_of_it() -> N
     assert root(dead) == "engine_crash"
 
 
+def test_an_unexplained_exception_that_ends_the_engines_loop_is_a_crash() -> None:
+    """The engine's own loop catches nothing: an exception through ``run_engine_loop`` / ``engine_step``
+    / ``run_busy_loop`` killed the engine (SPEC: engine_crash), read in the traceback the exception ends
+    or the one it introduces (V0 prints ``repr(e)`` first), even when the paste stops before its end."""
+    tag = "ERROR 12-18 22:57:54 engine.py:135] "
+    frames = [
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/x/vllm/engine/multiprocessing/engine.py", line 196, in run_engine_loop',
+        tag + "    request_outputs = self.engine_step()",
+        tag + '  File "/x/vllm/worker/model_runner.py", line 1729, in execute_model',
+        tag + "    logits = self.model.compute_logits(hidden_or_intermediate_states,",
+    ]
+    bug = tag + "IndexError('Error in model execution: tuple index out of range')"
+    rc = cause(obs([bug, *frames, tag + "IndexError: tuple index out of range"]))
+    assert rc.category == "engine_crash" and rc.evidence[0].line == 1
+    assert root(obs([bug, *frames])) == "engine_crash"  # the paste ends before the traceback does
+    ended = obs([*frames, tag + "IndexError: tuple index out of range"])
+    assert root(ended) == "engine_crash"
+    # the same exception under a request handler only: a request failed, the engine did not die
+    handler = [
+        frames[0],
+        tag + '  File "/x/vllm/entrypoints/openai/serving_chat.py", line 9, in chat_completion',
+    ]
+    assert (
+        root(obs([*handler, frames[3], frames[4], tag + "IndexError: tuple index out of range"])) == "unknown"
+    )
+    assert root(obs([bug])) == "unknown"  # no traceback: nothing says where it was raised
+
+
 def test_gpu_memory_held_by_other_processes_is_a_cause_with_its_figures() -> None:
     o = obs(
         [

@@ -14,6 +14,8 @@ same thing again, whenever in its life it happened.
 
 from __future__ import annotations
 
+import re
+
 from graph.analyzers.base import (
     SHUTDOWN,
     START_MARK,
@@ -42,6 +44,7 @@ from mcp_tools.vocabulary import (
     FRAME,
     GRAPH_FRAMES,
     KILLED_FROM_OUTSIDE,
+    LOOP_FRAMES,
     NCCL_DETAIL_CAUSES,
     NCCL_LAST_ERROR,
     REPORTS_ONLY,
@@ -204,3 +207,46 @@ def start_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | No
         last_line=exc.n,
         facts={"in_startup": True, "repeats_on_restart": _repeats(v, exc.n)},
     )
+
+
+def loop_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
+    """Exception ``exc``, which no family's wording or kind explains, passed through the engine's own
+    loop (``LOOP_FRAMES``), which catches nothing: the loop ended with it, and the engine stopped
+    serving. Read in the traceback that ends at ``exc``, in the one ``exc`` introduces (V0's
+    ``logger.exception(repr(e))`` prints the exception before its traceback), and at the ends of their
+    chains ("The above exception was the direct cause of ..."). None when no such frame is on them,
+    or when ``exc`` was raised in torch.compile's generated code."""
+    ends = [exc, *([died] if (died := _died_of(v, exc.n)) else [])]
+    ends += [end for e in ends if (end := v.chain_end(e.n)) is not None]
+    loop = next((f for e in ends if (f := frame_in(v, e, LOOP_FRAMES)) is not None), None)
+    if loop is None and (until := _introduced_until(v, exc.n)) is not None:
+        # the traceback ``exc`` introduces, even where the paste ends before its last line
+        loop = next(
+            (ln for ln in v.lines[exc.n : until - 1] if ln.proc == exc.proc and _frame_of(ln, LOOP_FRAMES)),
+            None,
+        )
+    if loop is None or raised_in_compiled_code(v, exc):
+        return None
+    return Finding(
+        category="engine_crash",
+        confidence=0.6,
+        summary=f"An exception no known failure family explains (line {exc.n}) ended the engine's loop "
+        f"(line {loop.n}): the engine stopped serving.",
+        evidence=evidence,
+        analyzer="engine_crash",
+        first_line=exc.n,
+        last_line=exc.n,
+        facts={"in_startup": failed_in_startup(v, exc.n), "repeats_on_restart": _repeats(v, exc.n)},
+    )
+
+
+def _frame_of(ln: Line, functions: re.Pattern[str]) -> bool:
+    """Line ``ln`` is a traceback's frame in a function ``functions`` matches."""
+    m = FRAME.match(ln.text)
+    return m is not None and functions.match(m.group("fn")) is not None
+
+
+def unexplained_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
+    """The engine crashed on exception ``exc``, which no family explains: in its start after the weights
+    loaded (``start_crash``), or by ending its loop (``loop_crash``). None: neither says so."""
+    return start_crash(v, exc, evidence) or loop_crash(v, exc, evidence)
