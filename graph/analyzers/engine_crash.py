@@ -185,37 +185,30 @@ def raised_in_compiled_code(v: LogView, exc: Line) -> bool:
     return False
 
 
-def start_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
-    """The engine's start crashed on exception ``exc``, which no family's wording or kind explains: it
-    was raised after the weights loaded, while the engine built itself (profiling, KV cache, graphs,
-    warm-up), and no start completed after it. A bug of this build with this model: the same start
-    crashes the same way again (``in_startup``). None when ``exc`` is not such a failure, or was
-    raised in torch.compile's generated code (whose cause the log cannot name)."""
+def _start_crash(v: LogView, exc: Line) -> str | None:
+    """What to say when the engine's start crashed on exception ``exc``: it was raised after the
+    weights loaded, while the engine built itself (profiling, KV cache, graphs, warm-up), and no start
+    completed after it. A bug of this build with this model: the same start crashes the same way again
+    (``in_startup``). None when ``exc`` is not such a failure."""
     phase = phase_of(v, exc.n)
-    if not Phase.LOADED <= phase < Phase.ENGINE_READY or not failed_in_startup(v, exc.n):
+    if (
+        not Phase.LOADED <= phase < Phase.ENGINE_READY
+        or not failed_in_startup(v, exc.n)
+        or in_step_loop(v, exc)
+    ):
         return None
-    if raised_in_compiled_code(v, exc) or in_step_loop(v, exc):
-        return None
-    return Finding(
-        category="engine_crash",
-        confidence=0.6,
-        summary=f"The engine's start crashed at '{phase.name.lower()}', after the weights loaded, on an "
-        f"exception no known failure family explains (line {exc.n}); nothing started after it.",
-        evidence=evidence,
-        analyzer="engine_crash",
-        first_line=exc.n,
-        last_line=exc.n,
-        facts={"in_startup": True, "repeats_on_restart": _repeats(v, exc.n)},
+    return (
+        f"The engine's start crashed at '{phase.name.lower()}', after the weights loaded, on an exception "
+        f"no known failure family explains (line {exc.n}); nothing started after it."
     )
 
 
-def loop_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
-    """Exception ``exc``, which no family's wording or kind explains, passed through the engine's own
-    loop (``LOOP_FRAMES``), which catches nothing: the loop ended with it, and the engine stopped
-    serving. Read in the traceback that ends at ``exc``, in the one ``exc`` introduces (V0's
-    ``logger.exception(repr(e))`` prints the exception before its traceback), and at the ends of their
-    chains ("The above exception was the direct cause of ..."). None when no such frame is on them,
-    or when ``exc`` was raised in torch.compile's generated code."""
+def _loop_crash(v: LogView, exc: Line) -> str | None:
+    """What to say when exception ``exc`` passed through the engine's own loop (``LOOP_FRAMES``), which
+    catches nothing: the loop ended with it, and the engine stopped serving. Read in the traceback that
+    ends at ``exc``, in the one ``exc`` introduces (V0 prints ``repr(e)`` before its traceback), and at
+    the ends of their chains ("The above exception was the direct cause of ..."). None when no such
+    frame is on them."""
     ends = [exc, *([died] if (died := _died_of(v, exc.n)) else [])]
     ends += [end for e in ends if (end := v.chain_end(e.n)) is not None]
     loop = next((f for e in ends if (f := frame_in(v, e, LOOP_FRAMES)) is not None), None)
@@ -225,18 +218,11 @@ def loop_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | Non
             (ln for ln in v.lines[exc.n : until - 1] if ln.proc == exc.proc and _frame_of(ln, LOOP_FRAMES)),
             None,
         )
-    if loop is None or raised_in_compiled_code(v, exc):
+    if loop is None:
         return None
-    return Finding(
-        category="engine_crash",
-        confidence=0.6,
-        summary=f"An exception no known failure family explains (line {exc.n}) ended the engine's loop "
-        f"(line {loop.n}): the engine stopped serving.",
-        evidence=evidence,
-        analyzer="engine_crash",
-        first_line=exc.n,
-        last_line=exc.n,
-        facts={"in_startup": failed_in_startup(v, exc.n), "repeats_on_restart": _repeats(v, exc.n)},
+    return (
+        f"An exception no known failure family explains (line {exc.n}) ended the engine's loop "
+        f"(line {loop.n}): the engine stopped serving."
     )
 
 
@@ -247,6 +233,21 @@ def _frame_of(ln: Line, functions: re.Pattern[str]) -> bool:
 
 
 def unexplained_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
-    """The engine crashed on exception ``exc``, which no family explains: in its start after the weights
-    loaded (``start_crash``), or by ending its loop (``loop_crash``). None: neither says so."""
-    return start_crash(v, exc, evidence) or loop_crash(v, exc, evidence)
+    """The engine crashed on exception ``exc``, which no family's wording or kind explains: in its start
+    after the weights loaded, or by ending its loop. None when neither says so, or when ``exc`` was
+    raised in torch.compile's generated code (whose cause the log cannot name)."""
+    if raised_in_compiled_code(v, exc):
+        return None
+    summary = _start_crash(v, exc) or _loop_crash(v, exc)
+    if summary is None:
+        return None
+    return Finding(
+        category="engine_crash",
+        confidence=0.6,
+        summary=summary,
+        evidence=evidence,
+        analyzer="engine_crash",
+        first_line=exc.n,
+        last_line=exc.n,
+        facts={"in_startup": failed_in_startup(v, exc.n), "repeats_on_restart": _repeats(v, exc.n)},
+    )
