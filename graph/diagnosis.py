@@ -55,6 +55,7 @@ from mcp_tools.vocabulary import (
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
     KIND_API_MISMATCH,
+    KIND_ASKS_SETTING,
     KIND_CHECKPOINT,
     KIND_CONFIG,
     KIND_CORRUPT,
@@ -257,6 +258,9 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         )
     ):
         return "unsupported_config"  # the pieces' versions do not fit together
+    asks = KIND_CONFIG.match(text) and KIND_ASKS_SETTING.search(text)
+    if asks and phase < Phase.ENGINE_READY and not _raised_serving(v, ln):
+        return "unsupported_config"  # the engine refused a setting and says which one to change
     if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
         # Where nothing says the server was serving, an import that fails is the image's code not
         # matching the model's (a lazy import while serving is seen serving first).

@@ -97,7 +97,9 @@ _LEVEL_WORDS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "UNA
 _ERROR_SHAPE = re.compile(
     r"^Traceback \(most recent call last\)|^\s+File \".*\", line \d+"
     r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
-    r"(?::|$)|^Killed$|Segmentation fault|core dumped|^RuntimeError|^\w*Error\b|^FATAL|^panic:",
+    r"(?::|$)|^Killed$|Segmentation fault|core dumped|^RuntimeError|^\w*Error\b|^FATAL|^panic:"
+    r"|\bAssertion [`'][^\n]{1,600}?['`] failed\b"  # a C / C++ assert (glibc's words): the process aborts
+    r"|\bthread '[^'\n]{0,80}' panicked at\b",  # a Rust panic
 )
 _WARN_SHAPE = re.compile(r"^\s*(?:Warning|\w+Warning):|^\s*warnings\.warn\(|^W\d{4} ")
 

@@ -180,6 +180,15 @@ FATAL = re.compile(
     r"|exited with (?:status|code) (?!0\b)|EngineCore failed to start|Worker failed|fatal error|^Killed$"
     r"|Segmentation fault|OOMKilled|CrashLoopBackOff|Back-off restarting failed container"
     r"|^\s*exitCode: (?!0\b)\d+"  # a Kubernetes container state (kubectl get pod -o yaml)
+    # A C / C++ assert that failed (glibc: "file.cpp:43: fn: Assertion `expr' failed."): the process aborts
+    r"|\bAssertion [`'][^\n]{1,600}?['`] failed\b"
+    # torch.distributed's watchdog (ProcessGroupNCCL, and torch_npu's ProcessGroupHCCL after it) when a
+    # collective failed: "... watchdog thread terminated with exception", "we are taking the entire
+    # process down"
+    r"|watchdog thread terminated with exception|taking the entire process down"
+    # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): "thread '<unnamed>'
+    # panicked at toktrie/src/toktree.rs:1101:13:"
+    r"|\bthread '[^'\n]{0,80}' panicked at\b"
     # An exception reported by repr: asyncio's "future: <Future finished exception=AssertionError('...')>",
     # vLLM's "IndexError('Error in model execution: ...')"
     r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]"
@@ -197,7 +206,7 @@ FATAL = re.compile(
 )
 FATAL_PREFILTER = re.compile(
     r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off"
-    r"|not healthy|available for|litellm\.|openai\.",
+    r"|not healthy|available for|litellm\.|openai\.|watchdog|process down|panicked",
     _I,
 )
 
@@ -220,7 +229,7 @@ EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
 #: Kinds of error, by what the exception says of itself (its class and its first words), for an
 #: exception no family's wording explains: with the phase it happened in, they name the family.
 KIND_MISSING = re.compile(
-    r"FileNotFoundError|No such file or directory|does not exist|EntryNotFound|not found\b", _I
+    r"FileNotFoundError|No such file or directory|does(?: not|n't) exist|EntryNotFound|not found\b", _I
 )
 KIND_DENIED = re.compile(r"PermissionError|Permission denied|Unauthori[sz]ed|Forbidden|AccessDenied", _I)
 #: An error the engine's own code raises while it builds itself from its configuration: a rejected
@@ -230,6 +239,21 @@ KIND_CONFIG = re.compile(
     r"^(?:[\w.]+\.)?(?:ValueError|TypeError|KeyError|AssertionError|NotImplementedError|AttributeError"
     r"|ZeroDivisionError|"
     r"argparse\.ArgumentError|ValidationError|pydantic[\w.]*ValidationError)\b"
+)
+#: An error that tells its reader which of the engine's settings to change ("Please increase
+#: max_num_batched_tokens", "try setting --max-model-len", "consider reducing `max_num_seqs`"): the
+#: engine checked what it was given and refused it, whatever step of the start-up ran the check. ``verb``
+#: is the change asked for, ``name`` the setting (as a flag or as the engine argument's name).
+KIND_ASKS_SETTING = re.compile(
+    r"\b(?:please|try|consider)\s(?:to\s)?"
+    r"(?P<verb>increas|decreas|reduc|lower|rais|set|specify|pass|enabl|disabl)\w{0,4}\s[^.\n]{0,60}?"
+    r"(?P<name>--[a-z][\w-]{1,60}|\b[a-z]{2,20}(?:_[a-z]{1,20}){1,6}\b)",
+    _I,
+)
+#: A setting's figure as such a check prints it: ``max_num_batched_tokens (2048)``, ``max_model_len=8192``,
+#: ``max_num_seqs is 256``.
+FACT_SETTING_FIGURE = re.compile(
+    r"\b(?P<name>[a-z]{2,20}(?:_[a-z]{1,20}){1,6}) ?(?:\(|=|is ) ?(?P<value>\d{1,9})\b"
 )
 KIND_ENVIRONMENT = re.compile(
     r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot import name"
@@ -467,7 +491,10 @@ OOM_KV = re.compile(
 OOM_RUNTIME = re.compile(
     r"profile_run|_dummy_run|_dummy_sampler_run|warming up sampler|capture_model|cuda_graph|CUDAGraph"
     r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
-    r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up",
+    r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up"
+    # sleep mode (v0.7.3 .. current): the engine that slept gives its GPU memory back when woken
+    # (``LLM.wake_up``, ``CuMemAllocator.wake_up``), long after its weights first loaded
+    r"|wake_up",
 )
 #: A frame of a forward pass (``in forward``, a kernel's ``..._fwd``): the weights were loaded by then, so
 #: an OOM under it is not the model failing to load, even where no other frame says which step ran.
@@ -483,6 +510,13 @@ OOM_CREATE_WEIGHTS = re.compile(r"Failed to (?:create|load|allocate) \w*[ \w]*we
 #: Where in the start-up a traceback was, by the functions on its stack (for a paste that begins at the
 #: traceback and shows no milestone before it). The deepest frame that names a step wins.
 FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
+    # The command line being parsed and checked (argparse's own ``parse_args`` with the flags' type
+    # converters; the OpenAI server's ``validate_parsed_serve_args``, v0.5 .. current, and the chat
+    # template check it makes): before any engine exists.
+    (
+        Phase.ARGS,
+        re.compile(r"^(?:_?parse_args|parse_known_args|validate_parsed_serve_args|validate_chat_template)$"),
+    ),
     (
         Phase.CONFIG,
         re.compile(
@@ -588,12 +622,12 @@ CONTEXT_REJECTED = re.compile(
 # --------------------------------------------------------------------------------------------------
 
 CRASH = re.compile(
-    r"illegal memory access|NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
+    r"illegal memory access|[NH]CCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
     r"|Segmentation fault|SIGSEGV|core dumped|uncorrectable ECC error|Xid \d+"
     r"|CUDA error: (?!out of memory|CUDA driver version is insufficient|CUBLAS_STATUS_ALLOC_FAILED)\w"
     r"|CUBLAS_STATUS_(?!ALLOC_FAILED)\w+|cudaError(?!MemoryAllocation|InsufficientDriver)\w+"
     r"|CUDA driver error"
-    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout"
+    r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout|watchdog thread terminated with exception"
     # C++ aborts and the distributed backend: "terminate called after throwing an instance of
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
     r"|terminate called after throwing|Aborted \(core dumped\)|SIGABRT|DistBackendError|ProcessGroupNCCL"
@@ -926,6 +960,10 @@ OVERLOAD_PREEMPT = re.compile(
     r"preempted by PreemptionMode|\bSequence group \S+ is preempted by\b|total_num_cumulative_preemption=\d",
     _I,
 )
+#: The count a preemption warning gives of itself: V0's scheduler prints the warning at the first
+#: preemption and every 50th after it ("total_num_cumulative_preemption=51"), so one record can stand for
+#: many preemptions.
+FACT_PREEMPTIONS = re.compile(r"total_num_cumulative_preemption=(\d{1,9})")
 OVERLOAD_REJECT_PREFILTER = re.compile(
     r"HTTP/|no available instance|Too Many Requests|status|Error code|Exception - |backpressure", _I
 )
@@ -1071,7 +1109,8 @@ UNSUPPORTED_LAUNCH = re.compile(
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
 #: on error records written before the server came up, where they are about the configuration.
 UNSUPPORTED_GENERIC = re.compile(
-    r"\bnot supported\b|does not support|only supports|NotImplementedError|is not implemented"
+    r"\bnot supported\b|does not support|only supports|\bonly supported (?:on|for|with|in|by)\b"
+    r"|NotImplementedError|is not implemented"
     r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
     _I,
 )
@@ -1144,11 +1183,13 @@ FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability
 FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")
 FACT_KV_CACHE_DTYPE = re.compile(r"kv.?cache.?dtype|fp8_e|nvfp4", _I)
 #: A GPU generation named as the least a kernel runs on ("FlashAttention only supports Ampere GPUs or
-#: newer", "requires Hopper or later", "sm80+", "sm_90 or newer"), and where each generation's compute
-#: capability starts.
+#: newer", "requires Hopper or later", "only supported on Ampere", "sm80+", "sm_90 or newer"), and where
+#: each generation's compute capability starts.
 FACT_MIN_ARCH = re.compile(
     r"\b(?P<arch>Volta|Turing|Ampere|Ada(?: Lovelace)?|Hopper|Blackwell)\b(?: architecture)?(?: GPUs?)?"
     r" (?:or|and) (?:newer|later|above)"
+    # "mma -> mma layout conversion is only supported on Ampere" (Triton): that generation at the least
+    r"|\bonly supported on (?P<only>Volta|Turing|Ampere|Ada(?: Lovelace)?|Hopper|Blackwell)\b"
     r"|\bsm_?(?P<sm>\d{2,3})(?:\+| (?:or|and) (?:newer|later|above))",
     _I,
 )

@@ -75,14 +75,16 @@ def test_the_dev_diagnoses_hold_under_every_shape_at_once() -> None:
         f = row.figures()
         assert f["category_kept"] >= 0.97, (f, row.changed)
         assert f["evidence_kept"] >= 0.95, (f, row.changed)
-    # the worst error: a failure that a transformation turns into "healthy"
+    # The worst error: a failure that a transformation turns into "healthy". A failure is one the
+    # analyzers saw as it is (they cited a line): a log with nothing failed in it ("unknown@None", a silent
+    # stall) buried among serving lines, a third of them after it, does show a server that served.
+    before = {c: c.split(" -> ")[0].rsplit(": ", 1)[1] for r in rows for c in r.changed}
     healthy = [
         c
-        for r in rows
-        for c in r.changed
-        if c.endswith("healthy@None") and "healthy@" not in c.split(" -> ")[0]
+        for c, was in before.items()
+        if c.endswith("healthy@None") and not was.startswith("healthy@") and was != "unknown@None"
     ]
-    assert len(healthy) <= 1, healthy
+    assert not healthy, healthy
 
 
 def test_the_blind_split_is_refused() -> None:

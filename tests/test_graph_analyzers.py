@@ -1692,3 +1692,56 @@ def test_nccls_own_out_of_memory_is_never_the_weights() -> None:
         "Cuda failure 2 'out of memory'",
     ]
     assert root(obs(lines)) != "weights_oom"
+
+
+def test_an_oom_waking_a_sleeping_engine_is_after_its_weights_loaded() -> None:
+    """Sleep mode (v0.7.3 .. current): ``wake_up`` maps the memory back long after the weights loaded."""
+    tag = "(ActorModelRayActor pid=3) "
+    lines = [
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/usr/lib/vllm/device_allocator/cumem.py", line 207, in wake_up',
+        tag + "    create_and_map(handle)",
+        tag + "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    ]
+    assert root(obs(lines)) == "runtime_oom"
+
+
+def test_a_preemption_warning_stands_for_the_count_it_gives() -> None:
+    """V0 prints the warning at the first preemption and every 50th: one record of 51 is sustained."""
+    line = (
+        "WARNING 03-04 10:11:12 scheduler.py:1560] Sequence group 224 is preempted by PreemptionMode.RECOMPUTE "
+        "mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase "
+        "gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+        "total_num_cumulative_preemption=51"
+    )
+    assert root(obs([line])) == "overload"
+    assert root(obs([line.replace("=51", "=1")])) != "overload"
+
+
+def test_a_collective_watchdog_taking_the_process_down_is_a_crash_on_either_vendors_backend() -> None:
+    """torch's ProcessGroupNCCL and torch_npu's ProcessGroupHCCL say the same when a collective fails."""
+    lines = [
+        "[rank11]:[E313 06:55:06.502205450 compiler_depend.ts:1795] To avoid data inconsistency, we are "
+        "taking the entire process down.",
+        "[rank11]:[E313 06:55:06.502248200 compiler_depend.ts:1693] [Rank 1] HCCL watchdog thread terminated "
+        "with exception: [PID: 335] Execution_Error_ROCE_CQE(EI0013): An error CQE occurred",
+    ]
+    rc = cause(obs(lines))
+    assert rc.category == "engine_crash" and 2 in {e.line for e in rc.evidence}
+
+
+def test_a_failed_native_assert_is_an_error_and_its_words_can_name_the_gpu_it_needs() -> None:
+    """glibc's "Assertion `...' failed." aborts the process whatever the severity field says; Triton's
+    "only supported on Ampere" is the generation it needs. A Rust panic is an error too (unknown, cited)."""
+    triton = (
+        "/project/lib/Analysis/Allocation.cpp:43: std::pair<A, B> mlir::triton::getCvtOrder(mlir::Attribute, "
+        'mlir::Attribute): Assertion `!(srcMmaLayout && dstMmaLayout && !srcMmaLayout.isAmpere()) && "mma -> '
+        "mma layout conversion is only supported on Ampere\"' failed."
+    )
+    rc = cause(obs([triton]))
+    assert rc.category == "unsupported_config"
+    assert rc.finding is not None and rc.finding.facts["min_compute_capability"] == 8.0
+    other = triton.replace("is only supported on Ampere", "needs a layout")
+    assert (r := cause(obs([other]))).category == "unknown" and [e.line for e in r.evidence] == [1]
+    panic = ["thread '<unnamed>' panicked at toktrie/src/toktree.rs:1101:13:", "assertion failed: x < 0xff"]
+    assert (r := cause(obs(panic))).category == "unknown" and 1 in {e.line for e in r.evidence}

@@ -196,3 +196,43 @@ def test_a_request_handlers_api_mismatch_while_another_instance_loads_is_not_the
     loading = "INFO 03-01 10:00:00 [weight_utils.py:265] Using model weights format ['*.safetensors']"
     assert cause([loading, *ATTR_SERVING]).category != "unsupported_config"
     assert cause([loading, *KWARG_AT_BUILD]).category == "unsupported_config"
+
+
+def test_the_command_lines_own_checks_place_a_failure_before_any_engine() -> None:
+    """A paste that is only the traceback: ``validate_parsed_serve_args`` (v0.5 .. current) on its stack is
+    the arguments being checked, so a path it cannot find is the model's files missing; the same words
+    with no such frame name no phase, and stay unknown."""
+    stack = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/vllm/entrypoints/openai/api_server.py", line 2094, in <module>',
+        "    validate_parsed_serve_args(args)",
+        '  File "/usr/lib/vllm/entrypoints/openai/cli_args.py", line 289, in validate_parsed_serve_args',
+        "    validate_chat_template(args.chat_template)",
+    ]
+    missing = (
+        "ValueError: The supplied chat template string (/gcs/m/chat_template.jinja) appears path-like, "
+        "but doesn't exist!"
+    )
+    assert cause([*stack, missing]).category == "model_not_found"
+    assert cause(["Traceback (most recent call last):", missing]).category == "unknown"
+
+
+def test_an_error_that_names_the_setting_to_change_is_a_refused_configuration() -> None:
+    """Whatever step ran the check ("Please increase max_num_batched_tokens"); not when it was raised
+    handling a request, and not a bare message with no setting named."""
+    asks = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/vllm/v1/core/encoder_cache_manager.py", line 302, in compute_mm_encoder_budget',
+        "    raise ValueError(",
+        "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
+        "max_num_batched_tokens (2048). Please increase max_num_batched_tokens.",
+    ]
+    got = cause(asks)
+    assert got.category == "unsupported_config"
+    assert got.finding is not None and got.finding.facts["asked_setting"] == {
+        "flag": "--max-num-batched-tokens",
+        "to": 2496,
+    }
+    serving = [*ATTR_SERVING[:4], *asks[3:]]
+    assert cause(serving).category == "unknown"
+    assert cause([*asks[:3], "ValueError: Please try again later."]).category == "unknown"

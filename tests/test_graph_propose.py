@@ -292,3 +292,31 @@ def test_a_start_refused_in_the_context_check_without_its_figures_drops_the_flag
     assert [s.kind for o in propose_options(cut, Observation(id="x", service=bare)) for s in o.steps] == [
         K.ESCALATE
     ]
+
+
+def test_a_check_that_asks_for_a_larger_size_gets_the_figure_it_compares() -> None:
+    from graph.analyzers.unsupported_config import asked_setting
+
+    text = (
+        "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
+        "max_num_batched_tokens (2048). Please increase max_num_batched_tokens."
+    )
+    asked = asked_setting(text)
+    assert asked == {"flag": "--max-num-batched-tokens", "to": 2496}
+    first = propose_options(
+        _diag("unsupported_config", text, asked_setting=asked), Observation(id="x", service=L4)
+    )[0]
+    assert [(s.kind, s.change) for s in first.steps] == [
+        (K.SET_VLLM_ARGS, {"--max-num-batched-tokens": 2496})
+    ]
+    lower = (
+        "max_num_batched_tokens (2048) is smaller than max_model_len (8192). Please decrease max_model_len."
+    )
+    assert asked_setting(lower) == {"flag": "--max-model-len", "to": 2048}
+    # a figure that does not move the setting the way asked, a setting that is no size, a figure no
+    # engine takes: nothing to act on
+    assert asked_setting("max_model_len (2048) vs max_num_seqs (256). Please increase max_model_len.") is None
+    assert asked_setting("dtype_x (3) and quant_y (4). Please set quant_y.") is None
+    assert (
+        asked_setting("max_num_seqs (8) and max_model_len (999999999). Please increase max_num_seqs.") is None
+    )

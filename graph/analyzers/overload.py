@@ -21,6 +21,7 @@ from graph.analyzers import _series as S
 from graph.analyzers.base import Evidence, Finding, Line, ev, stalled_stats, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    FACT_PREEMPTIONS,
     OVERLOAD_NO_CAPACITY,
     OVERLOAD_PREEMPT,
     OVERLOAD_REJECT,
@@ -175,6 +176,10 @@ def analyze(obs: Observation) -> list[Finding]:
             evidence.insert(i, ev(c))
         first_line = min(first_line, ln.n)
     pre_lines = list(v.grep(OVERLOAD_PREEMPT))
+    # how many preemptions the records stand for: one each, or the count the last of them gives
+    preempted = max(
+        [len(pre_lines), *(int(m.group(1)) for ln in pre_lines for m in FACT_PREEMPTIONS.finditer(ln.text))]
+    )
     if pre_lines:
         if "preemptions" not in signals:
             signals.append("preemptions")
@@ -218,7 +223,7 @@ def analyze(obs: Observation) -> list[Finding]:
         and "no_instance" not in signals
         # Preemption that keeps coming is the KV cache full under load (vLLM says "not enough KV cache
         # space"), the saturation itself, not a passing peak.
-        and len(pre_lines) < PREEMPT_SUSTAINED
+        and preempted < PREEMPT_SUSTAINED
     ):
         return []
     evidence.sort(key=lambda e: e.line == 0 and not e.text.startswith(HOT))  # log lines first, then metrics

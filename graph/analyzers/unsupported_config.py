@@ -41,11 +41,13 @@ from mcp_tools.vocabulary import (
     FACT_PARALLEL_DIVISOR,
     FACT_QUANT_TENSOR,
     FACT_QUANTIZATION,
+    FACT_SETTING_FIGURE,
     FACT_UNRECOGNIZED_ARGS,
     FLAG_FILLER_WORDS,
     FLAGS_NEVER_IMPLICATED,
     FLASH_ATTENTION_MIN_CC,
     FRAME,
+    KIND_ASKS_SETTING,
     KIND_NO_DEVICE,
     QUANT_TENSOR_METHOD,
     SUPPORT_CHECK,
@@ -176,7 +178,7 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     if c:
         facts["min_compute_capability"] = int(c.group(1) or c.group(2)) / 10
     elif a:
-        arch, sm = a.group("arch"), a.group("sm")
+        arch, sm = a.group("arch") or a.group("only"), a.group("sm")
         facts["min_compute_capability"] = ARCH_COMPUTE_CAPABILITY[arch.lower()] if arch else int(sm) / 10
     elif FACT_FLASH_ATTENTION.search(text):
         facts["min_compute_capability"] = FLASH_ATTENTION_MIN_CC
@@ -203,7 +205,41 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     named = implicated_flags(obs.service.args if obs.service else [], text)
     if named:
         facts["implicated_flags"] = named
+    asked = asked_setting(text)
+    if asked:
+        facts["asked_setting"] = asked
     return facts
+
+
+def asked_setting(text: str) -> dict[str, object] | None:
+    """The setting a check asks to raise or lower, and to what, from its own figures: "max_tokens_per_mm_item
+    (2496) is larger than max_num_batched_tokens (2048). Please increase max_num_batched_tokens" asks for
+    ``--max-num-batched-tokens 2496`` (the largest other figure it compares, above the setting's own; the
+    smallest below it for a decrease). None when it asks for something else or gives no such figure."""
+    m = KIND_ASKS_SETTING.search(text)
+    if m is None or m.group("verb").lower() not in _RAISE | _LOWER:
+        return None
+    name = m.group("name").lstrip("-").replace("-", "_").lower()
+    if name not in _SIZES:
+        return None
+    figures = [(f.group("name").lower(), int(f.group("value"))) for f in FACT_SETTING_FIGURE.finditer(text)]
+    own = next((v for n, v in figures if n == name), None)
+    others = [v for n, v in figures if n != name]
+    if own is None or not others:
+        return None
+    to = max(others) if m.group("verb").lower() in _RAISE else min(others)
+    if (to > own) != (m.group("verb").lower() in _RAISE) or to == own or not 0 < to <= _LARGEST:
+        return None  # (a figure no engine takes, a hostile line's, is no fact to act on)
+    return {"flag": "--" + name.replace("_", "-"), "to": to}
+
+
+#: The engine's sizes a check may ask to change (by their engine-argument names), and the largest
+#: figure taken for one.
+_SIZES = frozenset({"max_num_batched_tokens", "max_model_len", "max_num_seqs", "max_seq_len_to_capture"})
+_LARGEST = 10_000_000
+#: The verbs (their stems, as ``KIND_ASKS_SETTING`` reads them) that ask for a larger or a smaller figure.
+_RAISE = frozenset({"increas", "rais"})
+_LOWER = frozenset({"decreas", "reduc", "lower"})
 
 
 def implicated_flags(args: list[str], text: str) -> list[str]:

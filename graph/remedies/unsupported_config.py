@@ -34,6 +34,15 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         out.append(
             flags_option(cap, dict.fromkeys(bad), f"this vLLM does not know {', '.join(bad)}: remove it")
         )
+    asked = fact(diag, "asked_setting")
+    if asked:  # the check says which setting to change, and its figures say to what
+        out.append(
+            flags_option(
+                cap,
+                {asked["flag"]: asked["to"]},
+                f"the engine's check asks for another {asked['flag']}: {asked['to']}, the figure it compares",
+            )
+        )
     method = fact(diag, "checkpoint_quantization")
     if method and not (cap.flags and cap.flags.quantization):
         # A pre-quantized checkpoint served as a 16-bit one: say its format (bitsandbytes also needs
