@@ -52,6 +52,7 @@ from mcp_tools.vocabulary import (
     FAMILY_WORDING,
     FATAL,
     FATAL_PREFILTER,
+    FRAME,
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
     KIND_API_MISMATCH,
@@ -66,6 +67,7 @@ from mcp_tools.vocabulary import (
     KIND_NOT_INSTALLED,
     KIND_UNREACHABLE,
     KIND_UNSUPPORTED,
+    LIBRARY_PATH,
     REPORTS_ONLY,
     REQUEST_FRAMES,
     REQUEST_SERVED,
@@ -245,33 +247,48 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     optional import left None, a model class without the method a mode calls) is a configuration this
     build or place does not run (unsupported_config); a remote (the hub) that does not answer while the
     config or the weights are fetched means the model cannot be had from here (model_not_found).
+    A failure no milestone or frame places (a paste of the exception alone), on a server never seen up
+    and not under a request or a step, was raised starting: the kinds that need no phase (the engine
+    cannot, the pieces' versions do not fit, an import fails) name its family there too.
     """
     v = view(obs)
     phase = phase_of(v, ln.n)
     text = ln.text
+    # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
+    # a request's or a step's: it failed starting, at a step the log does not show.
+    unplaced = phase in (Phase.NONE, Phase.CONTAINER)
+    starting = (
+        unplaced
+        and not _raised_serving(v, ln)
+        and started_between(v, after=0, phases=UP_PHASES) is None
+        and _raised_in_library(v, ln)  # and in a library's code (or no frame shown), not a script's own
+    )
     if (
         KIND_API_MISMATCH.match(text)
         and not _raised_serving(v, ln)
         and (
             Phase.CONTAINER < phase < Phase.ENGINE_READY
-            or (phase in (Phase.NONE, Phase.CONTAINER) and frame_in(v, ln, BUILD_FRAMES) is not None)
+            or (unplaced and (starting or frame_in(v, ln, BUILD_FRAMES) is not None))
         )
     ):
         return "unsupported_config"  # the pieces' versions do not fit together
     asks = KIND_CONFIG.match(text) and KIND_ASKS_SETTING.search(text)
     if asks and phase < Phase.ENGINE_READY and not _raised_serving(v, ln):
         return "unsupported_config"  # the engine refused a setting and says which one to change
-    if phase in (Phase.NONE, Phase.CONTAINER) and KIND_ENVIRONMENT.match(text):
+    if unplaced and KIND_ENVIRONMENT.match(text):
         # Where nothing says the server was serving, an import that fails is the image's code not
         # matching the model's (a lazy import while serving is seen serving first).
         return "unsupported_config"
-    if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.ENGINE_READY:
-        return None
     # what the exception says, and what the chain it starts ends in (the step it failed: "Failed to
     # apply ...Processor" above a TypeError)
     end = v.chain_end(ln.n)
     said = text if end is None else f"{text}\n{end.text}"
-    if KIND_NO_DEVICE.search(said) or KIND_UNSUPPORTED.search(said) or KIND_NOT_INSTALLED.search(said):
+    cannot = KIND_NO_DEVICE.search(said) or KIND_UNSUPPORTED.search(said) or KIND_NOT_INSTALLED.search(said)
+    if unplaced:
+        return "unsupported_config" if cannot and starting else None  # an engine that says it cannot
+    if phase >= Phase.ENGINE_READY:
+        return None
+    if cannot:
         return "unsupported_config"
     if KIND_ENVIRONMENT.match(text):
         return "unsupported_config"  # an import the start-up needs fails: the image lacks it
@@ -292,6 +309,18 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     if phase in (Phase.ARGS, Phase.CONFIG) and KIND_CONFIG.search(text):
         return "unsupported_config"
     return None
+
+
+def _raised_in_library(v: LogView, ln: Line) -> bool:
+    """The innermost frame of the traceback that ends at ``ln`` is an installed library's or vLLM's
+    (``LIBRARY_PATH``), or no frame is shown: not a script's own code (a client's typo)."""
+    for i in range(ln.n - 1, max(0, ln.n - 400), -1):
+        m = FRAME.match(v.lines[i - 1].text)
+        if m is not None:
+            return LIBRARY_PATH.search(m.group("path")) is not None
+        if TRACEBACK_HEAD.search(v.lines[i - 1].text):
+            return True
+    return True
 
 
 def _raised_serving(v: LogView, ln: Line) -> bool:

@@ -375,7 +375,9 @@ KIND_UNREACHABLE = re.compile(
 )
 
 #: A traceback's frame: ``File "...", line N, in FUNC``.
-FRAME = re.compile(r'^File "[^"]*", line \d+, in (?P<fn>\S+)')
+FRAME = re.compile(r'^File "(?P<path>[^"]*)", line \d+, in (?P<fn>\S+)')
+#: A frame's file that is an installed library's (or vLLM's own source tree), not a script's.
+LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]vllm[/\\]|^<frozen ")
 #: vLLM's own check of one family, by its function name (stable across releases, read from the
 #: source): a pasted traceback cut at one of them, before its exception, still says which check failed.
 #: ``_get_and_verify_max_len`` (config.py: the context against the model's limit), V0's

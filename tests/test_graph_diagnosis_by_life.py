@@ -236,3 +236,17 @@ def test_an_error_that_names_the_setting_to_change_is_a_refused_configuration() 
     serving = [*ATTR_SERVING[:4], *asks[3:]]
     assert cause(serving).category == "unknown"
     assert cause([*asks[:3], "ValueError: Please try again later."]).category == "unknown"
+
+
+def test_an_unplaced_failure_of_a_server_never_seen_up_was_raised_starting() -> None:
+    """A paste of the exception alone: where the server was never seen up and the stack holds no request
+    or step, the kinds that need no phase name the family; once it was seen serving, they do not."""
+    attr = "(ApiServer_1 pid=359) AttributeError: 'Gemma4UnifiedVisionConfig' object has no attribute 'n'"
+    assert cause([attr]).category == "unsupported_config"
+    none = ["  File \"/x/vllm/attention/backends/flashinfer.py\", line 199, in _get_prefill_wrapper",
+            "TypeError: 'NoneType' object is not callable"]  # fmt: skip
+    assert cause(none).category == "unsupported_config"  # an optional import left the backend None
+    up = "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+    assert cause([up, attr]).category == "unknown"
+    assert cause([up, *none]).category == "unknown"
+    assert cause([*ATTR_SERVING]).category == "unknown"  # under a request handler: one code path's bug
