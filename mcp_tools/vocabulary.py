@@ -494,6 +494,9 @@ OOM_RUNTIME = re.compile(
     r"profile_run|_dummy_run|_dummy_sampler_run|warming up sampler|capture_model|cuda_graph|CUDAGraph"
     r"|capture_graph|determine_available_memory|determine_num_available_blocks|compile_or_warm_up_model"
     r"|execute_model|_model_forward|sample_tokens|step_with_batch_queue|warm_up"
+    # the engine's own loop (``LOOP_FRAMES``): it runs once the engine is built, so what ran out under it
+    # ran out serving
+    r"|run_busy_loop|_process_engine_step|run_engine_loop|engine_step"
     # sleep mode (v0.7.3 .. current): the engine that slept gives its GPU memory back when woken
     # (``LLM.wake_up``, ``CuMemAllocator.wake_up``), long after its weights first loaded
     r"|wake_up",
@@ -1045,10 +1048,16 @@ STARTUP_WAITING = re.compile(
 PARALLEL_DIVISOR = (
     r"\((?P<total>\d{1,7})\) (?:must|should) be divisible by (?P<which>tensor|pipeline)[ _]parallel[ _]size"
 )
+#: A GPU refused for being older than the least this build runs on (the figure is ``FACT_DEVICE_REFUSED``'s).
+DEVICE_REFUSED = (
+    r"\bGPUs? with compute capability (?:below|lower than|less than) (\d{1,2}(?:\.\d)?)"
+    r" (?:are|is) not supported"
+)
 UNSUPPORTED = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
-    r"|Minimum capability: \d+"
-    r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
+    r"|Minimum capability: \d+|"
+    + DEVICE_REFUSED
+    + r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
     r"|Failed to find a kernel that can implement|architectures? \[[^\]]*\] (?:are|is) not supported"
     r"|Model architectures? .* failed to be inspected|unrecognized arguments|error: argument --?\S+"
     r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
@@ -1182,6 +1191,9 @@ FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILI
 FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
 FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
+#: The device itself refused, whatever it was asked to run ("GPUs with compute capability below 7.0 are
+#: not supported."): no flag or checkpoint makes it run there (``DEVICE_REFUSED``, below the least figure).
+FACT_DEVICE_REFUSED = re.compile(DEVICE_REFUSED, _I)
 FACT_QUANTIZATION = re.compile(r"fp8|FP8|fp4|FP4|quantization")
 FACT_KV_CACHE_DTYPE = re.compile(r"kv.?cache.?dtype|fp8_e|nvfp4", _I)
 #: A GPU generation named as the least a kernel runs on ("FlashAttention only supports Ampere GPUs or

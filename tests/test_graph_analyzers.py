@@ -1745,3 +1745,37 @@ def test_a_failed_native_assert_is_an_error_and_its_words_can_name_the_gpu_it_ne
     assert (r := cause(obs([other]))).category == "unknown" and [e.line for e in r.evidence] == [1]
     panic = ["thread '<unnamed>' panicked at toktrie/src/toktree.rs:1101:13:", "assertion failed: x < 0xff"]
     assert (r := cause(obs(panic))).category == "unknown" and 1 in {e.line for e in r.evidence}
+
+
+def test_an_oom_under_the_engines_loop_ran_out_serving() -> None:
+    """V1's busy loop (and V0's engine loop) runs once the engine is built: an OOM a worker reports
+    through it is not the weights failing to load, though no milestone of the start is in the paste."""
+    tag = "(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [core.py:710] "
+    lines = [
+        tag + "EngineCore encountered a fatal error.",
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/x/vllm/v1/engine/core.py", line 701, in run_engine_core',
+        tag + "    engine_core.run_busy_loop()",
+        tag + '  File "/x/vllm/v1/executor/multiproc_executor.py", line 248, in get_response',
+        tag + "    raise RuntimeError(",
+        tag + "RuntimeError: Worker failed with error 'NPU out of memory. Tried to allocate 326.00 MiB'",
+    ]
+    assert root(obs(lines)) == "runtime_oom"
+    assert root(obs([lines[1], lines[-1]])) == "weights_oom"  # nothing says it was serving
+
+
+def test_a_gpu_refused_for_its_age_moves_to_another_gpu_before_any_flag() -> None:
+    """ "GPUs with compute capability below 7.0 are not supported": no dtype makes a P100 run it."""
+    from graph.pipeline import assess
+
+    lines = [
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla P100-PCIE-16GB "
+        "GPU has compute capability 6.0.",
+        "RuntimeError: GPUs with compute capability below 7.0 are not supported.",
+    ]
+    rc = cause(obs(lines))
+    assert rc.category == "unsupported_config" and 2 in {e.line for e in rc.evidence}
+    assert rc.finding is not None and rc.finding.facts["device_refused"] is True
+    assert rc.finding.facts["min_compute_capability"] == 7.0  # the least the build runs on at all
+    assert assess(obs(lines)).plan.steps[0].kind.value == "set_resources"
+    assert assess(obs(lines[:1])).plan.steps[0].change == {"--dtype": "float16"}

@@ -33,6 +33,7 @@ from mcp_tools.vocabulary import (
     ARCH_COMPUTE_CAPABILITY,
     BARE_EXCEPTION,
     EXCEPTION,
+    FACT_DEVICE_REFUSED,
     FACT_FLASH_ATTENTION,
     FACT_KV_CACHE_DTYPE,
     FACT_MIN_ARCH,
@@ -182,6 +183,11 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
         facts["min_compute_capability"] = ARCH_COMPUTE_CAPABILITY[arch.lower()] if arch else int(sm) / 10
     elif FACT_FLASH_ATTENTION.search(text):
         facts["min_compute_capability"] = FLASH_ATTENTION_MIN_CC
+    refused = FACT_DEVICE_REFUSED.search(text)
+    if refused:
+        least = float(refused.group(1))
+        facts["device_refused"] = True
+        facts["min_compute_capability"] = max(least, float(facts.get("min_compute_capability") or 0))  # type: ignore[arg-type]
     if FACT_QUANTIZATION.search(text):
         facts["quantization"] = True
     if FACT_KV_CACHE_DTYPE.search(text):

@@ -75,7 +75,8 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     no_bf16 = bool(fact(diag, "no_bfloat16"))
     need: float | None = fact(diag, "min_compute_capability")
     quantization = bool(fact(diag, "quantization"))
-    if no_bf16:
+    refused = bool(fact(diag, "device_refused"))  # the GPU itself is refused: no flag helps
+    if no_bf16 and not refused:
         out.append(flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
     ref = get_model(obs.service.args) if obs.service else None
     prequantized = bool(ref and QUANT_SUFFIX.search(ref))
@@ -125,7 +126,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             out.append(model_option(cap, sib, "a checkpoint of the same model this GPU can run"))
     # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
     # preflight takes the first option the planner says fits and the GPU supports.
-    out += gpu_options
+    out = [*gpu_options, *out] if refused else [*out, *gpu_options]
     if fact(diag, "no_device") and not out:
         out.append(
             escalate(
