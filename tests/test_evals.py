@@ -195,6 +195,12 @@ def test_pass_at_k_and_pass_all_k() -> None:
 # --- harness ---------------------------------------------------------------------------------------
 
 
+@functools.cache
+def _library(folder: Path) -> tuple[list[Incident], list[tuple[Path, str]]]:
+    """``load_library(folder)``, read once for the module (the composed library: half a second)."""
+    return load_library(folder)
+
+
 def _write(d: Path, name: str, text: str) -> Path:
     p = d / name
     p.write_text(text, encoding="utf-8")
@@ -235,7 +241,7 @@ def test_a_malformed_file_is_an_error_case_and_the_others_still_score(mixed_dir:
 def test_a_diagnosis_that_raises_fails_only_its_case(tmp_path: Path) -> None:
     from eval_diagnosers import oracle
 
-    good, bad = load_library(LIBRARY_DIR)
+    good, bad = _library(LIBRARY_DIR)
     calls: list[str] = []
 
     def flaky(incident: Incident, *, model: Any = None) -> dict:
@@ -582,7 +588,7 @@ def _a_fifth_and_the_analyzers_alone() -> tuple[list[Incident], dict[str, Any]]:
 
     incidents = []
     for split in ("composed", "dev"):
-        found, _ = load_library(SPLITS[split])
+        found, _ = _library(SPLITS[split])
         incidents += sorted(found, key=lambda i: str(i.path))[::5]
     return incidents, {c.id: c for c in run_cases(incidents, [], load_diagnose())}
 
