@@ -15,6 +15,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_tools.endpoint import tls_context
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.mcp_client import SessionThread, server_env, session_here, stdio_params, text_of
 from tests.processes import mcp_http_server
@@ -156,7 +157,7 @@ def test_investigate_then_reject_over_http(http_server: tuple[str, Any]) -> None
     @asynccontextmanager
     async def opener() -> AsyncIterator[Any]:
         async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(30, read=180)) as http,
+            httpx.AsyncClient(timeout=httpx.Timeout(30, read=180), verify=tls_context()) as http,
             streamable_http_client(url, http_client=http) as streams,
         ):
             yield streams

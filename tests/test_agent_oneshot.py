@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from mcp_tools.endpoint import tls_context
 from sandbox.testing import sandbox_env, sandbox_factory  # noqa: F401  (fixture)
 from tests.mcp_client import server_env
 from tests.waiting import wait_until
@@ -78,8 +79,8 @@ def test_logs_filter_matches_what_a_request_log_shows(cli: Any, healthy: Any) ->
     import httpx
 
     url = json.loads(cli("status", "--json").stdout)["url"]
-    assert httpx.get(f"{url}/no-such-route-7q", timeout=30).status_code == 404
-    assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 200
+    assert httpx.get(f"{url}/no-such-route-7q", timeout=30, verify=tls_context()).status_code == 404
+    assert httpx.get(f"{url}/v1/models", timeout=30, verify=tls_context()).status_code == 200
 
     def records(text: str) -> list[str]:
         r = cli("logs", "--filter", text, "--json")
@@ -98,7 +99,12 @@ def test_logs_filter_matches_what_a_request_log_shows(cli: Any, healthy: Any) ->
     assert records("no-such-route-8z") == []
     # matched as printed, redacted: a filter cannot find a line by the secret inside it
     secret = "hf_" + "Q7xK2mP9vL4nR8sT1wY6zB3cD5fG0hJ"
-    assert httpx.get(f"{url}/no-such-route-9s", params={"token": secret}, timeout=30).status_code == 404
+    assert (
+        httpx.get(
+            f"{url}/no-such-route-9s", params={"token": secret}, timeout=30, verify=tls_context()
+        ).status_code
+        == 404
+    )
     (leaky,) = records("no-such-route-9s")
     assert secret not in leaky
     assert records(secret) == [] and records(secret[:12]) == []

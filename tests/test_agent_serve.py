@@ -252,7 +252,9 @@ def press(world: World, button: dict[str, Any], **sign: Any) -> tuple[httpx.Resp
     }
     body = urlencode({"payload": json.dumps(payload)})
     headers = signed(body, **sign)
-    r = httpx.post(world.url + "/slack/interactions", content=body, headers=headers, timeout=30)
+    r = httpx.post(
+        world.url + "/slack/interactions", content=body, headers=headers, timeout=30, verify=tls_context()
+    )
     return r, body, headers
 
 
@@ -285,7 +287,7 @@ def test_every_request_but_slack_needs_the_token_and_googles_example_is_read(wor
         world.post("/alerts/cloud-monitoring", doc, headers={"authorization": "Bearer wrong"}).status_code
         == 401
     )
-    assert httpx.get(world.url + "/investigations", timeout=10).status_code == 401
+    assert httpx.get(world.url + "/investigations", timeout=10, verify=tls_context()).status_code == 401
     assert world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", "wrong")).status_code == 401
     # Cloud Monitoring's webhook_basicauth channel: the token as the password.
     r = world.post("/alerts/cloud-monitoring", doc, auth=("cloud-monitoring", TOKEN))
@@ -329,7 +331,9 @@ def test_cloud_monitoring_alert_to_slack_approval_to_verified_fix(world: World) 
 
     ok, body, headers = press(world, buttons["Approve"])
     assert ok.status_code == 200, ok.text
-    replay = httpx.post(world.url + "/slack/interactions", content=body, headers=headers, timeout=30)
+    replay = httpx.post(
+        world.url + "/slack/interactions", content=body, headers=headers, timeout=30, verify=tls_context()
+    )
     assert replay.status_code == 409
     inv = world.wait_status(thread, "fixed", "rolled_back", "failed", "already_decided")
     assert inv["status"] == "fixed", inv
@@ -451,17 +455,27 @@ def test_an_oversized_body_is_413_and_read_no_further_than_the_limit(world: Worl
 
     auth = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
     big = b'{"pad": "' + b"x" * MAX_BODY + b'"}'
-    r = httpx.post(world.url + "/alerts/cloud-monitoring", content=big, headers=auth, timeout=30)
+    r = httpx.post(
+        world.url + "/alerts/cloud-monitoring", content=big, headers=auth, timeout=30, verify=tls_context()
+    )
     assert r.status_code == 413 and str(MAX_BODY) in r.json()["error"]
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the server counts what it reads
         for _ in range(64):
             yield b"x" * 65_536
 
-    r = httpx.post(world.url + "/alerts/alertmanager", content=chunks(), headers=auth, timeout=30)
+    r = httpx.post(
+        world.url + "/alerts/alertmanager", content=chunks(), headers=auth, timeout=30, verify=tls_context()
+    )
     assert r.status_code == 413
     body = "payload=" + "x" * MAX_BODY
-    r = httpx.post(world.url + "/slack/interactions", content=body, headers=signed(body), timeout=30)
+    r = httpx.post(
+        world.url + "/slack/interactions",
+        content=body,
+        headers=signed(body),
+        timeout=30,
+        verify=tls_context(),
+    )
     assert r.status_code == 413
     ok = world.post("/alerts/alertmanager", {"version": "4"})  # the server still answers
     assert ok.status_code == 400
@@ -493,7 +507,11 @@ def test_it_says_where_it_listens_and_how_to_authenticate_never_a_secret(tmp_pat
         assert "Authorization: Bearer <token>" in text and "GEMMA_SRE_SERVE_TOKEN" in text
         assert "GEMMA_SRE_SLACK_SIGNING_SECRET" in text
         assert TOKEN not in text and SECRET not in text and BOT not in text
-        r = httpx.get(url.group(1) + "/investigations", headers={"authorization": f"Bearer {TOKEN}"})
+        r = httpx.get(
+            url.group(1) + "/investigations",
+            headers={"authorization": f"Bearer {TOKEN}"},
+            verify=tls_context(),
+        )
         assert r.status_code == 200 and r.json()["investigations"] == []  # the printed URL works
     assert p.stdout is not None and p.stdout.read() == ""  # nothing on stdout
 

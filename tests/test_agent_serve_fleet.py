@@ -25,6 +25,7 @@ import pytest
 from agent.serve.app import WAITING_FOR_LEASE
 from agent.serve.sign_callback import main as sign_callback
 from agent.serve.sign_callback import signed_headers
+from mcp_tools.endpoint import tls_context
 from mcp_tools.errors import UserError
 from sandbox.testing import TEST_TIME_SCALE
 from tests.test_agent_fleet import write_fleet
@@ -46,13 +47,19 @@ class Server:
             json=doc,
             headers={"authorization": f"Bearer {TOKEN}"},
             timeout=30,
+            verify=tls_context(),
         )
         assert r.status_code == 202, r.text
         (out,) = r.json()["accepted"]
         return dict(out)
 
     def investigation(self, service: str) -> dict[str, Any] | None:
-        r = httpx.get(f"{self.url}/investigations", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        r = httpx.get(
+            f"{self.url}/investigations",
+            headers={"authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+            verify=tls_context(),
+        )
         found = [i for i in r.json()["investigations"] if i["service"] == service and not i["closed_at"]]
         assert len(found) <= 1, found  # one open investigation per service
         return found[0] if found else None

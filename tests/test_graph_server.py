@@ -27,6 +27,7 @@ import pytest
 from graph import audit
 from graph.checkpoint import open_decisions
 from graph.state import ApprovalRequest
+from mcp_tools.endpoint import tls_context
 from mcp_tools.settings import get_settings
 from sandbox.testing import sandbox_factory  # noqa: F401  (fixture)
 from tests.scripted_openai import free_port
@@ -86,7 +87,10 @@ def langgraph_dev(home: Path, *, auth: bool = False, **env: str) -> Iterator[str
 
         def answers_or_ended() -> bool:
             try:
-                return proc.poll() is not None or httpx.get(f"{url}/ok", timeout=1).status_code == 200
+                return (
+                    proc.poll() is not None
+                    or httpx.get(f"{url}/ok", timeout=1, verify=tls_context()).status_code == 200
+                )
             except httpx.HTTPError:
                 return False
 

@@ -17,6 +17,7 @@ from mcp_tools.bench import BenchConfig, compare_runs, parse_slo, run_benchmark
 from mcp_tools.bench.config import parse_int_list
 from mcp_tools.bench.prompts import PromptFactory
 from mcp_tools.bench.stats import Sample, dist, summarize
+from mcp_tools.endpoint import tls_context
 from mcp_tools.errors import UserError
 from sandbox.faults import FaultInjector
 from sandbox.serve import start_in_thread
@@ -84,7 +85,7 @@ def test_prompts_are_unique_and_exact(instant: tuple[str, FaultInjector]) -> Non
     url, _ = instant
 
     async def build(shared: bool, chat: bool) -> list:
-        async with httpx.AsyncClient(base_url=url) as c:
+        async with httpx.AsyncClient(base_url=url, verify=tls_context()) as c:
             f = PromptFactory(
                 c, model=MODEL, chat=chat, shared_prefix=shared, exact=True, rng=random.Random(1)
             )
@@ -97,9 +98,9 @@ def test_prompts_are_unique_and_exact(instant: tuple[str, FaultInjector]) -> Non
     assert len({tuple(x) for x in firsts}) == len(prompts)
     # the server agrees on the length, chat template included
     counts = {
-        httpx.post(f"{url}/tokenize", json={"messages": [{"role": "user", "content": p.text}]}).json()[
-            "count"
-        ]
+        httpx.post(
+            f"{url}/tokenize", json={"messages": [{"role": "user", "content": p.text}]}, verify=tls_context()
+        ).json()["count"]
         for p in prompts[:10]
     }
     assert counts == {48}

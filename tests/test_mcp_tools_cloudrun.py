@@ -12,6 +12,7 @@ from mcp_tools.cloudrun import (
     revision_to_spec,
     service_to_spec,
 )
+from mcp_tools.endpoint import tls_context
 from mcp_tools.errors import ExternalError, UserError
 from mcp_tools.google_api import READ
 from mcp_tools.incident import StartupProbe
@@ -295,7 +296,7 @@ def test_a_tagged_revision_gets_no_traffic_until_told_and_its_tag_url_serves_it(
             before = {r: sb.revision_sim("gemma-4-12b", r).metrics.success["length"] for r in (old, revision)}
             model = sb.revision_sim("gemma-4-12b", old).config.served_model_name
             body = {"model": model, "prompt": "hi", "max_tokens": 2}
-            with httpx.Client(timeout=10) as client:
+            with httpx.Client(timeout=10, verify=tls_context()) as client:
                 for _ in range(n):
                     assert client.post(f"{base}/v1/completions", json=body).status_code == 200
             now = {r: sb.revision_sim("gemma-4-12b", r).metrics.success["length"] for r in (old, revision)}
@@ -316,7 +317,7 @@ def test_a_tagged_revision_gets_no_traffic_until_told_and_its_tag_url_serves_it(
         ]
         res = cr.rollback("gemma-4-12b", old, approval_id="c4")  # back, and the tag is dropped
         assert res.ready and cr.get_service("gemma-4-12b").tag_uri(tag) is None
-        assert httpx.get(f"{url}/health", timeout=10).status_code == 404
+        assert httpx.get(f"{url}/health", timeout=10, verify=tls_context()).status_code == 404
 
 
 def test_create_and_delete(two_revisions: tuple[Sandbox, CloudRun]) -> None:

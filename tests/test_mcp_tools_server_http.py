@@ -18,6 +18,7 @@ import httpx
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_tools.endpoint import tls_context
 from tests.mcp_client import INITIALIZE, ROOT, SessionThread, server_env, text_of
 from tests.processes import announcing, mcp_http_server
 from tests.scripted_openai import free_port
@@ -47,7 +48,9 @@ def _opener(url: str, token: str | None) -> Any:
     async def open_() -> AsyncIterator[Any]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with (
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=120)) as http,
+            httpx.AsyncClient(
+                headers=headers, timeout=httpx.Timeout(30, read=120), verify=tls_context()
+            ) as http,
             streamable_http_client(url, http_client=http) as streams,
         ):
             yield streams
@@ -65,13 +68,23 @@ def client(http_server: str) -> Iterator[SessionThread]:
 def test_requests_without_the_bearer_token_get_401(http_server: str) -> None:
     init = INITIALIZE
     headers = {"Accept": "application/json, text/event-stream"}
-    r = httpx.post(http_server, json=init, headers=headers, timeout=10)
+    r = httpx.post(http_server, json=init, headers=headers, timeout=10, verify=tls_context())
     assert r.status_code == 401
     assert r.headers["www-authenticate"].startswith("Bearer")
-    r = httpx.post(http_server, json=init, headers={**headers, "Authorization": "Bearer wrong"}, timeout=10)
+    r = httpx.post(
+        http_server,
+        json=init,
+        headers={**headers, "Authorization": "Bearer wrong"},
+        timeout=10,
+        verify=tls_context(),
+    )
     assert r.status_code == 401
     r = httpx.post(
-        http_server, json=init, headers={**headers, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+        http_server,
+        json=init,
+        headers={**headers, "Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+        verify=tls_context(),
     )
     assert r.status_code == 200
 

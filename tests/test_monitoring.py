@@ -17,6 +17,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from graph.config import Configuration
 from graph.diagnosis import build_context
 from graph.nodes.observe import observe_service
+from mcp_tools.endpoint import tls_context
 from mcp_tools.errors import UserError
 from mcp_tools.monitoring import CloudMonitoring, Point, Series, build_filter, parse_keys, summarize
 from mcp_tools.settings import Settings
@@ -287,9 +288,11 @@ def test_stuck_engine_hangs_generation_not_health(sandbox_factory: Any) -> None:
 
     sb = sandbox_factory(scenario="stuck-engine")
     uri = sb.cloudrun.get_service(sb.project, sb.location, "gemma-4-12b")["uri"]
-    assert httpx.get(f"{uri}/health", timeout=5).status_code == 200
+    assert httpx.get(f"{uri}/health", timeout=5, verify=tls_context()).status_code == 200
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=0.5)
+        httpx.post(
+            f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=0.5, verify=tls_context()
+        )
     # the stall is one revision's generation: another revision (a restart) and other paths are free
     f = FaultInjector()
     stall_generation(f, "svc-00001-abc")
@@ -335,7 +338,9 @@ def test_a_restart_of_the_stuck_engine_makes_progress_again(sandbox_factory: Any
     sb.deploy(restarted, wait=True)  # a restart: a new revision, the same serving configuration
     sb.clock.advance(5 * 60)
     uri = sb.cloudrun.get_service(sb.project, sb.location, "gemma-4-12b")["uri"]
-    r = httpx.post(f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=10)
+    r = httpx.post(
+        f"{uri}/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=10, verify=tls_context()
+    )
     assert r.status_code == 200  # the stall was the old revision's
     after = mon.read("gemma-4-12b", keys=["generation_tokens_rate"], window_s=600).series
     old = before[0].instance

@@ -12,6 +12,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import run_v2
 from google.protobuf import field_mask_pb2
 
+from mcp_tools.endpoint import tls_context
 from sandbox.testing import run_clients, sandbox, sandbox_factory  # noqa: F401  (fixtures)
 
 QAT = "--model=/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
@@ -142,7 +143,7 @@ def test_bad_revision_fails_and_traffic_stays_on_the_good_one(healthy: Healthy):
     assert ready.state == run_v2.Condition.State.CONDITION_FAILED
     assert ready.revision_reason == run_v2.Condition.RevisionReason.HEALTH_CHECK_CONTAINER_ERROR
     # the service URL still reaches the good revision's vLLM endpoint
-    card = httpx.get(f"{after.uri}/v1/models", timeout=5).json()["data"][0]
+    card = httpx.get(f"{after.uri}/v1/models", timeout=5, verify=tls_context()).json()["data"][0]
     assert card["revision"] == good.rsplit("/", 1)[1]
     # rollback: pin traffic on the good revision (no new revision, the operation is done at once)
     after.traffic = [
@@ -236,35 +237,57 @@ def test_bad_requests_get_google_errors(sandbox_factory):  # noqa: F811
         assert body["error"]["code"] == r.status_code
         return body["error"]
 
-    r = httpx.post(f"{base}?serviceId=x", content=b"{not json", timeout=5)
+    r = httpx.post(f"{base}?serviceId=x", content=b"{not json", timeout=5, verify=tls_context())
     assert r.status_code == 400 and err(r)["status"] == "INVALID_ARGUMENT"
-    r = httpx.post(f"{base}?serviceId=x", json={"template": {"bogusField": 1}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=x", json={"template": {"bogusField": 1}}, timeout=5, verify=tls_context()
+    )
     assert r.status_code == 400 and "bogusField" in err(r)["message"]
-    r = httpx.post(f"{base}?serviceId=x", json={"ingress": "INGRESS_NOPE", "template": {}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=x",
+        json={"ingress": "INGRESS_NOPE", "template": {}},
+        timeout=5,
+        verify=tls_context(),
+    )
     assert r.status_code == 400 and err(r)["status"] == "INVALID_ARGUMENT"
-    r = httpx.post(f"{base}?serviceId=x", json={"template": {"containers": [{"args": ["a"]}]}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=x",
+        json={"template": {"containers": [{"args": ["a"]}]}},
+        timeout=5,
+        verify=tls_context(),
+    )
     assert r.status_code == 400 and "image" in err(r)["message"]
     r = httpx.post(
-        f"{base}?serviceId=Bad_Name", json={"template": {"containers": [{"image": "i"}]}}, timeout=5
+        f"{base}?serviceId=Bad_Name",
+        json={"template": {"containers": [{"image": "i"}]}},
+        timeout=5,
+        verify=tls_context(),
     )
     assert r.status_code == 400
-    r = httpx.post(base, json={"template": {"containers": [{"image": "i"}]}}, timeout=5)
+    r = httpx.post(base, json={"template": {"containers": [{"image": "i"}]}}, timeout=5, verify=tls_context())
     assert r.status_code == 400 and "serviceId" in err(r)["message"]
-    r = httpx.get(f"{base}/nope", timeout=5)
+    r = httpx.get(f"{base}/nope", timeout=5, verify=tls_context())
     assert r.status_code == 404 and err(r)["status"] == "NOT_FOUND"
-    r = httpx.get(f"{sb.url}/v2/projects/p/locations/l/unknownThings", timeout=5)
+    r = httpx.get(f"{sb.url}/v2/projects/p/locations/l/unknownThings", timeout=5, verify=tls_context())
     assert r.status_code == 404 and err(r)["status"] == "NOT_FOUND"
-    r = httpx.patch(f"{base}/gemma-4-12b?updateMask=template.noSuchField", json={}, timeout=5)
+    r = httpx.patch(
+        f"{base}/gemma-4-12b?updateMask=template.noSuchField", json={}, timeout=5, verify=tls_context()
+    )
     assert r.status_code == 400 and "updateMask" in err(r)["message"]
-    r = httpx.post(f"{base}?serviceId=x&validateOnly=maybe", json={"template": {}}, timeout=5)
+    r = httpx.post(
+        f"{base}?serviceId=x&validateOnly=maybe", json={"template": {}}, timeout=5, verify=tls_context()
+    )
     assert r.status_code == 400
-    r = httpx.get(f"{base}?pageSize=abc", timeout=5)
+    r = httpx.get(f"{base}?pageSize=abc", timeout=5, verify=tls_context())
     assert r.status_code == 400
     traffic = {"traffic": [{"type": 2, "revision": "gemma-4-12b-99999-zzz", "percent": 100}]}
-    r = httpx.patch(f"{base}/gemma-4-12b?updateMask=traffic", json=traffic, timeout=5)
+    r = httpx.patch(f"{base}/gemma-4-12b?updateMask=traffic", json=traffic, timeout=5, verify=tls_context())
     assert r.status_code == 400 and "does not exist" in err(r)["message"]
     r = httpx.patch(
-        f"{base}/gemma-4-12b?updateMask=traffic", json={"traffic": [{"type": 1, "percent": 50}]}, timeout=5
+        f"{base}/gemma-4-12b?updateMask=traffic",
+        json={"traffic": [{"type": 1, "percent": 50}]},
+        timeout=5,
+        verify=tls_context(),
     )
     assert r.status_code == 400 and "sum to 100" in err(r)["message"]
     # the sandbox is still up and the service untouched
@@ -277,10 +300,10 @@ def test_enum_ints_and_strings_are_both_accepted(sandbox):  # noqa: F811
     parent = f"{sandbox.url}/v2/projects/{sandbox.project}/locations/{sandbox.location}/services"
     body = json.loads(run_v2.Service.to_json(gpu_service([QAT]), use_integers_for_enums=True))
     body["ingress"] = 1
-    r = httpx.post(f"{parent}?serviceId=ints", json=body, timeout=5)
+    r = httpx.post(f"{parent}?serviceId=ints", json=body, timeout=5, verify=tls_context())
     assert r.status_code == 200, r.text
     body["ingress"] = "INGRESS_TRAFFIC_INTERNAL_ONLY"
-    r = httpx.post(f"{parent}?serviceId=strs", json=body, timeout=5)
+    r = httpx.post(f"{parent}?serviceId=strs", json=body, timeout=5, verify=tls_context())
     assert r.status_code == 200, r.text
     services, _ = run_clients(sandbox)
     assert services.get_service(name=f"{parent.split('/v2/')[1]}/ints").ingress == run_v2.IngressTraffic(1)
@@ -320,7 +343,10 @@ def test_fault_hang_and_drop(healthy: Healthy):
         services.get_service(name=name, retry=None)
     # over HTTP too: arm a fault through /_sandbox/faults
     r = httpx.post(
-        f"{sb.url}/_sandbox/faults", json={"target": "run", "kind": "status", "status": 503}, timeout=5
+        f"{sb.url}/_sandbox/faults",
+        json={"target": "run", "kind": "status", "status": 503},
+        timeout=5,
+        verify=tls_context(),
     )
     assert r.status_code == 200
     with pytest.raises(gexc.ServiceUnavailable):
@@ -330,16 +356,19 @@ def test_fault_hang_and_drop(healthy: Healthy):
 
 def test_control_endpoints(sandbox_factory):  # noqa: F811
     sb = sandbox_factory(scenario="reference-weights-oom")
-    assert httpx.get(f"{sb.url}/_sandbox/healthz", timeout=5).json()["scenario"] == "reference-weights-oom"
+    assert (
+        httpx.get(f"{sb.url}/_sandbox/healthz", timeout=5, verify=tls_context()).json()["scenario"]
+        == "reference-weights-oom"
+    )
     services, _ = run_clients(sb)
     svc = services.get_service(name=sb.service_name("gemma-4-12b"))
     assert not svc.latest_ready_revision  # the first deployment never became Ready
-    assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 503
+    assert httpx.get(f"{svc.uri}/health", timeout=5, verify=tls_context()).status_code == 503
     svc.template.containers[0].args = [QAT, "--max-model-len=16384", "--port=8080"]
     services.update_service(service=svc, metadata=[("x-gemma-sre-approval", "ap-1")]).result(timeout=30)
-    j = httpx.get(f"{sb.url}/_sandbox/journal", timeout=5).json()["entries"]
+    j = httpx.get(f"{sb.url}/_sandbox/journal", timeout=5, verify=tls_context()).json()["entries"]
     assert [(e["method"], e["approval"]) for e in j] == [("PATCH", "ap-1")]
-    assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 200
+    assert httpx.get(f"{svc.uri}/health", timeout=5, verify=tls_context()).status_code == 200
 
 
 def test_never_crashes_on_garbage(sandbox_factory):  # noqa: F811
@@ -362,7 +391,9 @@ def test_never_crashes_on_garbage(sandbox_factory):  # noqa: F811
          "template": {"containers": [{"image": "i"}]}},
         {"etag": 5}, {"labels": {"a": 1}},
     ]  # fmt: skip
-    http = httpx.Client(timeout=10)  # one client: building one per request costs an SSL context each
+    http = httpx.Client(
+        timeout=10, verify=tls_context()
+    )  # one client: building one per request costs an SSL context each
     for i, b in enumerate(bodies):
         for method, url in [
             ("POST", f"{base}?serviceId=f{i}"),

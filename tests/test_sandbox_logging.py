@@ -7,6 +7,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import logging as gcl
 
+from mcp_tools.endpoint import tls_context
 from sandbox.cloudlogging.filter import FilterError, compile_filter
 from sandbox.cloudlogging.model import STDERR, STDOUT, SYSTEM, run_resource
 from sandbox.testing import logging_client, sandbox, sandbox_factory  # noqa: F401  (fixtures)
@@ -73,15 +74,21 @@ def test_one_page_at_a_time_and_tokens(sandbox):  # noqa: F811
     client = logging_client(sandbox)
     assert len(list(client.list_entries(filter_="severity=WARNING", page_size=15))) == 40
     body = {"resourceNames": [f"projects/{sandbox.project}"], "filter": "severity=WARNING", "pageSize": 15}
-    r1 = httpx.post(f"{sandbox.url}/v2/entries:list", json=body, timeout=5).json()
+    r1 = httpx.post(f"{sandbox.url}/v2/entries:list", json=body, timeout=5, verify=tls_context()).json()
     assert len(r1["entries"]) == 15 and r1["nextPageToken"]
     r2 = httpx.post(
-        f"{sandbox.url}/v2/entries:list", json={**body, "pageToken": r1["nextPageToken"]}, timeout=5
+        f"{sandbox.url}/v2/entries:list",
+        json={**body, "pageToken": r1["nextPageToken"]},
+        timeout=5,
+        verify=tls_context(),
     )
     p2 = r2.json()
     assert len(p2["entries"]) == 15 and p2["nextPageToken"]
     p3 = httpx.post(
-        f"{sandbox.url}/v2/entries:list", json={**body, "pageToken": p2["nextPageToken"]}, timeout=5
+        f"{sandbox.url}/v2/entries:list",
+        json={**body, "pageToken": p2["nextPageToken"]},
+        timeout=5,
+        verify=tls_context(),
     ).json()
     assert len(p3["entries"]) == 10 and "nextPageToken" not in p3
     ids = [e["insertId"] for page in (r1, p2, p3) for e in page["entries"]]
@@ -91,6 +98,7 @@ def test_one_page_at_a_time_and_tokens(sandbox):  # noqa: F811
         f"{sandbox.url}/v2/entries:list",
         json={**body, "filter": "severity=ERROR", "pageToken": r1["nextPageToken"]},
         timeout=5,
+        verify=tls_context(),
     )
     assert bad.status_code == 400 and bad.json()["error"]["status"] == "INVALID_ARGUMENT"
 
@@ -115,9 +123,9 @@ def test_unsupported_filters_are_google_400s(sandbox):  # noqa: F811
         {"resourceNames": ["projects/p"], "pageSize": "ten"},
         ["not", "an", "object"],
     ]:
-        r = httpx.post(f"{sandbox.url}/v2/entries:list", json=body, timeout=5)
+        r = httpx.post(f"{sandbox.url}/v2/entries:list", json=body, timeout=5, verify=tls_context())
         assert r.status_code == 400 and r.json()["error"]["code"] == 400
-    r = httpx.post(f"{sandbox.url}/v2/entries:list", content=b"{{", timeout=5)
+    r = httpx.post(f"{sandbox.url}/v2/entries:list", content=b"{{", timeout=5, verify=tls_context())
     assert r.status_code == 400
 
 

@@ -11,6 +11,7 @@ from google.cloud import run_v2
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_tools import capacity
+from mcp_tools.endpoint import tls_context
 from sandbox.testing import logging_client, run_clients, sandbox_factory  # noqa: F401  (fixtures)
 from tests.loop_support import metrics_when
 
@@ -71,7 +72,7 @@ def test_failure_scenarios(sandbox_factory, scenario, service, category, evidenc
     assert next(iter(state.values()))["revisions"][rev.name.rsplit("/", 1)[1]]["category"] == category
     texts = _texts(sb, service)
     assert any(evidence in t for t in texts), texts[-12:]
-    assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 503
+    assert httpx.get(f"{svc.uri}/health", timeout=5, verify=tls_context()).status_code == 503
 
 
 def test_reference_fix_comes_up_ready_with_vllm_startup_lines(sandbox_factory):  # noqa: F811
@@ -98,15 +99,16 @@ def test_reference_fix_comes_up_ready_with_vllm_startup_lines(sandbox_factory): 
     assert figures.max_concurrency == pytest.approx(plan.max_concurrency, abs=0.01)
     assert any("Application startup complete." in str(t) for t in lines)
     # the endpoint behind the service URL is sized by the planner
-    models = httpx.get(f"{new.uri}/v1/models", timeout=5).json()["data"][0]
+    models = httpx.get(f"{new.uri}/v1/models", timeout=5, verify=tls_context()).json()["data"][0]
     assert models["max_model_len"] == 16384 and models["revision"] == rev
     r = httpx.post(
         f"{new.uri}/v1/chat/completions",
         timeout=10,
         json={"model": models["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+        verify=tls_context(),
     )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
-    metrics = httpx.get(f"{new.uri}/metrics", timeout=5).text
+    metrics = httpx.get(f"{new.uri}/metrics", timeout=5, verify=tls_context()).text
     fams = {f.name: f for f in text_string_to_metric_families(metrics)}
     assert "vllm:kv_cache_usage_perc" in fams and "vllm:num_requests_waiting" in fams
     assert fams["vllm:time_to_first_token_seconds"].type == "histogram"
@@ -154,7 +156,7 @@ def test_other_physics(sandbox_factory):  # noqa: F811
         for t in _texts(sb, "gemma-4-12b")
     )
     # through all of it the first revision kept serving
-    assert httpx.get(f"{svc.uri}/health", timeout=5).status_code == 200
+    assert httpx.get(f"{svc.uri}/health", timeout=5, verify=tls_context()).status_code == 200
 
 
 def test_incident_file_becomes_the_service_and_its_logs(sandbox_factory, tmp_path: Path):  # noqa: F811
@@ -216,7 +218,7 @@ def test_incident_fate_follows_the_incident(sandbox_factory, tmp_path: Path):  #
     services, _ = run_clients(sb)
     svc = services.get_service(name=sb.service_name("odd"))
     assert svc.latest_ready_revision  # up, as the incident says, though the planner cannot resolve the model
-    card = httpx.get(f"{svc.uri}/v1/models", timeout=5).json()["data"][0]
+    card = httpx.get(f"{svc.uri}/v1/models", timeout=5, verify=tls_context()).json()["data"][0]
     assert card["id"] == "/mnt/models/some-private-finetune" and card["max_model_len"] == 4096
     assert sb.service == "odd"
 
@@ -228,18 +230,18 @@ def test_endpoint_faults_and_container_concurrency(sandbox_factory):  # noqa: F8
     services, _ = run_clients(sb)
     uri = services.get_service(name=sb.service_name("gemma-4-12b")).uri
     sb.faults.inject("endpoint", "status", 503, count=1)
-    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 503
-    assert httpx.get(f"{uri}/v1/models", timeout=5).status_code == 200
+    assert httpx.get(f"{uri}/v1/models", timeout=5, verify=tls_context()).status_code == 503
+    assert httpx.get(f"{uri}/v1/models", timeout=5, verify=tls_context()).status_code == 200
     sb.faults.inject("gemma-4-12b", "drop", count=1)
     with pytest.raises(httpx.TransportError):
-        httpx.get(f"{uri}/health", timeout=5)
+        httpx.get(f"{uri}/health", timeout=5, verify=tls_context())
     sb.faults.inject("endpoint", "hang", count=1, seconds=5)
     with pytest.raises(httpx.TimeoutException):
-        httpx.get(f"{uri}/health", timeout=0.3)
-    model = httpx.get(f"{uri}/v1/models", timeout=5).json()["data"][0]["id"]
+        httpx.get(f"{uri}/health", timeout=0.3, verify=tls_context())
+    model = httpx.get(f"{uri}/v1/models", timeout=5, verify=tls_context()).json()["data"][0]["id"]
 
     async def burst() -> list[int]:
-        async with httpx.AsyncClient(timeout=30) as c:
+        async with httpx.AsyncClient(timeout=30, verify=tls_context()) as c:
             body = {"model": model, "prompt": "hello there", "max_tokens": 30}
             rs = await asyncio.gather(*(c.post(f"{uri}/v1/completions", json=body) for _ in range(7)))
             return [r.status_code for r in rs]

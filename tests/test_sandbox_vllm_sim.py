@@ -13,6 +13,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from mcp_tools.endpoint import tls_context
 from sandbox.faults import FaultInjector
 from sandbox.serve import start_in_thread
 from sandbox.vllm_sim.app import VllmSim, create_vllm_app
@@ -45,7 +46,7 @@ def fast() -> Iterator[tuple[VllmSim, str, FaultInjector]]:
 
 def _metrics(url: str) -> dict[str, float]:
     """Flatten /metrics into {sample_name{labels}: value} with model_name checked."""
-    text = httpx.get(f"{url}/metrics").text
+    text = httpx.get(f"{url}/metrics", verify=tls_context()).text
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -57,17 +58,19 @@ def _metrics(url: str) -> dict[str, float]:
 
 def test_health_models_and_tokenize(fast: tuple[VllmSim, str, FaultInjector]) -> None:
     _, url, _ = fast
-    r = httpx.get(f"{url}/health")
+    r = httpx.get(f"{url}/health", verify=tls_context())
     assert r.status_code == 200 and r.content == b""
     models = openai.OpenAI(base_url=f"{url}/v1", api_key="x").models.list()
     card = models.data[0]
     assert card.id == MODEL and card.owned_by == "gemma-sre-sandbox"
     assert "synthetic" in (card.model_extra or {}).get("note", "")
-    tok = httpx.post(f"{url}/tokenize", json={"model": MODEL, "prompt": "hello there general kenobi"}).json()
+    tok = httpx.post(
+        f"{url}/tokenize", json={"model": MODEL, "prompt": "hello there general kenobi"}, verify=tls_context()
+    ).json()
     assert set(tok) >= {"count", "max_model_len", "tokens"}
     assert tok["count"] == len(tok["tokens"]) == count_tokens("<bos>hello there general kenobi")
     assert tok["max_model_len"] == 256
-    assert httpx.post(f"{url}/tokenize", json={"nothing": 1}).status_code == 400
+    assert httpx.post(f"{url}/tokenize", json={"nothing": 1}, verify=tls_context()).status_code == 400
 
 
 def test_chat_non_streaming_usage_matches_tokenize(fast: tuple[VllmSim, str, FaultInjector]) -> None:
@@ -80,7 +83,9 @@ def test_chat_non_streaming_usage_matches_tokenize(fast: tuple[VllmSim, str, Fau
     r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=7)  # type: ignore[arg-type]
     assert r.choices[0].finish_reason == "length"
     assert r.usage is not None and r.usage.completion_tokens == 7
-    n = httpx.post(f"{url}/tokenize", json={"model": MODEL, "messages": messages}).json()["count"]
+    n = httpx.post(
+        f"{url}/tokenize", json={"model": MODEL, "messages": messages}, verify=tls_context()
+    ).json()["count"]
     assert r.usage.prompt_tokens == n
     assert r.usage.total_tokens == n + 7
     content = r.choices[0].message.content or ""
@@ -126,7 +131,11 @@ def test_completions_stream_and_raw_sse(fast: tuple[VllmSim, str, FaultInjector]
     assert len(texts) == 4
     # the raw wire: data: lines, ending with [DONE]
     body = {"model": MODEL, "prompt": "abc", "max_tokens": 2, "stream": True}
-    lines = [ln for ln in httpx.post(f"{url}/v1/completions", json=body).text.split("\n") if ln]
+    lines = [
+        ln
+        for ln in httpx.post(f"{url}/v1/completions", json=body, verify=tls_context()).text.split("\n")
+        if ln
+    ]
     assert all(ln.startswith("data: ") for ln in lines)
     assert lines[-1] == "data: [DONE]"
 
@@ -230,7 +239,7 @@ def test_scheduler_queues_beyond_max_num_seqs() -> None:
         return await asyncio.to_thread(_metrics, url)
 
     async def one_round() -> tuple[list[list[float]], dict[str, float], bool]:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=tls_context()) as c:
             streams = [_stream_tokens(c, f"req {i}", 40) for i in range(4)]
             probe = asyncio.create_task(metrics_once_all_in(c))
             results, together = await _in_flight_together(sim, 4, streams)
@@ -273,7 +282,7 @@ def test_kv_full_preempts_newest_and_everyone_finishes() -> None:
     sim, url, stop = _serve(cfg)
 
     async def one_round() -> tuple[list[list[float]], bool]:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+        async with httpx.AsyncClient(base_url=url, timeout=10, verify=tls_context()) as c:
             return await _in_flight_together(sim, 4, [_stream_tokens(c, f"p{i} " * 10, 40) for i in range(4)])
 
     try:
@@ -304,7 +313,7 @@ def test_container_concurrency_answers_429() -> None:
     try:
 
         async def main() -> list[int]:
-            async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            async with httpx.AsyncClient(base_url=url, timeout=10, verify=tls_context()) as c:
                 body = {"model": MODEL, "prompt": "x", "max_tokens": 40}
                 first = asyncio.create_task(c.post("/v1/completions", json=body))
                 # until the first is in (a loaded machine sends it late); not /metrics: the gate
@@ -324,7 +333,7 @@ def test_faults_status_drop_hang(fast: tuple[VllmSim, str, FaultInjector]) -> No
     _, url, faults = fast
     body = {"model": MODEL, "prompt": "x", "max_tokens": 8}
     faults.inject("/v1/completions", "status", 503, count=2)
-    with httpx.Client(base_url=url, timeout=5) as c:
+    with httpx.Client(base_url=url, timeout=5, verify=tls_context()) as c:
         assert [c.post("/v1/completions", json=body).status_code for _ in range(3)] == [503, 503, 200]
         faults.inject("/v1/completions", "drop")
         with pytest.raises(httpx.RemoteProtocolError):
@@ -387,7 +396,9 @@ def test_injected_latency_measured_within_5_percent() -> None:
             # TCP_NODELAY: httpx writes headers and body separately; without it Nagle's algorithm can
             # hold the body back until the server's delayed ACK (~40 ms), which is not server latency
             nodelay = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-            async with httpx.AsyncClient(base_url=url, timeout=10, transport=nodelay) as c:
+            async with httpx.AsyncClient(
+                base_url=url, timeout=10, transport=nodelay, verify=tls_context()
+            ) as c:
                 await c.get("/health")  # a warm connection, as any benchmark has
                 out = [await _stream_tokens(c, f"latency {i}", 12) for i in range(5)]
                 # A busy machine delays the client's stamps: go on (up to 100 requests) until one ran
@@ -422,7 +433,10 @@ def test_time_scale_and_zero_latency() -> None:
         for _ in range(5):  # a busy machine only adds delay: the fastest of five is the server's
             t = time.perf_counter()
             r = httpx.post(
-                f"{url}/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 5}, timeout=30
+                f"{url}/v1/completions",
+                json={"model": MODEL, "prompt": "x", "max_tokens": 5},
+                timeout=30,
+                verify=tls_context(),
             )
             took.append(time.perf_counter() - t)
             assert r.status_code == 200
