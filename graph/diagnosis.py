@@ -240,7 +240,7 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     a missing module an image too old or broken for this model (unsupported_config). While loading, a
     checkpoint that does not match the model is unsupported_config, a missing file model_not_found.
     Later (serving), a bare exception is a bug: it stays unknown (engine_crash when the engine died of it,
-    or it ended the engine's loop: graph/analyzers/engine_crash.py `loop_crash`).
+    or it ended the engine's loop: graph/analyzers/engine_crash.py `unexplained_crash`).
     At any point of the start-up, an engine that says it cannot do what it was asked (not implemented,
     not supported), finds no GPU to run on, lacks what it needs installed (a module that does not
     import, a toolchain or backend not installed or not found, a facility "not available", a name its
@@ -314,13 +314,13 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
 def _raised_in_library(v: LogView, ln: Line) -> bool:
     """The innermost frame of the traceback that ends at ``ln`` is an installed library's or vLLM's
     (``LIBRARY_PATH``), or no frame is shown: not a script's own code (a client's typo)."""
-    for i in range(ln.n - 1, max(0, ln.n - 400), -1):
-        m = FRAME.match(v.lines[i - 1].text)
-        if m is not None:
-            return LIBRARY_PATH.search(m.group("path")) is not None
-        if TRACEBACK_HEAD.search(v.lines[i - 1].text):
-            return True
-    return True
+    innermost = frame_in(v, ln, _ANY_FUNCTION)
+    m = FRAME.match(innermost.text) if innermost is not None else None
+    return m is None or LIBRARY_PATH.search(m.group("path")) is not None
+
+
+#: Any function's name (``frame_in`` then finds the innermost frame).
+_ANY_FUNCTION = re.compile(r"")
 
 
 def _raised_serving(v: LogView, ln: Line) -> bool:
