@@ -52,17 +52,28 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
         raise UserError(f"--transport must be 'stdio' or 'http', not {transport!r}")
     if not 0 < port < 65536:
         raise UserError(f"--port must be from 1 to 65535, not {port}")
+    import gc
+
     import anyio
 
     from mcp_tools.settings import get_settings
 
-    settings = get_settings()
-    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
-    if transport == "http":
-        from mcp_tools.server.http import check_http_binding
+    # Start-up allocates a few hundred thousand long-lived objects (the SDK's and our pydantic models,
+    # the tools' schemas): the cyclic collector would scan them again and again while they are built.
+    # It is paused for the build, and what the build made is frozen (never scanned again: it lives as
+    # long as the server does) before it runs again, so serving starts without one large collection.
+    gc.disable()
+    try:
+        settings = get_settings()
+        token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+        if transport == "http":
+            from mcp_tools.server.http import check_http_binding
 
-        check_http_binding(host, token)
-    server = build(settings, host=host, port=port)
+            check_http_binding(host, token)
+        server = build(settings, host=host, port=port)
+    finally:
+        gc.freeze()
+        gc.enable()
     if transport == "stdio":
         # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
         try:
