@@ -56,6 +56,7 @@ from mcp_tools.vocabulary import (
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
     KIND_API_MISMATCH,
+    KIND_ASKS_ENV,
     KIND_ASKS_SETTING,
     KIND_CHECKPOINT,
     KIND_CONFIG,
@@ -272,7 +273,9 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         )
     ):
         return "unsupported_config"  # the pieces' versions do not fit together
-    asks = KIND_CONFIG.match(text) and KIND_ASKS_SETTING.search(text)
+    asks = (KIND_CONFIG.match(text) and KIND_ASKS_SETTING.search(text)) or (
+        ln.said_error and KIND_ASKS_ENV.search(text)  # a variable of the engine's named, in an error
+    )
     if asks and phase < Phase.ENGINE_READY and not _raised_serving(v, ln):
         return "unsupported_config"  # the engine refused a setting and says which one to change
     if unplaced and KIND_ENVIRONMENT.match(text):

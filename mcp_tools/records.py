@@ -99,7 +99,10 @@ _ERROR_SHAPE = re.compile(
     r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
     r"(?::|$)|^Killed$|Segmentation fault|core dumped|^RuntimeError|^\w*Error\b|^FATAL|^panic:"
     r"|\bAssertion [`'][^\n]{1,600}?['`] failed\b"  # a C / C++ assert (glibc's words): the process aborts
-    r"|\bthread '[^'\n]{0,80}' panicked at\b",  # a Rust panic
+    r"|\bthread '[^'\n]{0,80}' panicked at\b"  # a Rust panic
+    # vLLM's multiprocessing worker, whatever level its paste kept: "Exception in worker VllmWorkerProcess
+    # while processing method load_model: <the exception's message>"
+    r"|\bException in worker \S{1,80} while processing method \w{1,80}",
 )
 _WARN_SHAPE = re.compile(r"^\s*(?:Warning|\w+Warning):|^\s*warnings\.warn\(|^W\d{4} ")
 

@@ -189,6 +189,9 @@ FATAL = re.compile(
     # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): "thread '<unnamed>'
     # panicked at toktrie/src/toktree.rs:1101:13:"
     r"|\bthread '[^'\n]{0,80}' panicked at\b"
+    # V0's multiprocessing worker reporting what a method raised in it ("Exception in worker
+    # VllmWorkerProcess while processing method load_model: <the message>")
+    r"|\bException in worker \S{1,80} while processing method \w{1,80}"
     # An exception reported by repr: asyncio's "future: <Future finished exception=AssertionError('...')>",
     # vLLM's "IndexError('Error in model execution: ...')"
     r"|exception=[\w.]*(?:Error|Exception)\(|^[\w.]*(?:Error|Exception)\(['\"]"
@@ -215,6 +218,9 @@ FATAL_PREFILTER = re.compile(
 EXCEPTION = re.compile(
     r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|\(['\"])|exception=[\w.]*(?:Error|Exception)\("
     r"|^Segmentation fault|Fatal Python error"
+    # V0's multiprocessing worker quoting what a method raised in it, where no traceback follows (the
+    # worker appends one, and its own last line is then the exception to read)
+    r"|\bException in worker \S{1,80} while processing method \w{1,80}: (?![^\n]*Traceback \(most recent)"
 )
 REPORTS_ONLY = re.compile(
     r"Engine core initialization failed|EngineCore failed to start|Engine process failed to start"
@@ -249,6 +255,12 @@ KIND_ASKS_SETTING = re.compile(
     r"(?P<verb>increas|decreas|reduc|lower|rais|set|specify|pass|enabl|disabl)\w{0,4}\s[^.\n]{0,60}?"
     r"(?P<name>--[a-z][\w-]{1,60}|\b[a-z]{2,20}(?:_[a-z]{1,20}){1,6}\b)",
     _I,
+)
+#: An error that names an environment variable of the engine's to set, and its value ("Set Flashinfer
+#: backend by export VLLM_ATTENTION_BACKEND=FLASHINFER"): the engine refused what it was configured with.
+KIND_ASKS_ENV = re.compile(
+    r"\b(?:export|set(?:ting)?)\s(?:the\s)?(?:environment\svariable\s|env\s)?`?(?P<env>VLLM_[A-Z0-9_]{2,60})`?"
+    r" ?= ?`?(?P<value>[\w.-]{1,40})"
 )
 #: A setting's figure as such a check prints it: ``max_num_batched_tokens (2048)``, ``max_model_len=8192``,
 #: ``max_num_seqs is 256``.
@@ -352,7 +364,10 @@ KIND_NO_DEVICE = re.compile(
     r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|CUDA driver initialization"
     r" failed|does not allocate any GPUs|No (?:GPU|accelerator)s? (?:found|available|detected)"
     # the container has the CUDA libraries but not the node's driver (cudaErrorStubLibrary)
-    r"|CUDA driver is a stub library|cudaErrorNoDevice\b|cudaErrorStubLibrary",
+    r"|CUDA driver is a stub library|cudaErrorNoDevice\b|cudaErrorStubLibrary"
+    # v0.7 .. current: no CUDA / ROCm / other platform found in the process ("No platform detected, vLLM
+    # is running on UnspecifiedPlatform", then "RuntimeError: Failed to infer device type")
+    r"|No platform detected\b|Failed to infer device type",
     _I,
 )
 #: A weights file that cannot be read as what it says it is: cut short or overwritten (an interrupted
@@ -918,7 +933,10 @@ KV_SHORT = re.compile(
     # available to serve even a single token"
     r"|Cannot auto-fit max_model_len|not enough GPU memory available to serve"
     # v0.4 .. v0.6's block manager: "Out of memory! No free blocks are available."
-    r"|No free blocks are available",
+    r"|No free blocks are available"
+    # v0.10 .. current, hybrid models: "max_num_seqs (1024) exceeds available Mamba cache blocks (856)":
+    # the cache holds fewer sequences' state than the engine is set to batch
+    r"|exceeds (?:the )?available (?:\w+ ){0,2}cache blocks",
     _I,
 )
 KV_MAXLEN = re.compile(r"max seq len \((\d+)\)")
@@ -940,7 +958,9 @@ MODEL_NOT_FOUND = re.compile(
     # huggingface_hub: "HFValidationError: Repo id must be in the form 'repo_name' or
     # 'namespace/repo_name': '/models/'" (a local path that is not there), "404 Client Error: Not
     # Found for url: https://huggingface.co/..."; KServe storage-initializer "No model found in"
-    r"|HFValidationError|Repo id must be in the form|Client Error: Not Found for url: https://huggingface\.co"
+    r"|HFValidationError|Repo id must be in the form"
+    # the hubs vLLM downloads from: Hugging Face, its mirror, ModelScope (VLLM_USE_MODELSCOPE)
+    r"|Client Error: Not Found for url: https://(?:[\w-]+\.)*(?:huggingface\.co|hf-mirror\.com|modelscope\.cn)\b"
     r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model"
     # transformers 4.36 .. 4.57: a revision that is not there ("v2.0 is not a valid git identifier (branch
     # name, tag name or commit id)"), an offline hub with no copy in the cache ("couldn't find it in the
@@ -969,6 +989,13 @@ OVERLOAD_PREEMPT = re.compile(
 #: preemption and every 50th after it ("total_num_cumulative_preemption=51"), so one record can stand for
 #: many preemptions.
 FACT_PREEMPTIONS = re.compile(r"total_num_cumulative_preemption=(\d{1,9})")
+#: A row of ``kubectl get hpa``: NAME, REFERENCE, TARGETS (the metric now / its target: "12/10",
+#: "500m/1", "cpu: 93%/80%"), MINPODS, MAXPODS, REPLICAS.
+OVERLOAD_HPA_ROW = re.compile(
+    r"^\S+\s+\S+/\S+\s+(?:[\w-]{1,40}: ?)?(?P<now>\d{1,9}(?:\.\d{1,6})?)(?P<now_unit>[m%]?)"
+    r"/(?P<target>\d{1,9}(?:\.\d{1,6})?)(?P<target_unit>[m%]?)\s+(?P<min>\d{1,5})\s+(?P<max>\d{1,5})"
+    r"\s+(?P<replicas>\d{1,5})\s"
+)
 OVERLOAD_REJECT_PREFILTER = re.compile(
     r"HTTP/|no available instance|Too Many Requests|status|Error code|Exception - |backpressure", _I
 )
@@ -1159,6 +1186,11 @@ UNSUPPORTED_WARNING = re.compile(r"\b\w*Warning\b|\sWARNING\s\d\d-\d\d ")
 FACT_DERIVED_MAX_LEN = re.compile(r"derived max_model_len \((?:[^)]{0,200}?=)?\s*(\d+)")
 FACT_SERVED_CONTEXT = re.compile(
     r"maximum context length is (\d+)|model's (?:maximum )?context length(?: of)? \(?(\d+)"
+    # V0's scheduler: "Input prompt (2501 tokens) is too long and exceeds limit of 2048"
+    r"|too long and exceeds (?:the )?limit of (\d+)"
+    # v0.6 .. v0.10's input check: "The decoder prompt (length 34144) is longer than the maximum model
+    # length of 32768"
+    r"|longer than the maximum model length of (\d+)"
 )
 FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
 #: What the refused request needed: V1 "... for a total of at least 8193 tokens", V0 "However, you
@@ -1166,6 +1198,7 @@ FACT_USER_MAX_LEN = re.compile(r"User-specified max_model_len \((\d+)\)")
 FACT_REQUESTED_TOKENS = re.compile(
     r"for a total of (?:at least )?(\d+) tokens|However, you requested (\d+) tokens"
     r"|The input \((\d+) tokens\) is longer than|Input length \((\d+)\) exceeds"
+    r"|Input prompt \((\d+) tokens\) is too long|prompt \(length (\d+)\) is longer than"
 )
 #: auth_denied: what refused
 FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, ev, stalled_stats, view
+from graph.analyzers.base import Evidence, Finding, Line, LogView, ev, stalled_stats, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     FACT_PREEMPTIONS,
+    OVERLOAD_HPA_ROW,
     OVERLOAD_NO_CAPACITY,
     OVERLOAD_PREEMPT,
     OVERLOAD_REJECT,
@@ -38,6 +39,8 @@ SUSTAINED = 2
 PREEMPT_SUSTAINED = 10
 #: Busy stats periods in a row that make saturation sustained however long the log is around them.
 RUN_SUSTAINED = 4
+#: KV cache usage (%) behind a queue that never empties: the cache is what keeps requests waiting.
+STANDING_KV = 80.0
 
 
 def _rejected(text: str) -> bool:
@@ -126,6 +129,8 @@ def analyze(obs: Observation) -> list[Finding]:
     run = longest_run = 0  # consecutive busy stats periods
     stats = 0
     quiet_last: dict[str, bool] = {}  # per process: its last stats period had no queue and room
+    ever_drained = False  # a stats period with no request waiting
+    last_kv, last_stats = 0.0, None
     for ln in v.grep(OVERLOAD_STATS):
         mm = OVERLOAD_STATS.search(ln.text)
         if not mm:
@@ -134,6 +139,8 @@ def analyze(obs: Observation) -> list[Finding]:
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
         queued_or_full = waiting_l >= 5 or kv_l >= 90.0
+        ever_drained = ever_drained or waiting_l == 0
+        last_kv, last_stats = kv_l, ln
         quiet_last[ln.proc] = not queued_or_full
         # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
         if not queued_or_full or (kv_l < 90.0 and stalled_stats(ln.text)):
@@ -157,6 +164,14 @@ def analyze(obs: Observation) -> list[Finding]:
     if busy_periods >= SUSTAINED and (busy_periods * 2 >= stats or longest_run >= RUN_SUSTAINED):
         signals.append("sustained")
         facts["busy_stats_periods"] = busy_periods
+    # Requests waiting in every stats period the log shows, behind a KV cache at least STANDING_KV full
+    # in the last: the queue never emptied, and the cache is what holds it (the scheduler admits a
+    # waiting request only when its blocks fit), however short the log.
+    if last_stats is not None and not ever_drained and last_kv >= STANDING_KV:
+        signals.append("standing_queue")
+        if last_stats is not last_busy:
+            evidence.append(ev(last_stats))
+            first_line = min(first_line, last_stats.n)
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
         facts.setdefault("num_requests_waiting", peak[1] if peak else waiting_l)
@@ -198,6 +213,12 @@ def analyze(obs: Observation) -> list[Finding]:
             evidence.append(Evidence(line=rejects[0].n, text=rejects[0].text.strip()[:300]))
         first_line = min(first_line, rejects[0].n)
 
+    at_max = _autoscaler_at_max(v)
+    if at_max is not None:  # the autoscaler can add no replica, and the load is over its target
+        signals.append("autoscaler_at_max")
+        evidence.append(ev(at_max))
+        first_line = min(first_line, at_max.n)
+
     t_signals, t_evidence, t_facts = _from_time(obs)
     signals += [x for x in t_signals if x not in signals]
     evidence += t_evidence
@@ -221,6 +242,8 @@ def analyze(obs: Observation) -> list[Finding]:
         len(signals) < 2
         and not (strong_queue and "queue" in signals)
         and "no_instance" not in signals
+        and "standing_queue" not in signals
+        and "autoscaler_at_max" not in signals
         # Preemption that keeps coming is the KV cache full under load (vLLM says "not enough KV cache
         # space"), the saturation itself, not a passing peak.
         and preempted < PREEMPT_SUSTAINED
@@ -240,6 +263,21 @@ def analyze(obs: Observation) -> list[Finding]:
             facts=facts,
         )
     ]
+
+
+def _autoscaler_at_max(v: LogView) -> Line | None:
+    """The last ``kubectl get hpa`` row, when it shows the deployment at its most replicas with the
+    metric still over its target: more load than the autoscaler may add replicas for."""
+    last = None
+    for ln in v.lines:
+        if "/" in ln.text and OVERLOAD_HPA_ROW.match(ln.text):
+            last = ln
+    m = OVERLOAD_HPA_ROW.match(last.text) if last is not None else None
+    if m is None:
+        return None
+    now = float(m.group("now")) / (1000 if m.group("now_unit") == "m" else 1)
+    target = float(m.group("target")) / (1000 if m.group("target_unit") == "m" else 1)
+    return last if now > target and int(m.group("replicas")) >= int(m.group("max")) > 0 else None
 
 
 def _summary(signals: list[str]) -> str:
@@ -385,4 +423,6 @@ _WORDS = {
     "rejections": "requests are rejected with 429/503",
     "no_instance": "the platform had no available instance (or queue room) for requests",
     "sustained": "saturation lasted over several stats periods",
+    "autoscaler_at_max": "the autoscaler is at its most replicas with the load over its target",
+    "standing_queue": "requests waited in every stats period, behind a nearly full KV cache",
 }

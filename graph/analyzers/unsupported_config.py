@@ -48,6 +48,7 @@ from mcp_tools.vocabulary import (
     FLAGS_NEVER_IMPLICATED,
     FLASH_ATTENTION_MIN_CC,
     FRAME,
+    KIND_ASKS_ENV,
     KIND_ASKS_SETTING,
     KIND_NO_DEVICE,
     QUANT_TENSOR_METHOD,
@@ -74,6 +75,9 @@ def analyze(obs: Observation) -> list[Finding]:
     hits += [ln for ln in v.grep(UNSUPPORTED_DEVICE_WARNING) if not ran_after(v, ln) and ln not in hits]
     # a kernel launch this GPU cannot serve, in a start that failed on it
     hits += [ln for ln in v.grep(UNSUPPORTED_LAUNCH) if _in_failed_start(v, ln.n) and ln not in hits]
+    # no GPU (no platform at all) where the engine starts, whatever level the line is printed at ("No
+    # platform detected" is INFO): an engine that never came up after it cannot run there
+    hits += [ln for ln in v.grep(KIND_NO_DEVICE) if _in_failed_start(v, ln.n) and ln not in hits]
     if not hits:
         hits = [
             ln
@@ -83,15 +87,18 @@ def analyze(obs: Observation) -> list[Finding]:
             and v.phase_at(ln.n) < Phase.API_UP
         ]
     if hits:
+        facts = facts_of(obs, "\n".join(ln.text for ln in hits[:3]))
+        what = "The engine found no GPU to run on" if facts.get("no_device") else "A setting is not supported"
+        where = "" if facts.get("no_device") else " on this GPU / vLLM"
         return [
             finding(
                 "unsupported_config",
                 0.9,
-                f"A setting is not supported on this GPU / vLLM (line {hits[0].n}).",
+                f"{what}{where} (line {hits[0].n}).",
                 hits[:3],
                 pattern=UNSUPPORTED,
                 analyzer="unsupported_config",
-                facts=facts_of(obs, "\n".join(ln.text for ln in hits[:3])),
+                facts=facts,
             )
         ]
     checks = _failed_support_check(v)
@@ -214,6 +221,9 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     asked = asked_setting(text)
     if asked:
         facts["asked_setting"] = asked
+    e = KIND_ASKS_ENV.search(text)
+    if e:
+        facts["asked_env"] = {"name": e.group("env"), "value": e.group("value").rstrip(".")}
     return facts
 
 

@@ -9,6 +9,12 @@ from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import round_max_model_len
 
+#: A served context below this many tokens is a flag set short: a longer one is proposed blind.
+BLIND_RAISE_FLOOR = 4096
+#: A served context this long is not made longer blind: its KV cache is already more than most GPUs
+#: hold for one model, so the planner or a person decides.
+BLIND_RAISE_CEILING = 262_144
+
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     derived = fact(diag, "derived_max_model_len")
@@ -68,6 +74,25 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                     {"--max-model-len": target},
                     f"serve a longer context: the KV cache holds {kv} tokens, a {target}-token request fits "
                     "(vLLM refuses to start above the model's own limit: the canary would show it)",
+                )
+            )
+    need = fact(diag, "requested_tokens")
+    if not out and served and need and need > served and not (cap.ok and cap.plan is not None):
+        # Nothing can judge a longer context (no planner plan, no KV figure): a request a little over
+        # the served context (at most twice it, or a context under BLIND_RAISE_FLOOR tokens, which any
+        # GPU that loaded the model holds) is the flag set short; the canary shows whether the model
+        # and the GPU take the longer one. Far over it, or on a context already BLIND_RAISE_CEILING
+        # long, the requests are what to change.
+        target = -(-max(need, min(BLIND_RAISE_FLOOR, 2 * need)) // 1024) * 1024
+        if served < BLIND_RAISE_CEILING and (need <= 2 * served or target <= BLIND_RAISE_FLOOR):
+            target = min(target, limit) if limit and limit >= need else target
+            out.append(
+                flags_option(
+                    cap,
+                    {"--max-model-len": target},
+                    f"requests need {need} tokens, {need - served} over the served {served}: serve {target} "
+                    "(vLLM refuses a start above the model's own limit or past its KV cache: the canary "
+                    "would show it, and the served context stays)",
                 )
             )
     out.append(

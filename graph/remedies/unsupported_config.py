@@ -127,6 +127,15 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
     # preflight takes the first option the planner says fits and the GPU supports.
     out = [*gpu_options, *out] if refused else [*out, *gpu_options]
+    env = fact(diag, "asked_env")
+    if env and not out:  # an environment variable, not a flag: the service's env is a person's change here
+        out.append(
+            escalate(
+                f"The engine asks for {env['name']}={env['value']} in its environment: set it on the service "
+                "(Cloud Run: the container's environment variables) and deploy a new revision.",
+                f"the engine refused this configuration and names {env['name']} to set",
+            )
+        )
     if fact(diag, "no_device") and not out:
         out.append(
             escalate(
