@@ -1221,6 +1221,13 @@ FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
 FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported
 FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
+#: argparse refusing a flag's value ("vllm serve: error: argument --limit-mm-per-prompt: Value {image:0}
+#: cannot be converted to <function loads ...>", "argument --dtype: invalid choice: 'bf32'", "argument
+#: --port: invalid int value: 'x'", "argument --max-model-len: expected one argument").
+FACT_REFUSED_VALUE = re.compile(
+    r"error: argument (?P<flag>--[a-z][\w-]{1,60})(?:/-[\w-]{1,10})?: (?:invalid |Value .{0,400}? cannot be "
+    r"converted|expected )"
+)
 FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
 FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")

@@ -196,6 +196,7 @@ def analyze(obs: Observation) -> list[Finding]:
         [len(pre_lines), *(int(m.group(1)) for ln in pre_lines for m in FACT_PREEMPTIONS.finditer(ln.text))]
     )
     if pre_lines:
+        facts["preemptions"] = preempted
         if "preemptions" not in signals:
             signals.append("preemptions")
         evidence.append(Evidence(line=pre_lines[0].n, text=pre_lines[0].text.strip()[:300]))

@@ -42,6 +42,7 @@ from mcp_tools.vocabulary import (
     FACT_PARALLEL_DIVISOR,
     FACT_QUANT_TENSOR,
     FACT_QUANTIZATION,
+    FACT_REFUSED_VALUE,
     FACT_SETTING_FIGURE,
     FACT_UNRECOGNIZED_ARGS,
     FLAG_FILLER_WORDS,
@@ -179,6 +180,9 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
         ]
         if stray:
             facts["unrecognized_words"] = stray[:6]
+    r = FACT_REFUSED_VALUE.search(text)
+    if r and r.group("flag").lstrip("-").replace("-", "_") not in FLAGS_NEVER_IMPLICATED:
+        facts["refused_value_flag"] = r.group("flag")
     if FACT_NO_BF16.search(text):
         facts["no_bfloat16"] = True
     c = FACT_MIN_CAPABILITY.search(text)

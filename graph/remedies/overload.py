@@ -1,4 +1,5 @@
-"""overload: more instances (within Cloud Run's maximum), and an FP8 KV cache when the cache is full."""
+"""overload: more instances (within Cloud Run's maximum), and an FP8 KV cache when the cache is full (first
+when preemption, not a queue, shows the saturation)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         )
     kv = fact(diag, "kv_cache_usage")
     kv_full = isinstance(kv, float) and kv >= 0.9
-    if kv_full and gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
-        out.append(
-            flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")
-        )
+    # Preemption with no queue seen: each instance's KV cache is what is short (vLLM evicts a running
+    # request to make room), not the instances: more room in the cache comes first.
+    waiting = fact(diag, "num_requests_waiting")
+    cache_first = bool(fact(diag, "preemptions") or fact(diag, "num_preemptions")) and not (
+        isinstance(waiting, int | float) and waiting >= 5
+    )
+    if (kv_full or cache_first) and gpu_supports(cap.gpu, "fp8_kv_cache") is not False:
+        fp8 = flags_option(cap, {"--kv-cache-dtype": "fp8"}, "an FP8 KV cache doubles the tokens in flight")
+        out = [fp8, *out] if cache_first else [*out, fp8]
     return out

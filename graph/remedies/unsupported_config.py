@@ -63,6 +63,16 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 f"{size} divides it",
             )
         )
+    refused_flag = fact(diag, "refused_value_flag")
+    if refused_flag and refused_flag not in bad:
+        out.append(
+            flags_option(
+                cap,
+                {refused_flag: None},
+                f"vLLM's command line refuses the value given to {refused_flag}: serve without it (its "
+                "default), or a person writes a value it takes",
+            )
+        )
     for flag in fact(diag, "implicated_flags") or []:
         if flag not in bad:
             out.append(
