@@ -178,10 +178,15 @@ def clean(raw: str) -> Clean:
             s = s[m.end() :]
             glued = True  # a progress bar, then a record of its own: its columns start after the bar
             width, inner = width - m.end(), inner - m.end()
-            m2 = _PROC.match(s)
-            if m2:
-                proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
-                s = s[m2.end() :]
+            for _ in range(2):  # the record after the bar carries its own columns: a tag, a compose column
+                m2 = _PROC.match(s)
+                if m2:
+                    proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
+                    s = s[m2.end() :]
+                m3 = _COMPOSE.match(s) if s[:1].isalnum() and "|" in s[:66] else None
+                if m3 is None:
+                    break
+                s = s[m3.end() :]
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
     head = lead[:1]
     for pat in (

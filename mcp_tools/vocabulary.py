@@ -259,7 +259,7 @@ KIND_ASKS_SETTING = re.compile(
 #: An error that names an environment variable of the engine's to set, and its value ("Set Flashinfer
 #: backend by export VLLM_ATTENTION_BACKEND=FLASHINFER"): the engine refused what it was configured with.
 KIND_ASKS_ENV = re.compile(
-    r"\b(?:export|set(?:ting)?)\s(?:the\s)?(?:environment\svariable\s|env\s)?`?(?P<env>VLLM_[A-Z0-9_]{2,60})`?"
+    r"\b(?:export|set(?:ting)?)\s(?:the\s)?(?:environment\svariable\s|env\s)?`?(?P<env>VLLM_\w{2,60}?)`?"
     r" ?= ?`?(?P<value>[\w.-]{1,40})"
 )
 #: A setting's figure as such a check prints it: ``max_num_batched_tokens (2048)``, ``max_model_len=8192``,
@@ -1278,6 +1278,10 @@ QUANT_TENSOR_METHOD = {
 }
 FACT_FLASH_ATTENTION = re.compile(r"is_fa_version_supported|fa_version_unsupported|FlashAttention", _I)
 FLASH_ATTENTION_MIN_CC = 8.0
+#: Triton's FP8 (e4m3, "fp8e4nv") refused on this GPU ("type fp8e4nv not supported in this architecture.
+#: The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')"): Triton's CUDA backend has it from sm_89 (Ada).
+FACT_TRITON_FP8 = re.compile(r"fp8e4nv not supported in this architecture")
+TRITON_FP8_MIN_CC = 8.9
 #: The words of a flag's name that say nothing of its feature ("--enable-chunked-prefill" is about
 #: "chunked prefill"), and the flags a failing check's words never implicate: they name what is served
 #: or where, or the family has its own remedy for them (context length, dtype, parallelism, memory).

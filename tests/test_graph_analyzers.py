@@ -1053,7 +1053,8 @@ def test_a_traceback_that_ends_in_a_support_check_is_unsupported() -> None:
 
 def test_a_death_marker_printed_before_its_traceback_still_reads_what_it_died_of() -> None:
     """V1 prints "EngineCore encountered a fatal error." and then the traceback: a module missing from
-    the image in that traceback makes the crash one a restart repeats."""
+    the image in that traceback is what it died of, a configuration this image does not run (Ray's
+    compiled graphs need cupy); another exception there is a crash."""
     lines = [
         *STARTUP_OK,
         *STARTUP_FIGURES,
@@ -1064,8 +1065,9 @@ def test_a_death_marker_printed_before_its_traceback_still_reads_what_it_died_of
         f"{E} ModuleNotFoundError: No module named 'cupy'",
     ]
     d = diagnose(obs(lines))
-    assert d.category == "engine_crash"
-    assert any(f.facts.get("repeats_on_restart") for f in d.findings if f.category == "engine_crash")
+    assert d.category == "unsupported_config" and {len(lines) - 4, len(lines)} <= {e.line for e in d.evidence}
+    other = [*lines[:-1], f"{E} RuntimeError: the worker stopped"]
+    assert diagnose(obs(other)).category == "engine_crash"
 
 
 # A server that started and serves: what follows it happened while serving.
@@ -1779,3 +1781,126 @@ def test_a_gpu_refused_for_its_age_moves_to_another_gpu_before_any_flag() -> Non
     assert rc.finding.facts["min_compute_capability"] == 7.0  # the least the build runs on at all
     assert assess(obs(lines)).plan.steps[0].kind.value == "set_resources"
     assert assess(obs(lines[:1])).plan.steps[0].change == {"--dtype": "float16"}
+
+
+def test_the_v0_scheduler_and_input_check_wordings_give_the_context_figures() -> None:
+    """V0's scheduler ("Input prompt (2501 tokens) is too long and exceeds limit of 2048") and the input
+    check of v0.6 .. v0.10 ("The decoder prompt (length 34144) is longer than the maximum model length
+    of 32768") say the served context and what the request needed, as the OpenAI wording does."""
+    scheduler = "WARNING 02-16 15:37:32 scheduler.py:947] Input prompt (2501 tokens) is too long and exceeds limit of 2048"
+    decoder = (
+        "ValueError: The decoder prompt (length 34144) is longer than the maximum model length of 32768. "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens."
+    )
+    for line, served, need in ((scheduler, 2048, 2501), (decoder, 32768, 34144)):
+        rc = cause(obs([line]))
+        assert rc.category == "context_too_long" and rc.finding is not None
+        assert (rc.finding.facts["served_context"], rc.finding.facts["requested_tokens"]) == (served, need)
+
+
+def test_a_404_from_a_model_hub_is_model_not_found_and_from_another_host_is_not() -> None:
+    hub = (
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        "https://www.modelscope.cn/api/v1/models/gpt2/revisions?EndTime=1706391065"
+    )
+    assert root(obs([hub])) == "model_not_found"
+    other = hub.replace("www.modelscope.cn", "metadata.internal")
+    assert root(obs([other])) != "model_not_found"
+
+
+def test_a_hybrid_models_cache_blocks_short_of_the_batch_is_kv_cache_oom() -> None:
+    line = (
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (856). Each decode sequence "
+        "requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs "
+        "to at most 856 or increase gpu_memory_utilization."
+    )
+    assert root(obs([line])) == "kv_cache_oom"
+    assert (
+        root(obs([line.replace("exceeds available Mamba cache blocks", "is above the limit")]))
+        != "kv_cache_oom"
+    )
+
+
+def test_no_platform_detected_is_an_engine_without_a_gpu_unless_it_came_up_after() -> None:
+    """vLLM prints "No platform detected" at INFO: no CUDA or other platform in the process, so the engine
+    cannot run there (a pod without the NVIDIA runtime class, a container without the device)."""
+    line = (
+        "INFO 05-20 20:12:25 [__init__.py:252] No platform detected, vLLM is running on UnspecifiedPlatform"
+    )
+    rc = cause(obs(["kubectl logs vllm-decode-0", line]))
+    assert rc.category == "unsupported_config" and rc.finding is not None
+    assert rc.finding.facts.get("no_device") is True and "no GPU" in rc.summary
+    assert root(obs([line, "INFO:     Application startup complete."])) != "unsupported_config"
+
+
+def test_an_error_that_names_a_vllm_variable_to_set_is_a_refused_configuration() -> None:
+    line = (
+        "ValueError: Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). Otherwise, "
+        "the output might be wrong. Set Flashinfer backend by export VLLM_ATTENTION_BACKEND=FLASHINFER."
+    )
+    rc = cause(obs([line]))
+    assert rc.category == "unsupported_config" and rc.finding is not None
+    assert rc.finding.facts["asked_env"] == {"name": "VLLM_ATTENTION_BACKEND", "value": "FLASHINFER"}
+    assert root(obs([line.split(" Set Flashinfer")[0]])) == "unknown"
+
+
+def test_a_v0_workers_exception_report_is_a_failure_and_is_read_when_no_traceback_follows() -> None:
+    report = (
+        "multiproc_worker_utils.py:226] Exception in worker VllmWorkerProcess while processing method "
+        "determine_num_available_blocks: Please use Flashinfer backend for models withlogits_soft_cap "
+        "(i.e., Gemma-2). Set Flashinfer backend by export VLLM_ATTENTION_BACKEND=FLASHINFER."
+    )
+    assert root(obs([report])) == "unsupported_config"
+    quiet = report.split(": Please")[0] + ": something went wrong"
+    rc = cause(obs([quiet]))
+    assert rc.category == "unknown" and [e.line for e in rc.evidence] == [1]
+
+
+def test_a_queue_that_never_drains_behind_a_nearly_full_cache_is_saturation() -> None:
+    """One stats period is enough when requests wait in it and the cache holds them back; a period with
+    an empty queue, or a cache with room, is not."""
+    stats = (
+        "INFO 02-28 21:48:18 metrics.py:161] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+        "44.9 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: {kv}%, CPU KV "
+        "cache usage: 0.0%"
+    )
+    rc = cause(obs([stats.format(kv="82.1")]))
+    assert rc.category == "overload" and [e.line for e in rc.evidence] == [1]
+    assert root(obs([stats.format(kv="41.0")])) == "healthy"
+    drained = stats.format(kv="82.1").replace("Pending: 3", "Pending: 0")
+    assert root(obs([stats.format(kv="82.1"), drained])) == "healthy"
+    # another engine's empty queue (another process's stats) does not drain this one's
+    assert (
+        root(obs([f"(EngineCore_DP0 pid=7) {stats.format(kv='82.1')}", f"(APIServer pid=9) {drained}"]))
+        == "overload"
+    )
+
+
+def test_an_autoscaler_at_its_most_replicas_over_its_target_is_saturation() -> None:
+    head = "NAME       REFERENCE                          TARGETS   MINPODS   MAXPODS   REPLICAS   AGE"
+    row = "vllm-hpa   Deployment/vllm-gemma-deployment   {now}/10     1         2         {replicas}          3m42s"
+    ready = "INFO:     Application startup complete."
+    rc = cause(obs([ready, head, row.format(now=12, replicas=1), head, row.format(now=12, replicas=2)]))
+    assert rc.category == "overload" and 5 in {e.line for e in rc.evidence}
+    assert root(obs([ready, head, row.format(now=12, replicas=1)])) == "healthy"  # it can still add one
+    assert root(obs([ready, head, row.format(now=8, replicas=2)])) == "healthy"  # under its target
+
+
+def test_tritons_fp8_refused_names_the_gpu_generation_it_needs() -> None:
+    line = (
+        'ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are '
+        "('fp8e4b15', 'fp8e5')\")"
+    )
+    rc = cause(obs([line]))
+    assert rc.category == "unsupported_config" and rc.finding is not None
+    assert rc.finding.facts["min_compute_capability"] == 8.9
+
+
+def test_a_flag_value_the_command_line_refuses_is_named() -> None:
+    line = (
+        "vllm serve: error: argument --limit-mm-per-prompt: Value {image:0,audio:0,video:0} cannot be "
+        "converted to <function loads at 0x7f882f29d3a0>."
+    )
+    assert unsupported_config.facts_of(obs([line]), line)["refused_value_flag"] == "--limit-mm-per-prompt"
+    model = "vllm serve: error: argument --model: expected one argument"
+    assert "refused_value_flag" not in unsupported_config.facts_of(obs([model]), model)

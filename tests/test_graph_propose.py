@@ -320,3 +320,42 @@ def test_a_check_that_asks_for_a_larger_size_gets_the_figure_it_compares() -> No
     assert (
         asked_setting("max_num_seqs (8) and max_model_len (999999999). Please increase max_num_seqs.") is None
     )
+
+
+def test_a_request_a_little_over_the_served_context_raises_it_when_nothing_can_judge_it() -> None:
+    """No service read, no KV figure: a request at most twice the served context (or a served context
+    under 4,096 tokens) gets the context it needs, the canary judging it; far over, or on a context
+    already 256K long, the requests are what to change."""
+    obs = Observation(id="x")
+
+    def kinds(served: int, need: int) -> list[tuple[RemediationKind, dict[str, object]]]:
+        d = _diag("context_too_long", "x", served_context=served, requested_tokens=need)
+        return [(s.kind, s.change) for o in propose_options(d, obs) for s in o.steps]
+
+    assert kinds(8192, 8203)[0] == (K.SET_VLLM_ARGS, {"--max-model-len": 9216})
+    assert [k for k, _ in kinds(8192, 8203)] == [K.SET_VLLM_ARGS, K.ESCALATE]  # a person stays the option
+    assert kinds(1, 28)[0] == (K.SET_VLLM_ARGS, {"--max-model-len": 1024})
+    assert [k for k, _ in kinds(8192, 20000)] == [K.ESCALATE]
+    assert [k for k, _ in kinds(1_048_576, 1_492_905)] == [K.ESCALATE]
+
+
+def test_preemption_with_no_queue_gives_the_kv_cache_room_before_more_instances() -> None:
+    obs = Observation(id="x", service=L4)
+    first = propose_options(_diag("overload", "preempted", preemptions=60), obs)[0]
+    assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--kv-cache-dtype": "fp8"})]
+    queued = propose_options(_diag("overload", "queue", preemptions=60, num_requests_waiting=40), obs)[0]
+    assert [s.kind for s in queued.steps] == [K.SET_SCALING]
+
+
+def test_an_engine_variable_asked_for_goes_to_a_person_with_its_name_and_value() -> None:
+    d = _diag("unsupported_config", "x", asked_env={"name": "VLLM_ATTENTION_BACKEND", "value": "FLASHINFER"})
+    (only,) = propose_options(d, Observation(id="x"))
+    assert only.steps[0].kind is K.ESCALATE
+    assert "VLLM_ATTENTION_BACKEND=FLASHINFER" in only.steps[0].change["human_action"]
+
+
+def test_a_flag_value_the_command_line_refuses_is_dropped() -> None:
+    spec = L4.model_copy(update={"args": [*L4.args, "--limit-mm-per-prompt={image:0}"]})
+    d = _diag("unsupported_config", "x", refused_value_flag="--limit-mm-per-prompt")
+    first = propose_options(d, Observation(id="x", service=spec))[0]
+    assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--limit-mm-per-prompt": None})]

@@ -207,3 +207,9 @@ def test_lines_that_start_something_of_their_own_are_never_joined() -> None:
         )
     )
     assert v.lines[0].cont == ()
+
+
+def test_the_record_after_a_glued_progress_bar_loses_its_own_tag_and_compose_column() -> None:
+    bar = "Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:21<00:00,  3.12it/s]"
+    c = clean(f"{bar}(EngineCore_DP0 pid=1234) vllm  | (APIServer pid=1) ValueError: GGUF model x")
+    assert (c.text, c.proc, c.glued) == ("ValueError: GGUF model x", "APIServer pid=1", True)

@@ -186,12 +186,21 @@ def bury(n_lines: int) -> Transform:
 
     def run(lines: Sequence[LogLine], rng: random.Random) -> Perturbed:
         clock = Clock(datetime(2026, 5, 1, 11, 0, 0, tzinfo=UTC))
+        # The noise is another server's: it never speaks as a process of the incident's own (answers
+        # from the process that failed, after it failed, would change what happened).
+        own = " ".join(ln.text or "" for ln in lines)
+        pid = next(p for p in range(1, 10_000) if f"pid={p})" not in own and f"pid={p}," not in own)
 
         def noise(k: int) -> list[LogLine]:
             out = []
             for _ in range(k):
                 e = noise_line(rng, clock)
-                out.append(LogLine(severity=e["severity"], text=e["text"]))
+                out.append(
+                    LogLine(
+                        severity=e["severity"],
+                        text=e["text"].replace("(APIServer pid=1)", f"(APIServer pid={pid})"),
+                    )
+                )
             return out
 
         before, after = noise(n_lines * 2 // 3), noise(n_lines - n_lines * 2 // 3)

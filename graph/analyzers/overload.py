@@ -129,8 +129,8 @@ def analyze(obs: Observation) -> list[Finding]:
     run = longest_run = 0  # consecutive busy stats periods
     stats = 0
     quiet_last: dict[str, bool] = {}  # per process: its last stats period had no queue and room
-    ever_drained = False  # a stats period with no request waiting
-    last_kv, last_stats = 0.0, None
+    emptied: set[str] = set()  # the processes whose stats showed a period with no request waiting
+    last_stats: dict[str, tuple[float, Line]] = {}  # per process: its last period's KV usage, and line
     for ln in v.grep(OVERLOAD_STATS):
         mm = OVERLOAD_STATS.search(ln.text)
         if not mm:
@@ -139,8 +139,9 @@ def analyze(obs: Observation) -> list[Finding]:
         waiting_l = int(mm.group(2))
         kv_l = float(mm.group(3))
         queued_or_full = waiting_l >= 5 or kv_l >= 90.0
-        ever_drained = ever_drained or waiting_l == 0
-        last_kv, last_stats = kv_l, ln
+        if waiting_l == 0:
+            emptied.add(ln.proc)
+        last_stats[ln.proc] = (kv_l, ln)
         quiet_last[ln.proc] = not queued_or_full
         # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
         if not queued_or_full or (kv_l < 90.0 and stalled_stats(ln.text)):
@@ -164,14 +165,15 @@ def analyze(obs: Observation) -> list[Finding]:
     if busy_periods >= SUSTAINED and (busy_periods * 2 >= stats or longest_run >= RUN_SUSTAINED):
         signals.append("sustained")
         facts["busy_stats_periods"] = busy_periods
-    # Requests waiting in every stats period the log shows, behind a KV cache at least STANDING_KV full
-    # in the last: the queue never emptied, and the cache is what holds it (the scheduler admits a
-    # waiting request only when its blocks fit), however short the log.
-    if last_stats is not None and not ever_drained and last_kv >= STANDING_KV:
+    # Requests waiting in every stats period a process printed, behind a KV cache at least STANDING_KV
+    # full in its last: that engine's queue never emptied, and the cache is what holds it (the scheduler
+    # admits a waiting request only when its blocks fit), however short the log.
+    standing = [ln for proc, (kv_l, ln) in last_stats.items() if proc not in emptied and kv_l >= STANDING_KV]
+    if standing:
         signals.append("standing_queue")
-        if last_stats is not last_busy:
-            evidence.append(ev(last_stats))
-            first_line = min(first_line, last_stats.n)
+        if standing[0] is not last_busy:
+            evidence.append(ev(standing[0]))
+            first_line = min(first_line, standing[0].n)
     if busiest is not None:
         ln, waiting_l, kv_l = busiest
         facts.setdefault("num_requests_waiting", peak[1] if peak else waiting_l)

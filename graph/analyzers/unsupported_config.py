@@ -44,6 +44,7 @@ from mcp_tools.vocabulary import (
     FACT_QUANTIZATION,
     FACT_REFUSED_VALUE,
     FACT_SETTING_FIGURE,
+    FACT_TRITON_FP8,
     FACT_UNRECOGNIZED_ARGS,
     FLAG_FILLER_WORDS,
     FLAGS_NEVER_IMPLICATED,
@@ -54,6 +55,7 @@ from mcp_tools.vocabulary import (
     KIND_NO_DEVICE,
     QUANT_TENSOR_METHOD,
     SUPPORT_CHECK,
+    TRITON_FP8_MIN_CC,
     UNSUPPORTED,
     UNSUPPORTED_DEVICE_WARNING,
     UNSUPPORTED_GENERIC,
@@ -194,6 +196,8 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
         facts["min_compute_capability"] = ARCH_COMPUTE_CAPABILITY[arch.lower()] if arch else int(sm) / 10
     elif FACT_FLASH_ATTENTION.search(text):
         facts["min_compute_capability"] = FLASH_ATTENTION_MIN_CC
+    elif FACT_TRITON_FP8.search(text):
+        facts["min_compute_capability"] = TRITON_FP8_MIN_CC
     refused = FACT_DEVICE_REFUSED.search(text)
     if refused:
         least = float(refused.group(1))

@@ -77,7 +77,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 )
             )
     need = fact(diag, "requested_tokens")
-    if not out and served and need and need > served and not (cap.ok and cap.plan is not None):
+    if not out and served and need and need > served and not kv and not (cap.ok and cap.plan is not None):
         # Nothing can judge a longer context (no planner plan, no KV figure): a request a little over
         # the served context (at most twice it, or a context under BLIND_RAISE_FLOOR tokens, which any
         # GPU that loaded the model holds) is the flag set short; the canary shows whether the model
