@@ -1087,6 +1087,9 @@ UNSUPPORTED = re.compile(
     + r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
     r"|Failed to find a kernel that can implement|architectures? \[[^\]]*\] (?:are|is) not supported"
     r"|Model architectures? .* failed to be inspected|unrecognized arguments|error: argument --?\S+"
+    # the same inspection, as its subprocess's exit (registry.py ``_run_in_subprocess``, before vLLM says
+    # "failed to be inspected"): the model's class does not load in this image
+    r"|'vllm\.model_executor\.models\.registry'\]' returned non-zero exit status"
     r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
     r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
     r"|bfloat\d\d|fp\d)"

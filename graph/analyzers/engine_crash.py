@@ -44,7 +44,6 @@ from mcp_tools.vocabulary import (
     FRAME,
     GRAPH_FRAMES,
     KILLED_FROM_OUTSIDE,
-    KIND_ENVIRONMENT,
     LOOP_FRAMES,
     NCCL_DETAIL_CAUSES,
     NCCL_LAST_ERROR,
@@ -149,20 +148,6 @@ def analyze(obs: Observation) -> list[Finding]:
     ]
     if died:
         cause = _died_of(v, died[0].n)
-        if cause is not None and KIND_ENVIRONMENT.match(cause.text):
-            # It died of code that does not import: this image lacks what the configuration uses
-            # (Ray's compiled graphs need cupy, a kernel's module): a configuration it does not run.
-            return [
-                finding(
-                    "unsupported_config",
-                    0.75,
-                    f"The vLLM engine died (line {died[0].n}) of code that does not import in this image "
-                    f"(line {cause.n}): the configuration needs something the image lacks.",
-                    [died[0], cause],
-                    pattern=CRASH_DIED,
-                    analyzer="engine_crash",
-                )
-            ]
         return [
             finding(
                 "engine_crash",
