@@ -276,7 +276,10 @@ KIND_CHECKPOINT = re.compile(
     r"size mismatch|Error\(s\) in loading state_dict|unexpected key|Missing key|KeyError: '[\w.]*weight"
     # vLLM's weight loader (AutoWeightsLoader, models/utils.py): a checkpoint tensor the model has no
     # place for, the checkpoint's layout not this model class's
-    r"|There is no module or parameter named",
+    r"|There is no module or parameter named"
+    # torch's shape check on a loaded tensor ("The size of tensor a (1280) must match the size of tensor b
+    # (2560) at non-singleton dimension 1"): a checkpoint's shape not this model's or parallel layout's
+    r"|The size of tensor a \(\d+\) must match the size of tensor b",
     _I,
 )
 #: One piece calling another with what the other does not take or have: a keyword or a positional
@@ -472,6 +475,9 @@ OOM = re.compile(
     r"CUDA out of memory|(?<!ray\.exceptions\.)(?<!Ray)(?<!raise )OutOfMemoryError"
     r"|out of memory occurred when warming up sampler"
     r"|not enough GPU memory|CUDA error: out of memory|cudaErrorMemoryAllocation|HIP out of memory"
+    # the CUDA driver API's CUDA_ERROR_OUT_OF_MEMORY as torch raises it ("RuntimeError: CUDA driver error:
+    # out of memory": a kernel library's own allocation, Marlin's weight repack, a cuMem pool)
+    r"|CUDA driver error: out of memory"
     # the other accelerators' torch backends word their caching allocator's OOM as CUDA's does:
     # torch_npu (Ascend) "NPU out of memory. Tried to allocate", torch's XPU "XPU out of memory", MPS
     # "MPS backend out of memory"
@@ -499,7 +505,10 @@ OOM = re.compile(
 OOM_WEIGHTS = re.compile(
     r"load_model|load_weights|initialize_model|init_parameters|_init_model|make_layers|create_weights"
     r"|model_loader|weight_loader|get_model\(|Failed to load model|process_weights_after_loading"
-    r"|Loading safetensors|Loading weights|load_state_dict",
+    r"|Loading safetensors|Loading weights|load_state_dict"
+    # a quantized checkpoint's weights repacked for their kernel as they load (gptq_marlin_repack,
+    # awq_marlin_repack, ..., under process_weights_after_loading)
+    r"|_repack\b",
 )
 OOM_KV = re.compile(
     r"initialize_kv_cache|_allocate_kv_cache|initialize_cache|allocate_kv_cache|_init_cache"
@@ -646,7 +655,7 @@ CRASH = re.compile(
     r"|Segmentation fault|SIGSEGV|core dumped|uncorrectable ECC error|Xid \d+"
     r"|CUDA error: (?!out of memory|CUDA driver version is insufficient|CUBLAS_STATUS_ALLOC_FAILED)\w"
     r"|CUBLAS_STATUS_(?!ALLOC_FAILED)\w+|cudaError(?!MemoryAllocation|InsufficientDriver)\w+"
-    r"|CUDA driver error"
+    r"|CUDA driver error(?!: out of memory)"
     r"|cudaErrorIllegalAddress|Fatal Python error|watchdog.*timeout|watchdog thread terminated with exception"
     # C++ aborts and the distributed backend: "terminate called after throwing an instance of
     # 'c10::Error'", "Aborted (core dumped)", torch.distributed.DistBackendError, ProcessGroupNCCL
@@ -797,6 +806,9 @@ QUOTA = re.compile(
     # (Kubernetes capitalises it; vLLM's "insufficient memory to allocate the weight" is a GPU OOM)
     r"|(?-i:Insufficient) (?:cpu|memory|nvidia\.com/gpu|google\.com/tpu)\b(?! to allocate)|exceeded quota"
     r"|quota exceeded"
+    # AWS's quota error code ("An error occurred (ResourceLimitExceeded) when calling the CreateEndpoint
+    # operation: The account-level service limit 'ml.g6.2xlarge for endpoint usage' is 1 Instances")
+    r"|\bResourceLimitExceeded\b"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
     # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's
@@ -1090,6 +1102,10 @@ UNSUPPORTED = re.compile(
     # the same inspection, as its subprocess's exit (registry.py ``_run_in_subprocess``, before vLLM says
     # "failed to be inspected"): the model's class does not load in this image
     r"|'vllm\.model_executor\.models\.registry'\]' returned non-zero exit status"
+    # a checkpoint's own quantization and the flag's disagree (v0.4 ..: "Quantization method specified in
+    # the model config (gptq) does not match the quantization method specified in the `quantization`
+    # argument (gptq_marlin)")
+    r"|does not match the quantization method specified in the `?quantization`? argument"
     r"|invalid choice|no kernel image is available for execution on the device|is not supported on this GPU"
     r"|not supported on (?:Turing|Volta|Ampere|this device|this platform)|does not support (?:bf\d\d"
     r"|bfloat\d\d|fp\d)"
@@ -1227,13 +1243,17 @@ FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILI
 #: argparse refusing a flag's value ("vllm serve: error: argument --limit-mm-per-prompt: Value {image:0}
 #: cannot be converted to <function loads ...>", "argument --dtype: invalid choice: 'bf32'", "argument
 #: --port: invalid int value: 'x'", "argument --max-model-len: expected one argument").
+#: The flag a checkpoint's own setting contradicts (its config's quantization, against --quantization).
+FACT_FLAG_CONTRADICTED = re.compile(
+    r"does not match the quantization method specified in the `?quantization`?"
+)
 FACT_REFUSED_VALUE = re.compile(
     r"error: argument (?P<flag>--[a-z][\w-]{1,60})(?:/-[\w-]{1,10})?: (?:invalid |Value .{0,400}? cannot be "
     r"converted|expected )"
 )
 FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
-FACT_MIN_CAPABILITY = re.compile(r"Minimum capability: (\d+)|requires capability (\d+)")
+FACT_MIN_CAPABILITY = re.compile(r"Min(?:imum)? capability: (\d+)|requires capability (\d+)")
 #: The device itself refused, whatever it was asked to run ("GPUs with compute capability below 7.0 are
 #: not supported."): no flag or checkpoint makes it run there (``DEVICE_REFUSED``, below the least figure).
 FACT_DEVICE_REFUSED = re.compile(DEVICE_REFUSED, _I)

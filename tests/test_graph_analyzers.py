@@ -1918,3 +1918,60 @@ def test_the_model_registrys_inspection_subprocess_failing_is_an_architecture_th
     assert root(obs(lines)) == "unsupported_config"
     other = [*lines[:-1], lines[-1].replace("vllm.model_executor.models.registry", "my_script")]
     assert root(obs(other)) == "unknown"
+
+
+def test_the_cuda_driver_apis_out_of_memory_is_an_oom_and_a_weights_repack_is_loading() -> None:
+    tag = "(EngineCore pid=77) ERROR 05-05 07:35:19 [core.py:1136] "
+    lines = [
+        tag
+        + '  File "/usr/local/lib/python3.12/dist-packages/vllm/_custom_ops.py", line 1279, in gptq_marlin_repack',
+        tag + "    return torch.ops._C.gptq_marlin_repack(",
+        tag + "RuntimeError: CUDA driver error: out of memory",
+    ]
+    assert root(obs(lines)) == "weights_oom"
+    assert (
+        root(obs([*lines[:-1], tag + "RuntimeError: CUDA driver error: invalid device context"]))
+        == "engine_crash"
+    )
+
+
+def test_aws_quota_error_code_is_gpu_quota() -> None:
+    line = (
+        "aws: [ERROR]: An error occurred (ResourceLimitExceeded) when calling the CreateEndpoint operation: The "
+        "account-level service limit 'ml.g6.2xlarge for endpoint usage' is 1 Instances"
+    )
+    assert root(obs([line])) == "gpu_quota"
+
+
+def test_a_tensor_shape_check_failing_while_the_weights_load_is_a_checkpoint_this_layout_cannot_take() -> (
+    None
+):
+    lines = [
+        "INFO 07-08 10:01:02 [gpu_model_runner.py:1770] Starting to load model Qwen/Qwen3-Reranker-4B...",
+        "ERROR 07-08 10:01:05 [core.py:586] RuntimeError: The size of tensor a (1280) must match the size of "
+        "tensor b (2560) at non-singleton dimension 1",
+    ]
+    assert root(obs(lines)) == "unsupported_config"
+    other = [
+        lines[0],
+        lines[1].replace("The size of tensor a (1280) must match the size of tensor b (2560)", "boom"),
+    ]
+    assert root(obs(other)) != "unsupported_config"
+
+
+def test_a_checkpoint_whose_quantization_contradicts_the_flag_drops_the_flag_and_min_capability_is_read() -> (
+    None
+):
+    mismatch = (
+        "ValueError: Quantization method specified in the model config (gptq) does not match the quantization "
+        "method specified in the `quantization` argument (gptq_marlin)."
+    )
+    rc = cause(obs([mismatch]))
+    assert rc.category == "unsupported_config" and rc.finding is not None
+    assert rc.finding.facts["refused_value_flag"] == "--quantization"
+    scheme = (
+        "RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 75. ', "
+        "'Current capability: 70.')"
+    )
+    f = cause(obs([scheme])).finding
+    assert f is not None and f.facts["min_compute_capability"] == 7.5

@@ -34,6 +34,7 @@ from mcp_tools.vocabulary import (
     BARE_EXCEPTION,
     EXCEPTION,
     FACT_DEVICE_REFUSED,
+    FACT_FLAG_CONTRADICTED,
     FACT_FLASH_ATTENTION,
     FACT_KV_CACHE_DTYPE,
     FACT_MIN_ARCH,
@@ -185,6 +186,8 @@ def facts_of(obs: Observation, text: str) -> dict[str, object]:
     r = FACT_REFUSED_VALUE.search(text)
     if r and r.group("flag").lstrip("-").replace("-", "_") not in FLAGS_NEVER_IMPLICATED:
         facts["refused_value_flag"] = r.group("flag")
+    elif FACT_FLAG_CONTRADICTED.search(text):  # the checkpoint says its quantization: the flag is not needed
+        facts["refused_value_flag"] = "--quantization"
     if FACT_NO_BF16.search(text):
         facts["no_bfloat16"] = True
     c = FACT_MIN_CAPABILITY.search(text)
