@@ -47,7 +47,9 @@ from mcp_tools.vocabulary import (
     API_LISTENING,
     BARE_EXCEPTION,
     BUILD_FRAMES,
+    CONFIG_CODE_PATH,
     EXCEPTION,
+    EXCEPTION_NAMED,
     EXCEPTION_PREFILTER,
     FAMILY_WORDING,
     FATAL,
@@ -295,6 +297,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         return "unsupported_config"
     if KIND_ENVIRONMENT.match(text):
         return "unsupported_config"  # an import the start-up needs fails: the image lacks it
+    if KIND_CONFIG.match(text) and _raised_in(v, ln, CONFIG_CODE_PATH):
+        return "unsupported_config"  # vLLM's configuration code rejected a value, whichever step asked
     if phase > Phase.LOADING:
         return None
     if KIND_UNREACHABLE.search(text) and phase <= Phase.DOWNLOAD:
@@ -317,9 +321,21 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
 def _raised_in_library(v: LogView, ln: Line) -> bool:
     """The innermost frame of the traceback that ends at ``ln`` is an installed library's or vLLM's
     (``LIBRARY_PATH``), or no frame is shown: not a script's own code (a client's typo)."""
+    path = _innermost_path(v, ln)
+    return path is None or LIBRARY_PATH.search(path) is not None
+
+
+def _raised_in(v: LogView, ln: Line, files: re.Pattern[str]) -> bool:
+    """The innermost frame of the traceback that ends at ``ln`` is in a file ``files`` matches."""
+    path = _innermost_path(v, ln)
+    return path is not None and files.search(path) is not None
+
+
+def _innermost_path(v: LogView, ln: Line) -> str | None:
+    """The file of the innermost frame of the traceback that ends at ``ln`` (None: no frame shown)."""
     innermost = frame_in(v, ln, _ANY_FUNCTION)
     m = FRAME.match(innermost.text) if innermost is not None else None
-    return m is None or LIBRARY_PATH.search(m.group("path")) is not None
+    return m.group("path") if m is not None else None
 
 
 #: Any function's name (``frame_in`` then finds the innermost frame).
@@ -383,6 +399,12 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
     found = [*v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER), *_bare_raises(v, before)]
     for ln in sorted(found, key=lambda x: x.n):
         if ln.n in cited or REPORTS_ONLY.search(ln.text) or _after_shutdown(obs, ln.n):
+            continue
+        # an exception logged by its message alone, whose traceback then ends in the same exception with
+        # its class ("'x.y.z'" ... "KeyError: 'x.y.z'"): that last line is the one to read
+        if not EXCEPTION_NAMED.match(ln.text) and any(
+            x.n > ln.n and x.proc == ln.proc and x.text.endswith(": " + ln.text.strip()) for x in found
+        ):
             continue
         return ln
     return None

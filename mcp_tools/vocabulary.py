@@ -218,6 +218,9 @@ FATAL_PREFILTER = re.compile(
 EXCEPTION = re.compile(
     r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|\(['\"])|exception=[\w.]*(?:Error|Exception)\("
     r"|^Segmentation fault|Fatal Python error"
+    # a KeyError logged by its message alone (V0's engine process: ``logger.exception(e)`` prints str(e),
+    # "'layers.0.mlp.gate_up_proj.deq_scale'", then the traceback): a dotted parameter path in quotes
+    r"|^'(?:\w{1,80}\.){2,12}\w{1,80}'$"
     # V0's multiprocessing worker quoting what a method raised in it, where no traceback follows (the
     # worker appends one, and its own last line is then the exception to read)
     r"|\bException in worker \S{1,80} while processing method \w{1,80}: (?![^\n]*Traceback \(most recent)"
@@ -230,7 +233,9 @@ REPORTS_ONLY = re.compile(
     r"|(?:Error|Exception): Traceback \(most recent call last\)",
     re.IGNORECASE,
 )
-EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal")
+#: An exception line that names its class ("KeyError: 'x'"), as against one logged by its message alone.
+EXCEPTION_NAMED = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b")
+EXCEPTION_PREFILTER = re.compile(r"Error|Exception|Segmentation|Fatal|^'\w")
 
 #: Kinds of error, by what the exception says of itself (its class and its first words), for an
 #: exception no family's wording explains: with the phase it happened in, they name the family.
@@ -277,6 +282,9 @@ KIND_CHECKPOINT = re.compile(
     # vLLM's weight loader (AutoWeightsLoader, models/utils.py): a checkpoint tensor the model has no
     # place for, the checkpoint's layout not this model class's
     r"|There is no module or parameter named"
+    # a parameter the checkpoint names that the model's parameters lack (``params_dict[name]``): a KeyError
+    # of a dotted parameter path, with its class or by its message alone
+    r"|^(?:KeyError: )?'(?:\w{1,80}\.){2,12}\w{1,80}'$"
     # torch's shape check on a loaded tensor ("The size of tensor a (1280) must match the size of tensor b
     # (2560) at non-singleton dimension 1"): a checkpoint's shape not this model's or parallel layout's
     r"|The size of tensor a \(\d+\) must match the size of tensor b",
@@ -396,6 +404,12 @@ KIND_UNREACHABLE = re.compile(
 FRAME = re.compile(r'^File "(?P<path>[^"]*)", line \d+, in (?P<fn>\S+)')
 #: A frame's file that is an installed library's (or vLLM's own source tree), not a script's.
 LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]vllm[/\\]|^<frozen ")
+#: vLLM's configuration code: the engine's arguments and config classes (``vllm/config/``, ``config.py``,
+#: ``engine/arg_utils.py``) and the KV cache's layout (``v1/core/kv_cache_utils.py``). A rejected value
+#: raised there, at any step of the start-up, is a setting it refused, not a bug of a step.
+CONFIG_CODE_PATH = re.compile(
+    r"[/\\]vllm[/\\](?:config[/\\]|config\.py|engine[/\\]arg_utils\.py|v\d[/\\]core[/\\]kv_cache_utils\.py)"
+)
 #: vLLM's own check of one family, by its function name (stable across releases, read from the
 #: source): a pasted traceback cut at one of them, before its exception, still says which check failed.
 #: ``_get_and_verify_max_len`` (config.py: the context against the model's limit), V0's

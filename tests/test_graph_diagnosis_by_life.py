@@ -250,3 +250,44 @@ def test_an_unplaced_failure_of_a_server_never_seen_up_was_raised_starting() -> 
     assert cause([up, attr]).category == "unknown"
     assert cause([up, *none]).category == "unknown"
     assert cause([*ATTR_SERVING]).category == "unknown"  # under a request handler: one code path's bug
+
+
+def test_a_value_vllms_configuration_code_rejects_is_a_refused_setting_at_any_step_of_the_start() -> None:
+    """Raised in ``kv_cache_utils.py`` while the KV cache is sized (after the weights loaded): a setting the
+    configuration refused. The same ValueError from a model's own code there stays unexplained."""
+    tag = "(Worker_TP0 pid=98743) ERROR 04-30 19:50:08 [multiproc_executor.py:949] "
+    lines = [
+        "INFO 04-30 19:49:01 [gpu_model_runner.py:1770] Model loading took 26.1 GiB memory",
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/root/.venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 381, in '
+        "determine_available_memory",
+        tag + "    cudagraph_memory_estimate = self.model_runner.profile_cudagraph_memory()",
+        tag
+        + '  File "/root/.venv/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 1216, in '
+        "unify_hybrid_kv_cache_specs",
+        tag + "    raise ValueError(",
+        tag
+        + "ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+        "unified type.",
+    ]
+    assert cause_of(obs(lines)).category == "unsupported_config"
+    model_code = [
+        x.replace("vllm/v1/core/kv_cache_utils.py", "vllm/model_executor/models/qwen3_next.py") for x in lines
+    ]
+    assert cause_of(obs(model_code)).category != "unsupported_config"
+
+
+def test_a_keyerror_logged_by_its_message_alone_is_read_and_yields_to_its_named_line() -> None:
+    """V0's engine process logs ``logger.exception(e)``: a KeyError prints as its quoted key, then the
+    traceback. While the weights load, a dotted parameter path the model lacks is the checkpoint's."""
+    head = "ERROR 06-20 23:20:13 engine.py:400] "
+    lines = [
+        "INFO 06-20 23:20:11 model_runner.py:902] Starting to load model /models/Qwen2.5-7B-Instruct-w8a8...",
+        head + "'layers.0.mlp.gate_up_proj.deq_scale'",
+        head + "Traceback (most recent call last):",
+        head + '  File "/x/vllm/engine/multiprocessing/engine.py", line 391, in run_mp_engine',
+    ]
+    d = cause_of(obs(lines))
+    assert d.category == "unsupported_config" and 2 in {e.line for e in d.evidence}
+    named = [*lines, head + "KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'"]
+    assert 5 in {e.line for e in cause_of(obs(named)).evidence}
