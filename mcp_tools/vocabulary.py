@@ -301,6 +301,9 @@ KIND_API_MISMATCH = re.compile(
     r" but \d{1,3} (?:were|was) given|got multiple values for (?:keyword )?argument)"
     # (not "'NoneType' object has no attribute": a value that was None, the ordinary bug)
     r"|AttributeError: (?:module )?'(?!NoneType')[\w.]{1,200}' (?:object )?has no attribute"
+    # a library's own AttributeError subclass, raised where an attribute moved (transformers 5:
+    # "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute")
+    r"|\w+AttributeError:"
     r"|ImportError: cannot import name)"
 )
 #: Functions that build a server, an engine or a worker from its configuration (the constructors, the

@@ -291,3 +291,15 @@ def test_a_keyerror_logged_by_its_message_alone_is_read_and_yields_to_its_named_
     assert d.category == "unsupported_config" and 2 in {e.line for e in d.evidence}
     named = [*lines, head + "KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'"]
     assert 5 in {e.line for e in cause_of(obs(named)).evidence}
+
+
+def test_a_librarys_own_attributeerror_subclass_at_the_start_is_pieces_that_do_not_fit() -> None:
+    lines = [
+        "vLLM: 0.27.0",
+        "Transformers: 5.15.0",
+        "transformers.integrations.heterogeneity.configuration_utils.AmbiguousGlobalPerLayerAttributeError:",
+        "'head_dim' is a per-layer attribute and may vary across layers.",
+    ]
+    assert cause_of(obs(lines)).category == "unsupported_config"
+    other = [*lines[:2], lines[2].replace("AttributeError:", "Error:"), lines[3]]
+    assert cause_of(obs(other)).category == "unknown"
