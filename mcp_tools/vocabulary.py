@@ -325,7 +325,8 @@ REQUEST_FRAMES = re.compile(
 #: or a device that is not implemented or not supported): during start-up, whatever the phase, that is
 #: a configuration this build does not run.
 KIND_UNSUPPORTED = re.compile(
-    r"NotImplementedError|\bNot Implemented\b|\bnot (?:yet )?(?:supported|implemented)\b|\bis unsupported\b"
+    r"NotImplementedError|\bNot Implemented\b|(?<!(?-i:Operation) )\bnot (?:yet )?(?:supported|implemented)\b"
+    r"|\bis unsupported\b"
     # a compiled kernel this build does not have (torch's custom-op namespace lacks the op)
     r"|'_OpNamespace' '\w+' object has no attribute"
     # vLLM's multimodal processing (multimodal/processing.py, v0.7 .. current) when the model's Hugging
@@ -1183,7 +1184,11 @@ UNSUPPORTED_LAUNCH = re.compile(
 #: What an error (never a warning or an info line) says when a feature is missing here: judged only
 #: on error records written before the server came up, where they are about the configuration.
 UNSUPPORTED_GENERIC = re.compile(
-    r"\bnot supported\b|does not support|only supports|\bonly supported (?:on|for|with|in|by)\b"
+    # (not the OS's strerror(ENOTSUP), capitalised "Operation not supported": a socket's or a file system's
+    # refusal, raised by the system call, is no setting of the engine's; CUDA's lower-case "operation not
+    # supported" is the device's)
+    r"(?<!(?-i:Operation) )\bnot supported\b|does not support|only supports"
+    r"|\bonly supported (?:on|for|with|in|by)\b"
     r"|NotImplementedError|is not implemented"
     r"|\bunsupported\b|requires (?:a )?(?:newer|GPU)|not compatible with",
     _I,

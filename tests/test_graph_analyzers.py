@@ -1975,3 +1975,18 @@ def test_a_checkpoint_whose_quantization_contradicts_the_flag_drops_the_flag_and
     )
     f = cause(obs([scheme])).finding
     assert f is not None and f.facts["min_compute_capability"] == 7.5
+
+
+def test_the_oss_operation_not_supported_is_no_setting_of_the_engines() -> None:
+    """strerror(ENOTSUP), "Operation not supported", comes from a system call (a socket, a file system):
+    the engine that died of it crashed; the engine's own "not supported" is a refused setting."""
+    lines = [
+        "INFO 11-26 10:00:00 api_server.py:585] vLLM API server version 0.6.4.post1",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/zmq/sugar/socket.py", line 101, in poll',
+        "zmq.error.ZMQError: Operation not supported",
+        "RuntimeError: Engine process failed to start. See stacktrace for the root cause.",
+    ]
+    assert root(obs(lines)) != "unsupported_config"
+    own = [*lines[:3], "ValueError: Speculative decoding is not supported with this attention backend"]
+    assert root(obs(own)) == "unsupported_config"

@@ -359,3 +359,18 @@ def test_a_flag_value_the_command_line_refuses_is_dropped() -> None:
     d = _diag("unsupported_config", "x", refused_value_flag="--limit-mm-per-prompt")
     first = propose_options(d, Observation(id="x", service=spec))[0]
     assert [(s.kind, s.change) for s in first.steps] == [(K.SET_VLLM_ARGS, {"--limit-mm-per-prompt": None})]
+
+
+def test_an_engine_that_saw_no_gpu_first_gets_one_asked_for_then_a_person() -> None:
+    d = _diag("unsupported_config", "No platform detected", no_device=True)
+    cpu_only = L4.model_copy(update={"gpu_type": None})
+    plans = propose_options(d, Observation(id="x", service=cpu_only))
+    assert [s.kind for s in plans[0].steps] == [K.SET_RESOURCES] and plans[0].steps[0].change[
+        "gpu_type"
+    ] == "nvidia-l4"
+    assert plans[-1].steps[0].kind is K.ESCALATE
+    # a service that already asks for it: the step changes nothing, so preflight passes over it
+    (same,) = [
+        p for p in propose_options(d, Observation(id="x", service=L4)) if p.steps[0].kind is K.SET_RESOURCES
+    ]
+    assert apply_steps(L4, same.steps) == L4

@@ -8,7 +8,7 @@ from typing import Any
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
 from graph.remedies.base import K, distinct_plans, escalate, fact
-from graph.remedies.catalog import QUANT_SUFFIX, gpu_cc, larger_gpu, sibling_checkpoints
+from graph.remedies.catalog import CLOUD_RUN_GPUS, QUANT_SUFFIX, gpu_cc, larger_gpu, sibling_checkpoints
 from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
 from mcp_tools.remediation import RemediationPlan
 from mcp_tools.spec_ops import get_model
@@ -29,6 +29,19 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 + (again if stray[0] == "serve" else ""),
                 "the command line has words vLLM does not take",
             )
+        ]
+    if fact(diag, "no_device"):  # no GPU in the process: no flag or checkpoint makes it run there
+        # First that the service asks for a GPU at all (a spec that already does is unchanged by this
+        # step, and preflight passes over a plan that changes nothing), then a person for the rest.
+        wanted = cap.gpu or CLOUD_RUN_GPUS[0]
+        return [
+            gpu_option(cap, wanted, f"the engine saw no GPU: the service must ask for one ({wanted})"),
+            escalate(
+                "The engine found no GPU although it was asked to run on one: check that the instance really "
+                "gets its GPU (the Cloud Run service's GPU, the pod's nvidia.com/gpu limit, Ray's num_gpus "
+                "for the replica) and that the image's CUDA runs on the host's driver.",
+                "the process saw no GPU",
+            ),
         ]
     if bad:
         out.append(
@@ -144,15 +157,6 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 f"The engine asks for {env['name']}={env['value']} in its environment: set it on the service "
                 "(Cloud Run: the container's environment variables) and deploy a new revision.",
                 f"the engine refused this configuration and names {env['name']} to set",
-            )
-        )
-    if fact(diag, "no_device") and not out:
-        out.append(
-            escalate(
-                "The engine found no GPU although it was asked to run on one: check that the instance really "
-                "gets its GPU (the Cloud Run service's GPU, the pod's nvidia.com/gpu limit, Ray's num_gpus "
-                "for the replica) and that the image's CUDA runs on the host's driver.",
-                "the process saw no GPU",
             )
         )
     out = distinct_plans(out)
