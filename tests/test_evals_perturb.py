@@ -82,7 +82,7 @@ def test_the_dev_diagnoses_hold_under_every_shape_at_once() -> None:
     healthy = [
         c
         for c, was in before.items()
-        if c.endswith("healthy@None") and not was.startswith("healthy@") and was != "unknown@None"
+        if " -> healthy@" in c and not was.startswith("healthy@") and was != "unknown@None"
     ]
     assert not healthy, healthy
 

@@ -1990,3 +1990,11 @@ def test_the_oss_operation_not_supported_is_no_setting_of_the_engines() -> None:
     assert root(obs(lines)) != "unsupported_config"
     own = [*lines[:3], "ValueError: Speculative decoding is not supported with this attention backend"]
     assert root(obs(own)) == "unsupported_config"
+
+
+def test_a_progress_bar_wrapped_before_its_counter_is_unfinished_by_its_percentage() -> None:
+    from graph.analyzers.base import unfinished_bar
+
+    assert unfinished_bar("Processed prompts:  54%|██████▉   | 1078/2000 [02:11<01:52,  8.21it/s]")
+    assert unfinished_bar("Processed prompts:  54%|████████████████████▉")
+    assert not unfinished_bar("Processed prompts: 100%|████████████████████")

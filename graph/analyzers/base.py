@@ -654,13 +654,19 @@ _RUNNING = frozenset({*UP_PHASES, Phase.SERVING})
 
 
 _BAR = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+#: A bar's percentage, before the bar itself ("Processed prompts:  54%|"): all a wrapped bar may keep.
+_BAR_PERCENT = re.compile(r":\s+(\d{1,3})%\|")
 
 
 def unfinished_bar(text: str) -> bool:
     """A progress bar short of its total ("Processed prompts:  54%|...| 1078/2000 [...]"): the last
-    state of a run that stopped, not a run that finished."""
+    state of a run that stopped, not a run that finished. A bar wrapped before its counter says it by
+    its percentage."""
     m = _BAR.search(text)
-    return m is not None and int(m.group(1)) < int(m.group(2))
+    if m is not None:
+        return int(m.group(1)) < int(m.group(2))
+    p = _BAR_PERCENT.search(text)
+    return p is not None and int(p.group(1)) < 100
 
 
 def after_shutdown(v: LogView, n: int) -> bool:
