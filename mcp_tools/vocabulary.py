@@ -1262,13 +1262,13 @@ FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
 FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported
 FACT_UNRECOGNIZED_ARGS = re.compile(r"unrecognized arguments: (.+)$", re.MULTILINE)
-#: argparse refusing a flag's value ("vllm serve: error: argument --limit-mm-per-prompt: Value {image:0}
-#: cannot be converted to <function loads ...>", "argument --dtype: invalid choice: 'bf32'", "argument
-#: --port: invalid int value: 'x'", "argument --max-model-len: expected one argument").
 #: The flag a checkpoint's own setting contradicts (its config's quantization, against --quantization).
 FACT_FLAG_CONTRADICTED = re.compile(
     r"does not match the quantization method specified in the `?quantization`?"
 )
+#: argparse refusing a flag's value ("vllm serve: error: argument --limit-mm-per-prompt: Value {image:0}
+#: cannot be converted to <function loads ...>", "argument --dtype: invalid choice: 'bf32'", "argument
+#: --port: invalid int value: 'x'", "argument --max-model-len: expected one argument").
 FACT_REFUSED_VALUE = re.compile(
     r"error: argument (?P<flag>--[a-z][\w-]{1,60})(?:/-[\w-]{1,10})?: (?:invalid |Value .{0,400}? cannot be "
     r"converted|expected )"
