@@ -269,10 +269,8 @@ def continues(prev: Clean, cur: Clean) -> bool:
         return False
     if cur.proc and cur.proc != prev.proc:
         return False
-    if "\n" in prev.body or "\n" in cur.body:
-        return False  # a whole record per entry
-    if prev.body.rstrip()[-1:] in (".", "!", "?", ";", "}") and not cut_at_width(prev, cur):
-        return False  # one that ended its sentence, short of a terminal's width
+    if "\n" in prev.body or "\n" in cur.body or prev.body.rstrip()[-1:] in (".", "!", "?", ";", "}"):
+        return False  # a whole record per entry, or one that ended its sentence
     if _WHOLE.search(prev.body) and not cut_at_width(prev, cur):
         return False  # an access line is whole: what follows is another process's record
     body = cur.body.lstrip(" ") if cur.body.startswith(" ") and not cur.body.startswith("  ") else cur.body

@@ -213,13 +213,3 @@ def test_the_record_after_a_glued_progress_bar_loses_its_own_tag_and_compose_col
     bar = "Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:21<00:00,  3.12it/s]"
     c = clean(f"{bar}(EngineCore_DP0 pid=1234) vllm  | (APIServer pid=1) ValueError: GGUF model x")
     assert (c.text, c.proc, c.glued) == ("ValueError: GGUF model x", "APIServer pid=1", True)
-
-
-def test_a_line_cut_at_a_terminals_width_right_after_a_sentence_still_continues() -> None:
-    """A terminal cuts where its width ends, also just after a full stop: the rest still joins. A line
-    shorter than any terminal's width that ends its sentence was the record's end."""
-    head = "WARNING x.py:1] " + "a" * 97 + " wrong."  # 120 columns
-    assert len(head) == 120
-    rest = "Set Flashinfer backend by export VLLM_ATTENTION_BACKEND=FLASHINFER."
-    assert continues(clean(head), clean(rest))
-    assert not continues(clean(head[:-12] + " wrong."), clean(rest))
