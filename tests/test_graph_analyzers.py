@@ -1998,3 +1998,18 @@ def test_a_progress_bar_wrapped_before_its_counter_is_unfinished_by_its_percenta
     assert unfinished_bar("Processed prompts:  54%|██████▉   | 1078/2000 [02:11<01:52,  8.21it/s]")
     assert unfinished_bar("Processed prompts:  54%|████████████████████▉")
     assert not unfinished_bar("Processed prompts: 100%|████████████████████")
+
+
+def test_a_wrapped_record_whose_rest_says_it_is_an_error_is_one() -> None:
+    """A native assert hard-wrapped at 120 columns: its "Assertion `...' failed." is on the last physical
+    line, and the whole record is the error (the generation it names is read from it too)."""
+    lines = [
+        "/project/lib/Analysis/Allocation.cpp:43: std::pair<llvm::SmallVector<unsigned int>, llvm::SmallVector<unsigned int> > ml",
+        "ir::triton::getCvtOrder(mlir::Attribute, mlir::Attribute): Assertion `!(srcMmaLayout && dstMmaLayout && !srcMmaLayout.is",
+        'Ampere()) && "mma -> mma layout conversion is only supported on Ampere"\' failed.',
+    ]
+    assert all(len(x) == 120 for x in lines[:2])
+    rc = cause(obs(lines))
+    assert rc.category == "unsupported_config" and rc.finding is not None
+    assert rc.finding.facts["min_compute_capability"] == 8.0
+    assert view(obs(lines)).lines[0].said_error

@@ -115,6 +115,7 @@ class LogView:
         last_ts: str | None = None
         prev: Clean | None = None
         joined = ""  # the head's words and its continuations, as printed
+        head_told = ""  # the severity the head's own line told (its level, or its shape)
         for i, entry in enumerate(obs.logs, start=1):
             raw = entry.message
             c = clean(raw)
@@ -142,12 +143,18 @@ class LogView:
                 head.cont += ((i, raw),)
                 # Cleaned whole again: what the head's cut hid (a tqdm bar glued in front) shows now.
                 joined = f"{joined}{glue}{rest}"
-                head.text = clean(joined).text
+                whole = clean(joined)
+                head.text = whole.text
+                if not head_told:  # a head that told nothing: the whole record may (an assert's "failed.")
+                    said = told_severity(whole)
+                    if said:
+                        head.severity, head.said_error = said, said in ("ERROR", "CRITICAL")
                 line.severity, line.said_error = head.severity, head.said_error
                 line.head = head.n
             else:
                 head = line
                 joined = c.body
+                head_told = told
             prev = c
             self.lines.append(line)
         self.total = len(self.lines)
