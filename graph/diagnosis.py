@@ -260,15 +260,16 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
     # a request's or a step's: it failed starting, at a step the log does not show.
     unplaced = phase in (Phase.NONE, Phase.CONTAINER)
+    serving = _raised_serving(v, ln)
     starting = (
         unplaced
-        and not _raised_serving(v, ln)
+        and not serving
         and started_between(v, after=0, phases=UP_PHASES) is None
         and _raised_in_library(v, ln)  # and in a library's code (or no frame shown), not a script's own
     )
     if (
         KIND_API_MISMATCH.match(text)
-        and not _raised_serving(v, ln)
+        and not serving
         and (
             Phase.CONTAINER < phase < Phase.ENGINE_READY
             or (unplaced and (starting or frame_in(v, ln, BUILD_FRAMES) is not None))
@@ -278,7 +279,7 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     asks = (KIND_CONFIG.match(text) and KIND_ASKS_SETTING.search(text)) or (
         ln.said_error and KIND_ASKS_ENV.search(text)  # a variable of the engine's named, in an error
     )
-    if asks and phase < Phase.ENGINE_READY and not _raised_serving(v, ln):
+    if asks and phase < Phase.ENGINE_READY and not serving:
         return "unsupported_config"  # the engine refused a setting and says which one to change
     if unplaced and KIND_ENVIRONMENT.match(text):
         # Where nothing says the server was serving, an import that fails is the image's code not
@@ -397,14 +398,18 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
     v = view(obs)
     cited = {e.line for f in findings for e in f.evidence}
     found = [*v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER), *_bare_raises(v, before)]
+    # where each process last named an exception with its class, by what it said ("KeyError: 'x.y.z'")
+    named: dict[tuple[str, str], int] = {}
+    for x in found:
+        if EXCEPTION_NAMED.match(x.text):
+            key = (x.proc, x.text.partition(": ")[2].strip())
+            named[key] = max(named.get(key, 0), x.n)
     for ln in sorted(found, key=lambda x: x.n):
         if ln.n in cited or REPORTS_ONLY.search(ln.text) or _after_shutdown(obs, ln.n):
             continue
         # an exception logged by its message alone, whose traceback then ends in the same exception with
         # its class ("'x.y.z'" ... "KeyError: 'x.y.z'"): that last line is the one to read
-        if not EXCEPTION_NAMED.match(ln.text) and any(
-            x.n > ln.n and x.proc == ln.proc and x.text.endswith(": " + ln.text.strip()) for x in found
-        ):
+        if not EXCEPTION_NAMED.match(ln.text) and named.get((ln.proc, ln.text.strip()), 0) > ln.n:
             continue
         return ln
     return None

@@ -126,24 +126,13 @@ class Clean:
     glued: bool = False  # a tqdm bar was glued in front of it (a record starts after the bar)
 
 
-def clean(raw: str) -> Clean:
-    """One physical line to its clean record (never raises; the text may end up empty)."""
-    s = raw
-    if "\x1b" in s or "[0m" in s or "m(" in s or "#033[" in s:
-        s = _ANSI.sub("", s)
-        s = _BARE_SGR.sub("", s)
-    if "\r" in s:  # a progress bar redrawn in place: the last state is what was printed last
-        parts = [p for p in _CR.split(s) if p.strip()]
-        s = parts[-1] if parts else ""
-    tail = len(s) - len(s := s.rstrip())  # trailing spaces take columns too (a cut after a word)
-    if s.lstrip().startswith(">"):
-        s = _QUOTE.sub("", s)
-    if s.startswith("`") and s.endswith("`") and len(s) > 2 and not s.startswith("``"):
-        s = s[1:-1]  # a line pasted as markdown inline code
+def _peel_columns(s: str) -> tuple[str, str, int]:
+    """A line without its stream's and its process's columns, which nest ("vllm-1 | 2025-01-01T00:00:00Z
+    (EngineCore pid=1) ERROR ..."): the rest, the process tag ("" when none), and the rest's length with
+    the stream's columns gone but the process tag still there."""
     proc = ""
-    level = ""
-    width = inner = len(s)  # what the terminal printed: colour takes no column, quote markers came later
-    for _ in range(4):  # prefixes nest: "vllm-1 | 2025-01-01T00:00:00Z (EngineCore pid=1) ERROR ..."
+    inner = len(s)
+    for _ in range(4):
         before = s
         head = s[:1]
         if head.isalnum() and "|" in s[:66]:
@@ -160,7 +149,7 @@ def clean(raw: str) -> Clean:
                 s = _KUBECTL_PREFIX.sub("", s, count=1)
             head = s[:1]
         if not proc:
-            inner = len(s)  # the stream's columns gone, the process tag still there
+            inner = len(s)
         if head in "([ ":
             m = _PROC.match(s)
             if m:
@@ -168,6 +157,26 @@ def clean(raw: str) -> Clean:
                 s = s[m.end() :]
         if s == before:
             break
+    return s, proc, inner
+
+
+def clean(raw: str) -> Clean:
+    """One physical line to its clean record (never raises; the text may end up empty)."""
+    s = raw
+    if "\x1b" in s or "[0m" in s or "m(" in s or "#033[" in s:
+        s = _ANSI.sub("", s)
+        s = _BARE_SGR.sub("", s)
+    if "\r" in s:  # a progress bar redrawn in place: the last state is what was printed last
+        parts = [p for p in _CR.split(s) if p.strip()]
+        s = parts[-1] if parts else ""
+    tail = len(s) - len(s := s.rstrip())  # trailing spaces take columns too (a cut after a word)
+    if s.lstrip().startswith(">"):
+        s = _QUOTE.sub("", s)
+    if s.startswith("`") and s.endswith("`") and len(s) > 2 and not s.startswith("``"):
+        s = s[1:-1]  # a line pasted as markdown inline code
+    level = ""
+    width = len(s)  # what the terminal printed: colour takes no column, quote markers came later
+    s, proc, inner = _peel_columns(s)
     body = s
     framed = inner < width
     width, inner = width + tail, inner + tail
@@ -178,15 +187,8 @@ def clean(raw: str) -> Clean:
             s = s[m.end() :]
             glued = True  # a progress bar, then a record of its own: its columns start after the bar
             width, inner = width - m.end(), inner - m.end()
-            for _ in range(2):  # the record after the bar carries its own columns: a tag, a compose column
-                m2 = _PROC.match(s)
-                if m2:
-                    proc = (m2.group("proc") or m2.group("rank") or m2.group("pid") or "").strip()
-                    s = s[m2.end() :]
-                m3 = _COMPOSE.match(s) if s[:1].isalnum() and "|" in s[:66] else None
-                if m3 is None:
-                    break
-                s = s[m3.end() :]
+            s, own, _ = _peel_columns(s)  # the record after the bar carries columns of its own
+            proc = own or proc
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
     head = lead[:1]
     for pat in (
