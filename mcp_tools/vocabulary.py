@@ -1021,6 +1021,7 @@ OVERLOAD_PREEMPT = re.compile(
 FACT_PREEMPTIONS = re.compile(r"total_num_cumulative_preemption=(\d{1,9})")
 #: A row of ``kubectl get hpa``: NAME, REFERENCE, TARGETS (the metric now / its target: "12/10",
 #: "500m/1", "cpu: 93%/80%"), MINPODS, MAXPODS, REPLICAS.
+OVERLOAD_HPA_HEADER = re.compile(r"\bMINPODS\s+MAXPODS\s+REPLICAS\b")
 OVERLOAD_HPA_ROW = re.compile(
     r"^\S+\s+\S+/\S+\s+(?:[\w-]{1,40}: ?)?(?P<now>\d{1,9}(?:\.\d{1,6})?)(?P<now_unit>[m%]?)"
     r"/(?P<target>\d{1,9}(?:\.\d{1,6})?)(?P<target_unit>[m%]?)\s+(?P<min>\d{1,5})\s+(?P<max>\d{1,5})"

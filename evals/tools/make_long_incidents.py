@@ -69,8 +69,10 @@ def _entry(t: datetime, severity: str, text: str) -> dict[str, Any]:
     }
 
 
-def noise_line(rng: random.Random, clock: Clock, *, running_hi: int = 4) -> dict[str, Any]:
-    """One line of ordinary traffic noise from a healthy serving instance."""
+def noise_line(
+    rng: random.Random, clock: Clock, *, running_hi: int = 4, tag: str = "(APIServer pid=1)"
+) -> dict[str, Any]:
+    """One line of ordinary traffic noise from a healthy serving instance (its API server's ``tag``)."""
     t = clock.tick(rng)
     r = rng.random()
     port = rng.randint(30000, 60999)
@@ -78,34 +80,32 @@ def noise_line(rng: random.Random, clock: Clock, *, running_hi: int = 4) -> dict
         return _entry(
             t,
             "INFO",
-            f'(APIServer pid=1) INFO:     169.254.169.126:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            f'{tag} INFO:     169.254.169.126:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
         )
     if r < 0.80:
         run = rng.randint(0, running_hi)
         return _entry(
             t,
             "INFO",
-            f"(APIServer pid=1) INFO {_vllm_ts(t)} [loggers.py:127] Engine 000: Avg prompt throughput: "
+            f"{tag} INFO {_vllm_ts(t)} [loggers.py:127] Engine 000: Avg prompt throughput: "
             f"{rng.uniform(80, 900):.1f} tokens/s, Avg generation throughput: {rng.uniform(10, 60):.1f} tokens/s, "
             f"Running: {run} reqs, Waiting: 0 reqs, GPU KV cache usage: {rng.uniform(1, 25):.1f}%, "
             f"Prefix cache hit rate: {rng.uniform(10, 50):.1f}%",
         )
     if r < 0.88:
-        return _entry(
-            t, "INFO", f'(APIServer pid=1) INFO:     169.254.169.126:{port} - "GET /health HTTP/1.1" 200 OK'
-        )
+        return _entry(t, "INFO", f'{tag} INFO:     169.254.169.126:{port} - "GET /health HTTP/1.1" 200 OK')
     if r < 0.93:
         path = rng.choice(["/wp-login.php", "/.env", "/favicon.ico", "/admin", "/v1/engines"])
         return _entry(
             t,
             "INFO",
-            f'(APIServer pid=1) INFO:     169.254.169.126:{port} - "GET {path} HTTP/1.1" 404 Not Found',
+            f'{tag} INFO:     169.254.169.126:{port} - "GET {path} HTTP/1.1" 404 Not Found',
         )
     if r < 0.97:
         return _entry(
             t,
             "INFO",
-            f'(APIServer pid=1) INFO:     169.254.169.126:{port} - "POST /v1/completions HTTP/1.1" 200 OK',
+            f'{tag} INFO:     169.254.169.126:{port} - "POST /v1/completions HTTP/1.1" 200 OK',
         )
     return _entry(
         t,

@@ -194,13 +194,8 @@ def bury(n_lines: int) -> Transform:
         def noise(k: int) -> list[LogLine]:
             out = []
             for _ in range(k):
-                e = noise_line(rng, clock)
-                out.append(
-                    LogLine(
-                        severity=e["severity"],
-                        text=e["text"].replace("(APIServer pid=1)", f"(APIServer pid={pid})"),
-                    )
-                )
+                e = noise_line(rng, clock, tag=f"(APIServer pid={pid})")
+                out.append(LogLine(severity=e["severity"], text=e["text"]))
             return out
 
         before, after = noise(n_lines * 2 // 3), noise(n_lines - n_lines * 2 // 3)

@@ -22,6 +22,7 @@ from graph.analyzers.base import Evidence, Finding, Line, LogView, ev, stalled_s
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     FACT_PREEMPTIONS,
+    OVERLOAD_HPA_HEADER,
     OVERLOAD_HPA_ROW,
     OVERLOAD_NO_CAPACITY,
     OVERLOAD_PREEMPT,
@@ -271,13 +272,13 @@ def analyze(obs: Observation) -> list[Finding]:
 def _autoscaler_at_max(v: LogView) -> Line | None:
     """The last ``kubectl get hpa`` row, when it shows the deployment at its most replicas with the
     metric still over its target: more load than the autoscaler may add replicas for."""
-    last = None
-    for ln in v.lines:
-        if "/" in ln.text and OVERLOAD_HPA_ROW.match(ln.text):
-            last = ln
-    m = OVERLOAD_HPA_ROW.match(last.text) if last is not None else None
-    if m is None:
+    if v.first(OVERLOAD_HPA_HEADER) is None:  # no `kubectl get hpa` table: no line-by-line scan
         return None
+    # (its rows, which may be joined to the header as a wrapped record's rest, each by its own text)
+    rows = [(ln, m) for ln in v.lines if "/" in ln.text and (m := OVERLOAD_HPA_ROW.match(ln.text))]
+    if not rows:
+        return None
+    last, m = rows[-1]
     now = float(m.group("now")) / (1000 if m.group("now_unit") == "m" else 1)
     target = float(m.group("target")) / (1000 if m.group("target_unit") == "m" else 1)
     return last if now > target and int(m.group("replicas")) >= int(m.group("max")) > 0 else None

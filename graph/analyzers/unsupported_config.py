@@ -92,13 +92,16 @@ def analyze(obs: Observation) -> list[Finding]:
         ]
     if hits:
         facts = facts_of(obs, "\n".join(ln.text for ln in hits[:3]))
-        what = "The engine found no GPU to run on" if facts.get("no_device") else "A setting is not supported"
-        where = "" if facts.get("no_device") else " on this GPU / vLLM"
+        summary = (
+            f"The engine found no GPU to run on (line {hits[0].n})."
+            if facts.get("no_device")
+            else f"A setting is not supported on this GPU / vLLM (line {hits[0].n})."
+        )
         return [
             finding(
                 "unsupported_config",
                 0.9,
-                f"{what}{where} (line {hits[0].n}).",
+                summary,
                 hits[:3],
                 pattern=UNSUPPORTED,
                 analyzer="unsupported_config",

@@ -83,9 +83,11 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         # GPU that loaded the model holds) is the flag set short; the canary shows whether the model
         # and the GPU take the longer one. Far over it, or on a context already BLIND_RAISE_CEILING
         # long, the requests are what to change.
-        target = -(-max(need, min(BLIND_RAISE_FLOOR, 2 * need)) // 1024) * 1024
-        if served < BLIND_RAISE_CEILING and (need <= 2 * served or target <= BLIND_RAISE_FLOOR):
-            target = min(target, limit) if limit and limit >= need else target
+        target = -(-max(need, min(BLIND_RAISE_FLOOR, 2 * need)) // 1024) * 1024  # up to a multiple of 1024
+        near = need <= 2 * served or target <= BLIND_RAISE_FLOOR
+        if served < BLIND_RAISE_CEILING and near:
+            if limit and limit >= need:
+                target = min(target, limit)
             out.append(
                 flags_option(
                     cap,
