@@ -57,6 +57,7 @@ from mcp_tools.vocabulary import (
     FRAME,
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
+    IPC_CODE_PATH,
     KIND_API_MISMATCH,
     KIND_ASKS_ENV,
     KIND_ASKS_SETTING,
@@ -160,10 +161,12 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
         active.append(f)
     specific = [f for f in active if f.specific]
     if not specific and active:
-        # Only symptoms (a probe gave up, a kill, a dead engine): the first failure before them
-        # is the cause, and when no analyzer explains it the answer is unknown, citing it.
+        # Only symptoms (a probe gave up, a kill, a dead engine): the first failure before them (or
+        # at the first, where a death is placed at the exception it died of) is the cause, and when no
+        # analyzer explains it the answer is unknown, citing it. A symptom citing an exception does not
+        # explain it.
         first = min(f.first_line for f in active)
-        exc = first_unexplained_failure(obs, active, before=first)
+        exc = first_unexplained_failure(obs, [], before=first + 1)
         # Where in the life it happened and what kind of error it is may name the family.
         by_life = _by_life(obs, exc, notes) if exc is not None else None
         if by_life is not None:
@@ -253,8 +256,12 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     A failure no milestone or frame places (a paste of the exception alone), on a server never seen up
     and not under a request or a step, was raised starting: the kinds that need no phase (the engine
     cannot, the pieces' versions do not fit, an import fails) name its family there too.
+    Anywhere, an exception raised in Python's code for what processes share (``IPC_CODE_PATH``) is the
+    host taking those objects away: the engine crashed of something outside it (engine_crash).
     """
     v = view(obs)
+    if _raised_in(v, ln, IPC_CODE_PATH):
+        return "engine_crash"
     phase = phase_of(v, ln.n)
     text = ln.text
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is

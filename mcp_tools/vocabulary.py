@@ -225,9 +225,14 @@ EXCEPTION = re.compile(
     # worker appends one, and its own last line is then the exception to read)
     r"|\bException in worker \S{1,80} while processing method \w{1,80}: (?![^\n]*Traceback \(most recent)"
 )
-REPORTS_ONLY = re.compile(
+#: The engine saying its own start failed (V1's engine core, v0.7 .. current; V0's MQLLMEngine): it
+#: names no cause, but places what came before it in the start-up.
+ENGINE_START_FAILED = re.compile(
     r"Engine core initialization failed|EngineCore failed to start|Engine process failed to start"
-    r"|EngineDeadError|Background loop has errored|died unexpectedly|CancelledError|KeyboardInterrupt"
+)
+REPORTS_ONLY = re.compile(
+    ENGINE_START_FAILED.pattern
+    + r"|EngineDeadError|Background loop has errored|died unexpectedly|CancelledError|KeyboardInterrupt"
     r"|SystemExit|See (?:the )?root cause above|Worker failed|WorkerProc hit an exception"
     # An exception whose message is another's traceback (Ray: ``RuntimeError(traceback.format_exc())``)
     r"|(?:Error|Exception): Traceback \(most recent call last\)",
@@ -355,6 +360,12 @@ KIND_NOT_INSTALLED = re.compile(
 #: Code torch.compile generated (Inductor's cache, an FX graph): an exception raised there is the
 #: compiled graph's, and the log cannot say whether the graph, the checkpoint or the compiler is wrong.
 COMPILED_CODE = re.compile(r"torch_compile_cache/|inductor_cache/|/torch/_inductor/|<eval_with_key>")
+#: ... unless what failed there is the read of a file that is empty or cut short (json's "Expecting
+#: value: line 1 column 1 (char 0)", pickle's "Ran out of input" / "pickle data was truncated"): a
+#: cache entry a killed run left half-written, which a start with an empty cache writes again.
+CACHE_FILE_CUT = re.compile(
+    r"Expecting value: line \d+ column \d+ \(char \d+\)|Ran out of input|pickle data was truncated"
+)
 #: Frames of the engine's step loop (serving, or an offline ``LLM()`` generating): an exception below
 #: one of them happened while the engine served, not while it started.
 STEP_FRAMES = re.compile(
@@ -411,6 +422,13 @@ LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]vllm[/\\]|^<fr
 #: vLLM's configuration code: the engine's arguments and config classes (``vllm/config/``, ``config.py``,
 #: ``engine/arg_utils.py``) and the KV cache's layout (``v1/core/kv_cache_utils.py``). A rejected value
 #: raised there, at any step of the start-up, is a setting it refused, not a bug of a step.
+#: Python's own code for what processes share (multiprocessing's semaphores, shared memory, the
+#: handles it passes between them): an exception raised there ("FileNotFoundError" in
+#: ``SemLock._rebuild``) is the host taking those objects away under a running engine (systemd's
+#: RemoveIPC, a cleaner of /dev/shm), not anything of the model or its flags.
+IPC_CODE_PATH = re.compile(
+    r"[/\\]multiprocessing[/\\](?:synchronize|shared_memory|resource_sharer|resource_tracker)\.py"
+)
 CONFIG_CODE_PATH = re.compile(
     r"[/\\]vllm[/\\](?:config[/\\]|config\.py|engine[/\\]arg_utils\.py|v\d[/\\]core[/\\]kv_cache_utils\.py)"
 )
@@ -588,6 +606,9 @@ FRAME_PHASES: list[tuple[Phase, re.Pattern[str]]] = [
     (Phase.DOWNLOAD, re.compile(r"snapshot_download|hf_hub_download|download_weights_from_hf|_download")),
     (Phase.LOADING, OOM_WEIGHTS),
     (Phase.PROFILING, OOM_RUNTIME),
+    # torch.compile's compiler (Inductor's entry), which vLLM runs on the model's first forward pass:
+    # the profiling run, after the weights loaded
+    (Phase.PROFILING, re.compile(r"^compile_fx$")),
     (Phase.KV_CACHE, OOM_KV),
 ]
 # --------------------------------------------------------------------------------------------------
@@ -730,7 +751,10 @@ CRASH_DIED = re.compile(
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:"
     # the API server's loop that pulls the engine core's outputs, dead of an exception (v0.7 ..):
     # "EngineCore output handler hit an error: ..."; no request gets an answer after it
-    r"|output handler hit an error",
+    r"|output handler hit an error"
+    # Python's multiprocessing, for a child whose target raised: "Process SpawnProcess-1:" and then
+    # the traceback it died of (V0's MQLLMEngine and unnamed engine processes are such children)
+    r"|^Process (?:Spawn|Fork|ForkServer)Process-\d+:$",
     _I,
 )
 
@@ -937,6 +961,10 @@ IMAGE_PULLED = re.compile(
     r"Successfully pulled image \"?(?P<image>[^\s\"]+)|Container image \"?(?P<present>[^\s\"]+)\"? already",
     _I,
 )
+# docker run's "Unable to find image 'llm-api:vllm' locally" (it then pulls), and what a pull that
+# completed prints: "Pull complete", "Digest: sha256:...", "Status: Downloaded newer image for ...".
+DOCKER_NOT_LOCAL = re.compile(r"Unable to find image '(?P<image>[^']+)' locally")
+DOCKER_PULLED = re.compile(r"Pull complete|^Digest: sha\d+:|Status: (?:Downloaded newer|Image is up to date)")
 # The node's disk filled (a pull unpacks the image's layers onto it): "The node was low on resource:
 # ephemeral-storage.", "no space left on device", the DiskPressure condition / taint.
 NODE_DISK_FULL = re.compile(
@@ -991,6 +1019,8 @@ MODEL_NOT_FOUND = re.compile(
     r"|HFValidationError|Repo id must be in the form"
     # the hubs vLLM downloads from: Hugging Face, its mirror, ModelScope (VLLM_USE_MODELSCOPE)
     r"|Client Error: Not Found for url: https://(?:[\w-]+\.)*(?:huggingface\.co|hf-mirror\.com|modelscope\.cn)\b"
+    # ModelScope's hub API for an id it does not have: "The request model: Qwen3-30B-A3B does not exist!"
+    r"|The request model: \S+ does not exist"
     r"|No model found in|Failed to fetch model|model path .* does not exist|not a valid model"
     # transformers 4.36 .. 4.57: a revision that is not there ("v2.0 is not a valid git identifier (branch
     # name, tag name or commit id)"), an offline hub with no copy in the cache ("couldn't find it in the
@@ -1066,6 +1096,9 @@ STARTUP = re.compile(
     r"|initializing for too long|took too long to (?:start|become ready|initiali[sz]e)"
     r"|timed out waiting for (?:the )?(?:\w+ )?(?:server|container|model|engine)"
     r" to (?:start|be(?:come)? ready)"
+    # ... or for the parts of a model spread over hosts to join (Xinference: "Timed out after 601
+    # seconds waiting for clients. 1/2 clients joined.")
+    r"|timed out after \d+ (?:s|sec|seconds) waiting for (?:\w+ )?(?:clients|workers|replicas|nodes)\b"
     r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
     _I,
 )
@@ -1075,8 +1108,9 @@ STARTUP_LOADING = re.compile(
     _I,
 )
 STARTUP_EXITED = re.compile(
-    r"Container called exit\(|Traceback \(most recent call last\)|Engine core initialization failed"
-    r"|EngineCore failed to start|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
+    r"Container called exit\(|Traceback \(most recent call last\)|"
+    + ENGINE_START_FAILED.pattern
+    + r"|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
     _I,
 )
 #: A stop sent from outside the server (not a crash of its own): a worker ended by SIGTERM ("Worker
@@ -1175,6 +1209,11 @@ UNSUPPORTED = re.compile(
     r"|" + PARALLEL_DIVISOR,
     _I,
 )
+#: The platform's admission control refusing the workload's spec before anything runs (Kubernetes:
+#: "admission webhook \"warden-validating.common-webhooks.networking.gke.io\" denied the request: ...
+#: You must specify a GPU type with node selector ...", Gatekeeper's and Kyverno's webhooks alike): the
+#: spec asks for what this cluster does not allow, and must change as the refusal says.
+ADMISSION_DENIED = re.compile(r"admission webhook \"?[\w.-]+\"? denied the request", _I)
 #: A kernel launch this GPU cannot serve (cudaGetErrorString: no code for it in the kernel, more registers
 #: or shared memory than it has): a configuration only where a start fails on it; while serving, one
 #: batch's shape can hit it as well (a crash, not a configuration).
@@ -1258,7 +1297,11 @@ FACT_WEIGHTS_GIB = re.compile(
     r"(?:Model loading|Loading model weights) took ([\d.]+) ?GiB|weights took ([\d.]+) GB"
 )
 FACT_WEIGHTS_PREFILTER = re.compile(r"loading took|weights took", _I)
-FACT_GPU_TOTAL_GIB = re.compile(r"total capacity of ([\d.]+) GiB")
+#: The GPU's memory, as torch's OOM message gives it (2.0 ..: "GPU 0 has a total capacity of 15.59 GiB";
+#: before: "(GPU 0; 10.73 GiB total capacity; ...)")
+FACT_GPU_TOTAL_GIB = re.compile(
+    r"total capacity of ([\d.]{1,12}) GiB|(?<![\d.])([\d.]{1,12}) GiB total capacity"
+)
 FACT_GPU_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*([\d.]+)")
 FACT_GPU_UTIL_PREFILTER = re.compile(r"gpu_memory_utilization")
 #: unsupported_config: what is not supported

@@ -2013,3 +2013,164 @@ def test_a_wrapped_record_whose_rest_says_it_is_an_error_is_one() -> None:
     assert rc.category == "unsupported_config" and rc.finding is not None
     assert rc.finding.facts["min_compute_capability"] == 8.0
     assert view(obs(lines)).lines[0].said_error
+
+
+# ---- round 16 rules -------------------------------------------------------------------------------
+
+
+def test_one_stalled_stats_period_then_a_wait_on_the_workers_is_a_hang() -> None:
+    """Each signal alone is too short to call a hang (one flat period; one broadcast wait, which start-up
+    compilation also prints); a flat period with requests running and then the wait agree."""
+    stalled = (
+        "(APIServer pid=605) INFO 07-15 15:32:57 [loggers.py:273] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 0.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%"
+    )
+    wait = (
+        "(EngineCore pid=1154) INFO 07-15 15:33:47 [shm_broadcast.py:705] No available shared memory broadcast "
+        "block found in 60 seconds. This typically happens when some processes are hanging."
+    )
+    busy = stalled.replace("Avg prompt throughput: 0.0", "Avg prompt throughput: 532.2")
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stalled, wait])) == "engine_hung"
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stalled])) != "engine_hung"
+    # progress between the flat period and the wait: the workers were busy, not stuck
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, stalled, busy, wait])) != "engine_hung"
+
+
+def test_an_oom_no_frame_places_after_the_engine_took_requests_is_a_runtime_oom() -> None:
+    lines = [
+        "INFO 02-10 18:06:30 engine.py:275] Added request cmpl-30aaf466904d4d148c2e17a584f448e0-0.",
+        "ERROR 02-10 18:06:30 engine.py:139] OutOfMemoryError('CUDA out of memory. Tried to allocate 1.27 GiB. "
+        "GPU 0 has a total capacity of 79.33 GiB of which 109.81 MiB is free.')",
+    ]
+    assert root(obs(lines)) == "runtime_oom"
+    assert root(obs(lines[1:])) == "weights_oom"  # nothing says what ran: the start is the likelier
+
+
+def test_modelscope_saying_the_model_does_not_exist_is_model_not_found() -> None:
+    lines = [
+        "2025-08-03 19:16:47,111 - modelscope - ERROR - The request model: Qwen3-30B-A3B-Thinking-2507 does not exist!",
+        "ERROR 08-03 19:16:47 [config.py:114] Error retrieving file list: The request model: "
+        "Qwen3-30B-A3B-Thinking-2507 does not exist!, retrying 1 of 2",
+    ]
+    assert root(obs(lines)) == "model_not_found"
+
+
+def test_a_wrapper_that_gave_up_waiting_for_its_workers_to_join_is_a_startup_timeout() -> None:
+    line = (
+        "2024-10-25 12:21:14,974 xinference.api.restful_api 37502 ERROR    [address=172.22.149.188:45585, "
+        "pid=43525] Timed out after 601 seconds waiting for clients. 1/2 clients joined."
+    )
+    assert root(obs([line, "Traceback (most recent call last):"])) == "startup_timeout"
+
+
+def test_docker_with_no_local_image_and_no_pull_completing_is_an_image_pull() -> None:
+    assert root(obs(["Unable to find image 'llm-api:vllm' locally"])) == "image_pull"
+    pulled = [
+        "Unable to find image 'vllm/vllm-openai:v0.11.0' locally",
+        "v0.11.0: Pulling from vllm/vllm-openai",
+        "Digest: sha256:8b2f0e4c1a7d9e3f5b6c8d0a1e2f3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1",
+        "Status: Downloaded newer image for vllm/vllm-openai:v0.11.0",
+    ]
+    assert root(obs(pulled)) != "image_pull"
+
+
+def test_a_compile_cache_file_read_empty_crashed_the_start_instead_of_staying_unknown() -> None:
+    """An error raised in torch.compile's code stays unknown (graph, checkpoint or compiler?), unless it
+    says a file it read was empty or cut short: a half-written cache, which a fresh start rebuilds.
+    Inductor's ``compile_fx`` on the stack places it in the profiling run."""
+    w = "(Worker_TP1 pid=1405) ERROR 07-01 14:35:41 [multiproc_executor.py:962]"
+    lines = [
+        f'{w}   File "/venv/lib/python3.11/site-packages/torch/_inductor/compile_fx.py", line 2578, in compile_fx',
+        f"{w}     return _maybe_wrap_and_compile_fx_main(",
+        f"{w} torch._inductor.exc.InductorError: RuntimeError: Failed to run autotuning code block: Expecting "
+        "value: line 1 column 1 (char 0)",
+        "(EngineCore pid=1302) ERROR 07-01 14:35:41 [core.py:1140] EngineCore failed to start.",
+    ]
+    rc = cause(obs(lines))
+    assert rc.category == "engine_crash" and rc.finding is not None and rc.finding.facts["in_startup"]
+    other = [*lines[:2], lines[2].replace("Expecting value: line 1 column 1 (char 0)", "boom"), lines[3]]
+    assert root(obs(other)) == "unknown"
+
+
+def test_an_exception_in_the_code_processes_share_is_the_host_taking_it_away() -> None:
+    lines = [
+        'File ".../multiprocessing/synchronize.py", line 115, in __setstate__',
+        "    self._semlock = _multiprocessing.SemLock._rebuild(*state)",
+        "FileNotFoundError: [Errno 2] No such file or directory",
+    ]
+    assert root(obs(lines)) == "engine_crash"
+    elsewhere = [lines[0].replace("multiprocessing/synchronize.py", "myapp/sync.py"), *lines[1:]]
+    assert root(obs(elsewhere)) != "engine_crash"
+
+
+def test_weights_that_do_not_fit_an_unknown_gpu_ask_first_for_one_with_more_memory_than_the_log_gave() -> (
+    None
+):
+    from graph.pipeline import assess
+
+    lines = [
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB (GPU 0; 10.73 GiB total "
+        "capacity; 9.94 GiB already allocated; 160.56 MiB free; 9.95 GiB reserved in total by PyTorch)",
+    ]
+    steps = assess(obs(lines)).plan.steps
+    assert steps[0].kind.value == "set_resources" and steps[0].change["gpu_type"] == "nvidia-l4"
+    big = [lines[0].replace("10.73 GiB total capacity", "79.33 GiB total capacity")]
+    assert assess(obs(big)).plan.steps[0].change.get("gpu_type") not in (None, "nvidia-l4")
+
+
+def test_an_unplaced_crash_before_the_engine_says_its_start_failed_is_in_the_start() -> None:
+    """A crash no milestone or frame places, and then "EngineCore failed to start": the start failed,
+    so a restart repeats it (a person first). Not when the log showed the server serving before it."""
+    from graph.analyzers.base import failed_in_startup
+
+    w = "(Worker_TP1 pid=15193) ERROR 05-08 19:06:38 [multiproc_executor.py:962]"
+    lines = [
+        f"{w} RuntimeError: CUDA error: operation not permitted when stream is capturing",
+        "(EngineCore pid=15177) ERROR 05-08 19:06:38 [core.py:1136] EngineCore failed to start.",
+    ]
+    assert failed_in_startup(view(obs(lines)), 1)
+    assert not failed_in_startup(view(obs(lines[:1])), 1)
+    served = [
+        '(APIServer pid=1) INFO:     10.1.2.3:41234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        *lines,
+    ]
+    assert not failed_in_startup(view(obs(served)), 2)
+
+
+def test_a_child_process_dies_where_the_traceback_its_header_introduces_ends() -> None:
+    """Python's multiprocessing prints "Process SpawnProcess-1:" and then the traceback the child died of:
+    a death placed at that exception, which the server's life then names."""
+    died = [
+        "ERROR 10-21 02:38:59 worker_base.py:464] requests.exceptions.ConnectionError: "
+        "HTTPConnectionPool(host='metadata.google.internal', port=80): Max retries exceeded with url: /tpu-env "
+        "(Caused by NewConnectionError('Failed to establish a new connection: [Errno 111] Connection refused'))",
+        "Process SpawnProcess-1:",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/site-packages/urllib3/connection.py", line 199, in _new_conn',
+        "ConnectionRefusedError: [Errno 111] Connection refused",
+    ]
+    assert root(obs(died)) == "engine_crash"
+    # what killed it names its family: the death is only its symptom
+    named = [
+        "INFO 04-03 06:51:52 [model_runner.py:1110] Starting to load model my_model...",
+        "Process SpawnProcess-1:",
+        "ERROR 04-03 06:51:54 [engine.py:448] There is no module or parameter named 'language_model' in X",
+        "ERROR 04-03 06:51:54 [engine.py:448] Traceback (most recent call last):",
+        "ERROR 04-03 06:51:54 [engine.py:448] ValueError: There is no module or parameter named 'language_model' "
+        "in Gemma3ForCausalLM",
+    ]
+    assert root(obs(named)) != "engine_crash"
+
+
+def test_the_platform_refusing_the_spec_is_a_configuration_a_person_changes() -> None:
+    from graph.pipeline import assess
+
+    lines = [
+        'Error: admission webhook "warden-validating.common-webhooks.networking.gke.io" denied the request: GKE '
+        "Warden rejected the request because it violates one or more constraints.",
+        'Violations details: {"[denied by autogke-gpu-limitation]":["You must specify a GPU type with node '
+        "selector 'cloud.google.com/gke-accelerator' when GPU is requested on Autopilot workloads\"]}",
+    ]
+    a = assess(obs(lines))
+    assert a.category == "unsupported_config" and [e.line for e in a.evidence] == [1, 2]
+    assert a.plan.steps[0].kind.value == "escalate" and "admission" in a.plan.steps[0].change["human_action"]

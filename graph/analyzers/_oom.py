@@ -181,13 +181,17 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
         return "runtime", None, 0.7
     if phase in (Phase.DOWNLOAD, Phase.LOADING):
         return "weights", None, 0.75
+    # Nothing of a start-up in the log, but the engine was taking requests before it ran out: the
+    # only life the log shows was serving.
+    if phase is Phase.NONE and v.served_before(ln.n):
+        return "runtime", None, 0.6
     return "weights", None, 0.55
 
 
 def _weights_fill_budget(v: LogView, ln: Line) -> bool:
     """Did this life's weights alone take the GPU memory vLLM may use (its share of the GPU's total,
     0.9 unless set)? Then an OOM after loading is the model not fitting, whatever allocated last."""
-    total = FACT_GPU_TOTAL_GIB.search(ln.text)
+    total = gpu_total_gib(ln.text)
     start = v.last(START_MARK, before=ln.n)
     loaded = v.last(
         FACT_WEIGHTS_GIB, after=start.n if start else 0, before=ln.n, prefilter=FACT_WEIGHTS_PREFILTER
@@ -200,9 +204,18 @@ def _weights_fill_budget(v: LogView, ln: Line) -> bool:
     try:
         weights = float(next(g for g in m.groups() if g)) if m else 0.0
         util = float(u.group(1)) if u else 0.9
-        return weights >= util * float(total.group(1))
+        return weights >= util * total
     except ValueError:
         return False
+
+
+def gpu_total_gib(text: str) -> float | None:
+    """The GPU's memory an OOM message gives (None: it gives none)."""
+    m = FACT_GPU_TOTAL_GIB.search(text)
+    try:
+        return float(next(g for g in m.groups() if g)) if m else None
+    except ValueError:  # "1.2.3"
+        return None
 
 
 def _after_loading(v: LogView, ln: Line, phase: str) -> str:

@@ -23,6 +23,7 @@ from mcp_tools.vocabulary import (
     ANY_MILESTONE,
     BARE_EXCEPTION,
     CHAINED,
+    ENGINE_START_FAILED,
     EXCEPTION,
     FAMILY_CHECK_FRAMES,
     FRAME,
@@ -261,6 +262,11 @@ class LogView:
             out.sort()
             self._milestones = out
         return self._milestones
+
+    def served_before(self, n: int) -> bool:
+        """Requests were answered before line ``n`` (by this process or, on Cloud Run, maybe another
+        instance): where nothing of a start-up was seen, the life the log shows was serving."""
+        return any(ph is Phase.SERVING and m < n for m, ph in self.milestones)
 
     def phase_at(self, n: int) -> Phase:
         """How far the current start-up had come when line ``n`` was written: the furthest start-up
@@ -623,11 +629,19 @@ def _chain_ends_in(v: LogView, ln: Line, other: re.Pattern[str]) -> bool:
 
 
 def failed_in_startup(v: LogView, n: int) -> bool:
-    """Line ``n`` fails a start that never completed: its phase is known, before the API server was up,
-    and no start completed after it. The same start fails the same way again, so a restart repeats it."""
+    """Line ``n`` fails a start that never completed: its phase is known (or the engine says, after
+    it, that its start failed), before the API server was up, and no start completed after it. The
+    same start fails the same way again, so a restart repeats it."""
     phase = phase_of(v, n)
-    if phase in (Phase.NONE, Phase.CONTAINER) or phase >= Phase.API_UP:
+    if phase >= Phase.API_UP:
         return False
+    if phase in (Phase.NONE, Phase.CONTAINER):
+        # unplaced: a start failed only where the engine says so before it starts again, and the log
+        # shows it serving nothing before
+        said = v.first(ENGINE_START_FAILED, after=n - 1)
+        again = v.first(START_MARK, after=n)
+        if said is None or (again is not None and again.n < said.n) or v.served_before(n):
+            return False
     return started_between(v, after=n, phases=UP_PHASES) is None
 
 

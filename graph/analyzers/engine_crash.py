@@ -33,6 +33,7 @@ from graph.analyzers.base import (
 )
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    CACHE_FILE_CUT,
     COMPILED_CODE,
     CRASH,
     CRASH_ADVICE,
@@ -56,9 +57,11 @@ from mcp_tools.vocabulary import (
 def _introduced_until(v: LogView, n: int) -> int | None:
     """Where the traceback a death marker at line ``n`` introduces ends ("EngineCore encountered a
     fatal error." then "Traceback ..."): what it died of is printed after it, up to the next start
-    (None: the marker introduces no traceback)."""
-    following = next((ln for ln in v.lines[n:] if not ln.head and ln.proc == v.lines[n - 1].proc), None)
-    if following is None or not (TRACEBACK_HEAD.search(following.text) or FRAME.match(following.text)):
+    (None: the marker introduces no traceback). The traceback may come one record late, after the
+    exception's message (V0's engine logs ``repr(e)`` and then its traceback)."""
+    proc = v.lines[n - 1].proc
+    following = [ln for ln in v.lines[n : n + 12] if not ln.head and ln.proc == proc][:2]
+    if not any(TRACEBACK_HEAD.search(ln.text) or FRAME.match(ln.text) for ln in following):
         return None  # (a paste that cut the traceback's banner starts at its first frame)
     restart = v.first(START_MARK, after=n)
     return min(n + 200, restart.n if restart else v.total + 1)
@@ -148,31 +151,37 @@ def analyze(obs: Observation) -> list[Finding]:
     ]
     if died:
         cause = _died_of(v, died[0].n)
-        return [
-            finding(
-                "engine_crash",
-                0.7,
-                f"The vLLM engine died (line {died[0].n}) of an exception no failure family explains "
-                f"(line {cause.n})."
-                if cause
-                else f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
-                [*died[:2], *([cause] if cause else [])],
-                pattern=CRASH_DIED,
-                analyzer="engine_crash",
-                specific=False,
-                facts={
-                    "in_startup": failed_in_startup(v, died[0].n),
-                    "repeats_on_restart": _repeats(v, died[0].n),
-                    "in_cuda_graph": _in_cuda_graph(v, [died[0], *([cause] if cause else [])]),
-                },
-            )
-        ]
+        dead = finding(
+            "engine_crash",
+            0.7,
+            f"The vLLM engine died (line {died[0].n}) of an exception no failure family explains "
+            f"(line {cause.n})."
+            if cause
+            else f"The vLLM engine died (line {died[0].n}); nothing before it says why.",
+            [*died[:2], *([cause] if cause else [])],
+            pattern=CRASH_DIED,
+            analyzer="engine_crash",
+            specific=False,
+            facts={
+                "in_startup": failed_in_startup(v, died[0].n),
+                "repeats_on_restart": _repeats(v, died[0].n),
+                "in_cuda_graph": _in_cuda_graph(v, [died[0], *([cause] if cause else [])]),
+            },
+        )
+        if cause is not None and cause.n > died[0].n:
+            # a marker printed before the traceback it died of: it died where that traceback ends, and
+            # what failed before then (there, or earlier) is the cause to look for
+            dead.first_line = cause.n
+        return [dead]
     return []
 
 
 def raised_in_compiled_code(v: LogView, exc: Line) -> bool:
     """Exception ``exc`` (or a copy of it another rank printed) was raised by code torch.compile
-    generated: the frame printed just before it is Inductor's or an FX graph's."""
+    generated: the frame printed just before it is Inductor's or an FX graph's. Not when it says a
+    file it read was empty or cut short (``CACHE_FILE_CUT``): that names the cause, a broken cache."""
+    if CACHE_FILE_CUT.search(exc.text):
+        return False
     for ln in v.grep(EXCEPTION, prefilter=EXCEPTION_PREFILTER):
         if ln.text != exc.text:
             continue

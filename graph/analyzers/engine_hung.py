@@ -69,13 +69,19 @@ def _from_logs(obs: Observation) -> list[Finding]:
     waiting = list(v.grep(HUNG_WAITING))
     # A read of the workers' broadcast queue that timed out: the workers stopped answering.
     stall += [ln for ln in waiting[:1] if v.first(HUNG_TIMEOUT, after=ln.n, before=ln.n + 40)]
-    flat = _flat_stats(list(v.grep(HUNG_STATS)))
+    stats = list(v.grep(HUNG_STATS))
+    flat = _flat_stats(stats)
     lines: list[Line] = []
     why = ""
     if flat:
         lines, why = (
             flat,
             f"{len(flat)} stats periods in a row with requests running and (almost) no token generated",
+        )
+    elif waiting and (agree := _stalled_then_waited(stats, waiting[-1])):
+        lines, why = (
+            agree,
+            "a stats period with requests running and nothing generated, then the workers stopped answering",
         )
     if len(waiting) >= REPEATS:
         lines = lines or waiting
@@ -103,6 +109,13 @@ def _from_logs(obs: Observation) -> list[Finding]:
             facts={"flat_stats_periods": len(flat), "waits": len(waiting)},
         )
     ]
+
+
+def _stalled_then_waited(stats: list[Line], wait: Line) -> list[Line]:
+    """One stalled stats period and, after it with no period of progress between, a wait on the
+    workers: two signals of one stall that agree (each alone is too short to call a hang)."""
+    before = [ln for ln in stats if ln.n < wait.n]
+    return [before[-1], wait] if before and stalled_stats(before[-1].text) else []
 
 
 def _flat_stats(stats: list[Line]) -> list[Line]:

@@ -9,14 +9,22 @@ image".
 A pull can also fail without saying so: kubelet logs "Pulling image X", never "Successfully pulled
 image X", and the node reports its disk full ("The node was low on resource: ephemeral-storage", "no
 space left on device") — the image's layers did not fit the node's disk. That is a platform event
-(kubelet's), so its severity is a ``Warning`` and it is matched whatever the severity says.
+(kubelet's), so its severity is a ``Warning`` and it is matched whatever the severity says. Likewise
+docker run's "Unable to find image 'x' locally" with nothing after it of the pull completing.
 """
 
 from __future__ import annotations
 
 from graph.analyzers.base import Finding, finding, simple, view
 from graph.observation import Observation
-from mcp_tools.vocabulary import IMAGE_PULL, IMAGE_PULLED, IMAGE_PULLING, NODE_DISK_FULL
+from mcp_tools.vocabulary import (
+    DOCKER_NOT_LOCAL,
+    DOCKER_PULLED,
+    IMAGE_PULL,
+    IMAGE_PULLED,
+    IMAGE_PULLING,
+    NODE_DISK_FULL,
+)
 
 
 def _pull_out_of_disk(obs: Observation) -> list[Finding]:
@@ -44,11 +52,32 @@ def _pull_out_of_disk(obs: Observation) -> list[Finding]:
     return []
 
 
+def _docker_pull_unfinished(obs: Observation) -> list[Finding]:
+    """docker run found no local copy of the image and went to pull it, and nothing after it says the
+    pull completed (docker prints that before the container's program runs)."""
+    v = view(obs)
+    for ln in v.grep(DOCKER_NOT_LOCAL):
+        if v.first(DOCKER_PULLED, after=ln.n):
+            continue
+        m = DOCKER_NOT_LOCAL.search(ln.text)
+        image = m.group("image") if m else "?"
+        summary = (
+            f"docker found no local copy of image {image} (line {ln.n}) and nothing after it shows a pull "
+            "completing: the image is not where the host looks for it."
+        )
+        return [finding("image_pull", 0.6, summary, [ln], pattern=DOCKER_NOT_LOCAL, analyzer="image_pull")]
+    return []
+
+
 def analyze(obs: Observation) -> list[Finding]:
-    return simple(
-        obs,
-        category="image_pull",
-        pattern=IMAGE_PULL,
-        summary="The container image could not be pulled (line {line}): {text}",
-        confidence=0.92,
-    ) or _pull_out_of_disk(obs)
+    return (
+        simple(
+            obs,
+            category="image_pull",
+            pattern=IMAGE_PULL,
+            summary="The container image could not be pulled (line {line}): {text}",
+            confidence=0.92,
+        )
+        or _pull_out_of_disk(obs)
+        or _docker_pull_unfinished(obs)
+    )

@@ -30,6 +30,7 @@ from graph.observation import Observation
 from mcp_tools.redact import redact, redact_args
 from mcp_tools.spec_ops import flags, get_model
 from mcp_tools.vocabulary import (
+    ADMISSION_DENIED,
     ARCH_COMPUTE_CAPABILITY,
     BARE_EXCEPTION,
     EXCEPTION,
@@ -69,6 +70,21 @@ from mcp_tools.vocabulary import (
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
+    refused = v.first(ADMISSION_DENIED)
+    if refused is not None:  # nothing ran: the platform would not take the spec
+        detail = _next_record(v, refused.n)
+        return [
+            finding(
+                "unsupported_config",
+                0.9,
+                f"The platform's admission control refused the workload's spec (line {refused.n}): "
+                f"{refused.text.strip()[:200]}",
+                [refused, *([detail] if detail else [])],
+                pattern=ADMISSION_DENIED,
+                analyzer="unsupported_config",
+                facts={"platform_refused": True},
+            )
+        ]
     # A start that got past it (fell back to another backend, and came up) was not stopped by it.
     hits = [
         ln

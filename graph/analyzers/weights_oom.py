@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.analyzers._oom import device_of, oom_finding, oom_in_phase
+from graph.analyzers._oom import device_of, gpu_total_gib, oom_finding, oom_in_phase
 from graph.analyzers.base import Finding, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import Phase
@@ -20,4 +20,5 @@ def analyze(obs: Observation) -> list[Finding]:
         f"{device_of(first.line)} ran out of memory {where} (line {first.line.n}): the model's weights "
         "do not fit the GPU memory vLLM may use."
     )
-    return [oom_finding("weights_oom", events, lines, summary)]
+    total = gpu_total_gib(first.line.text)
+    return [oom_finding("weights_oom", events, lines, summary, **({"gpu_total_gib": total} if total else {}))]

@@ -17,12 +17,13 @@ QUANT_SUFFIX = re.compile(
 )
 
 
-def larger_gpu(current: str | None, min_cc: float | None = None) -> str | None:
-    """The next Cloud Run GPU above ``current`` (with at least ``min_cc`` when given)."""
+def larger_gpu(current: str | None, min_cc: float | None = None, than_gib: float | None = None) -> str | None:
+    """The next Cloud Run GPU above ``current`` (with at least ``min_cc`` when given); with no
+    ``current``, the first with more memory than ``than_gib`` (what the log says the GPU had)."""
     try:
         from mcp_tools.capacity import resolve_gpu
 
-        cur_mem = resolve_gpu(current).memory_gib if current else 0.0
+        cur_mem = resolve_gpu(current).memory_gib if current else (than_gib or 0.0)
         for name in CLOUD_RUN_GPUS:
             g = resolve_gpu(name)
             if name != current and g.memory_gib > cur_mem and (min_cc is None or g.cc >= min_cc):

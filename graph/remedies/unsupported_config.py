@@ -150,6 +150,15 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
     # preflight takes the first option the planner says fits and the GPU supports.
     out = [*gpu_options, *out] if refused else [*out, *gpu_options]
+    if fact(diag, "platform_refused"):  # the cluster's rules, not the engine's: a person reads them
+        return [
+            escalate(
+                "The cluster's admission control refused the workload's spec before anything ran: change the "
+                "spec as the cited refusal says (on GKE Autopilot, a GPU needs the "
+                "cloud.google.com/gke-accelerator node selector) and deploy again.",
+                "the platform would not take this spec",
+            )
+        ]
     env = fact(diag, "asked_env")
     if env and not out:  # an environment variable, not a flag: the service's env is a person's change here
         out.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import escalate
+from graph.remedies.base import escalate, fact
 from graph.remedies.catalog import QUANT_SUFFIX, gpu_supports, larger_gpu, sibling_checkpoints
 from graph.remedies.planner import Capacity, flags_option, gpu_option, model_option, planner_options
 from mcp_tools.remediation import RemediationPlan
@@ -35,17 +35,28 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     for sib in sibling_checkpoints(ref):
         out.append(model_option(cap, sib, f"a smaller checkpoint of the same model{note}"))
     quantized = bool(cap.flags and cap.flags.quantization) or bool(ref and QUANT_SUFFIX.search(ref))
-    if not quantized and gpu_supports(cap.gpu, "fp8") is not False:
-        out.append(
+    fp8 = (
+        [
             flags_option(
                 cap, {"--quantization": "fp8"}, f"FP8 weights take about half the memory of bf16{note}"
             )
-        )
-    bigger = larger_gpu(cap.gpu)
-    if bigger:
-        out.append(
-            gpu_option(cap, bigger, f"the weights do not fit {cap.gpu or 'this GPU'}: use {bigger}{note}")
-        )
+        ]
+        if not quantized and gpu_supports(cap.gpu, "fp8") is not False
+        else []
+    )
+    if cap.gpu:
+        bigger = larger_gpu(cap.gpu)
+    else:
+        # No spec says which GPU: the log's out-of-memory message may say how much memory it had. A GPU
+        # with more surely holds more; whether this one runs FP8 nobody can say, so the GPU goes first.
+        had = fact(diag, "gpu_total_gib")
+        bigger = larger_gpu(None, than_gib=float(had)) if isinstance(had, (int, float)) else None
+    grow = (
+        [gpu_option(cap, bigger, f"the weights do not fit {cap.gpu or 'this GPU'}: use {bigger}{note}")]
+        if bigger
+        else []
+    )
+    out += [*fp8, *grow] if cap.gpu or not grow else [*grow, *fp8]
     out.append(
         escalate(
             "Serve a smaller or quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or use a "
