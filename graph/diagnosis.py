@@ -32,7 +32,9 @@ from graph.analyzers.base import (
     cut_words,
     excerpt,
     frame_in,
+    innermost_path,
     phase_of,
+    raised_in,
     says_something,
     started_between,
     step_frame,
@@ -54,10 +56,8 @@ from mcp_tools.vocabulary import (
     FAMILY_WORDING,
     FATAL,
     FATAL_PREFILTER,
-    FRAME,
     HEALTH_ANSWERED,
     HEALTH_PREFILTER,
-    IPC_CODE_PATH,
     KIND_API_MISMATCH,
     KIND_ASKS_ENV,
     KIND_ASKS_SETTING,
@@ -179,8 +179,8 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
                 category="engine_crash",
                 confidence=0.75,
                 summary=f"An exception no known failure family explains (line {exc.n}) killed the engine "
-                f"(line {died.first_line}).",
-                evidence=[*_exception_evidence(obs, exc), *died.evidence],
+                f"(line {died.evidence[0].line if died.evidence else died.first_line}).",
+                evidence=_distinct([*_exception_evidence(obs, exc), *died.evidence]),
                 finding=died,
                 notes=notes,
             )
@@ -237,6 +237,14 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
     return _no_finding(obs, notes)
 
 
+def _distinct(evidence: list[Evidence]) -> list[Evidence]:
+    """The evidence with each cited line once (the first time)."""
+    first: dict[tuple[int, str], Evidence] = {}
+    for e in evidence:
+        first.setdefault((e.line, e.text), e)
+    return list(first.values())
+
+
 def classify_by_life(obs: Observation, ln: Line) -> str | None:
     """The family of an exception no family's wording names, from where in the server's life it
     happened and what kind of error it is (None: the life and the kind do not say).
@@ -256,12 +264,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     A failure no milestone or frame places (a paste of the exception alone), on a server never seen up
     and not under a request or a step, was raised starting: the kinds that need no phase (the engine
     cannot, the pieces' versions do not fit, an import fails) name its family there too.
-    Anywhere, an exception raised in Python's code for what processes share (``IPC_CODE_PATH``) is the
-    host taking those objects away: the engine crashed of something outside it (engine_crash).
     """
     v = view(obs)
-    if _raised_in(v, ln, IPC_CODE_PATH):
-        return "engine_crash"
     phase = phase_of(v, ln.n)
     text = ln.text
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
@@ -305,7 +309,7 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
         return "unsupported_config"
     if KIND_ENVIRONMENT.match(text):
         return "unsupported_config"  # an import the start-up needs fails: the image lacks it
-    if KIND_CONFIG.match(text) and _raised_in(v, ln, CONFIG_CODE_PATH):
+    if KIND_CONFIG.match(text) and raised_in(v, ln, CONFIG_CODE_PATH):
         return "unsupported_config"  # vLLM's configuration code rejected a value, whichever step asked
     if phase > Phase.LOADING:
         return None
@@ -329,25 +333,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
 def _raised_in_library(v: LogView, ln: Line) -> bool:
     """The innermost frame of the traceback that ends at ``ln`` is an installed library's or vLLM's
     (``LIBRARY_PATH``), or no frame is shown: not a script's own code (a client's typo)."""
-    path = _innermost_path(v, ln)
+    path = innermost_path(v, ln)
     return path is None or LIBRARY_PATH.search(path) is not None
-
-
-def _raised_in(v: LogView, ln: Line, files: re.Pattern[str]) -> bool:
-    """The innermost frame of the traceback that ends at ``ln`` is in a file ``files`` matches."""
-    path = _innermost_path(v, ln)
-    return path is not None and files.search(path) is not None
-
-
-def _innermost_path(v: LogView, ln: Line) -> str | None:
-    """The file of the innermost frame of the traceback that ends at ``ln`` (None: no frame shown)."""
-    innermost = frame_in(v, ln, _ANY_FUNCTION)
-    m = FRAME.match(innermost.text) if innermost is not None else None
-    return m.group("path") if m is not None else None
-
-
-#: Any function's name (``frame_in`` then finds the innermost frame).
-_ANY_FUNCTION = re.compile(r"")
 
 
 def _raised_serving(v: LogView, ln: Line) -> bool:

@@ -2098,7 +2098,12 @@ def test_an_exception_in_the_code_processes_share_is_the_host_taking_it_away() -
         "    self._semlock = _multiprocessing.SemLock._rebuild(*state)",
         "FileNotFoundError: [Errno 2] No such file or directory",
     ]
-    assert root(obs(lines)) == "engine_crash"
+    from graph.pipeline import assess
+
+    a = assess(obs(lines))
+    assert a.category == "engine_crash" and "SemLock._rebuild" in " ".join(e.text for e in a.evidence)
+    # the host's setting: a person first, a restart (which lasts until it happens again) after
+    assert [a.plan.steps[0].kind.value, a.alternatives[0].steps[0].kind.value] == ["escalate", "restart"]
     elsewhere = [lines[0].replace("multiprocessing/synchronize.py", "myapp/sync.py"), *lines[1:]]
     assert root(obs(elsewhere)) != "engine_crash"
 
@@ -2174,3 +2179,30 @@ def test_the_platform_refusing_the_spec_is_a_configuration_a_person_changes() ->
     a = assess(obs(lines))
     assert a.category == "unsupported_config" and [e.line for e in a.evidence] == [1, 2]
     assert a.plan.steps[0].kind.value == "escalate" and "admission" in a.plan.steps[0].change["human_action"]
+
+
+def test_the_stack_of_one_rank_places_its_exception_not_the_frames_another_rank_interleaved() -> None:
+    """Two engine processes print the same traceback interleaved: EngineCore_0's passes through the busy
+    loop (serving), and EngineCore_1's ``run_engine_core`` frame, printed between, does not make it a
+    start-up's configuration error; code of two versions that do not fit repeats on a restart."""
+    from graph.pipeline import assess
+
+    e0 = "(EngineCore_0 pid=2651) ERROR 06-11 11:46:39 [core.py:517]"
+    e1 = "(EngineCore_1 pid=2655) ERROR 06-11 11:46:39 [core.py:517]"
+    lines = [
+        '127.0.0.1:51658 - "POST /v1/completions HTTP/1.1" 200 OK',
+        f"{e0} EngineCore encountered a fatal error.",
+        f"{e0} Traceback (most recent call last):",
+        f'{e0}   File "/opt/vllm/vllm/v1/engine/core.py", line 508, in run_engine_core',
+        f"{e1} EngineCore encountered a fatal error.",
+        f"{e0}     engine_core.run_busy_loop()",
+        f"{e1} Traceback (most recent call last):",
+        f'{e0}   File "/opt/vllm/vllm/v1/engine/core.py", line 876, in run_busy_loop',
+        f'{e1}   File "/opt/vllm/vllm/v1/engine/core.py", line 508, in run_engine_core',
+        f"{e0}     if self.dp_rank == 0:",
+        f"{e0} AttributeError: 'DPEngineCoreProc' object has no attribute 'dp_rank'",
+    ]
+    v = view(obs(lines))
+    assert v.phase_of_stack(11) == 0  # the busy loop: serving, left to the milestones
+    a = assess(obs(lines))
+    assert a.category == "engine_crash" and a.plan.steps[0].kind.value == "escalate"

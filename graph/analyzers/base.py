@@ -290,9 +290,15 @@ class LogView:
         """Where in the start-up the traceback that ends at line ``n`` was, by the functions on its
         stack (``FRAME_PHASES``): the deepest frame that names a step, in the last traceback of the
         chain (``During handling of the above exception``) that names one. ``Phase.NONE`` when the
-        stack names none, or ``n`` ends no traceback."""
+        stack names none, or ``n`` ends no traceback. Only the process that printed line ``n`` is read
+        (tracebacks of several ranks interleave)."""
+        proc = self.lines[n - 1].proc if 0 < n <= self.total else ""
         head = next(
-            (i for i in range(n, max(0, n - reach), -1) if TRACEBACK_HEAD.search(self.lines[i - 1].text)),
+            (
+                i
+                for i in range(n, max(0, n - reach), -1)
+                if TRACEBACK_HEAD.search(self.lines[i - 1].text) and self.lines[i - 1].proc == proc
+            ),
             None,
         ) or self._frames_start(n, reach)
         if head is None:
@@ -302,6 +308,8 @@ class LogView:
         while True:
             current = Phase.NONE
             for ln in self.lines[head - 1 : end]:
+                if ln.proc != proc:
+                    continue
                 m = FRAME.match(ln.text)
                 if m is not None:
                     current = next((ph for ph, p in FRAME_PHASES if p.search(m.group("fn"))), current)
@@ -524,6 +532,28 @@ def in_step_loop(v: LogView, exc: Line, reach: int = 400) -> bool:
 def step_frame(v: LogView, exc: Line, reach: int = 400) -> Line | None:
     """The frame of the engine's step loop (``STEP_FRAMES``) in the traceback that ends at ``exc``."""
     return frame_in(v, exc, STEP_FRAMES, reach)
+
+
+def raised_in(v: LogView, ln: Line, files: re.Pattern[str]) -> bool:
+    """The innermost frame of the traceback that ends at ``ln`` is in a file ``files`` matches."""
+    path = innermost_path(v, ln)
+    return path is not None and files.search(path) is not None
+
+
+def innermost_frame(v: LogView, ln: Line) -> Line | None:
+    """The innermost frame of the traceback that ends at ``ln`` (None: no frame shown)."""
+    return frame_in(v, ln, _ANY_FUNCTION)
+
+
+def innermost_path(v: LogView, ln: Line) -> str | None:
+    """The file of the innermost frame of the traceback that ends at ``ln`` (None: no frame shown)."""
+    innermost = innermost_frame(v, ln)
+    m = FRAME.match(innermost.text) if innermost is not None else None
+    return m.group("path") if m is not None else None
+
+
+#: Any function's name (``frame_in`` then finds the innermost frame).
+_ANY_FUNCTION = re.compile(r"")
 
 
 def frame_in(v: LogView, exc: Line, functions: re.Pattern[str], reach: int = 400) -> Line | None:

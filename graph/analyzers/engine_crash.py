@@ -28,7 +28,9 @@ from graph.analyzers.base import (
     finding,
     frame_in,
     in_step_loop,
+    innermost_frame,
     phase_of,
+    raised_in,
     view,
 )
 from graph.observation import Observation
@@ -44,7 +46,9 @@ from mcp_tools.vocabulary import (
     FACT_CUDA_FAULT,
     FRAME,
     GRAPH_FRAMES,
+    IPC_CODE_PATH,
     KILLED_FROM_OUTSIDE,
+    KIND_API_MISMATCH,
     LOOP_FRAMES,
     NCCL_DETAIL_CAUSES,
     NCCL_LAST_ERROR,
@@ -83,12 +87,30 @@ def _died_of(v: LogView, n: int) -> Line | None:
     )
 
 
+def _shared_objects_gone(v: LogView) -> Line | None:
+    """An exception raised in Python's own code for what processes share (``IPC_CODE_PATH``:
+    ``FileNotFoundError`` in ``SemLock._rebuild``)."""
+    if v.first(IPC_CODE_PATH) is None:  # no such frame in the log: no exception to trace back
+        return None
+    return next(
+        (
+            ln
+            for ln in v.grep(EXCEPTION, prefilter=EXCEPTION_PREFILTER)
+            if not REPORTS_ONLY.search(ln.text) and raised_in(v, ln, IPC_CODE_PATH)
+        ),
+        None,
+    )
+
+
 def _repeats(v: LogView, n: int) -> bool:
     """Did something a restart repeats happen in this life of the server, before it died at line ``n``?
-    (An earlier life's import error is that life's; this one may have been started with a fixed image.)"""
+    (An earlier life's import error is that life's; this one may have been started with a fixed image.)
+    Also code of two versions that do not fit (``KIND_API_MISMATCH``: an object without the attribute
+    the caller reads, a call with arguments the callee does not take): the same code meets again."""
     life = v.last(START_MARK, before=n)
     end = _introduced_until(v, n) or n + 1
-    return v.first(CRASH_REPEATS, after=life.n - 1 if life else 0, before=end) is not None
+    after = life.n - 1 if life else 0
+    return any(v.first(p, after=after, before=end) is not None for p in (CRASH_REPEATS, KIND_API_MISMATCH))
 
 
 #: How far after a crash line NCCL's "Last error:" may come and still be that error's (the raise, the
@@ -114,6 +136,24 @@ def _in_cuda_graph(v: LogView, lines: list[Line]) -> bool:
 
 def analyze(obs: Observation) -> list[Finding]:
     v = view(obs)
+    gone = _shared_objects_gone(v)
+    if gone is not None:
+        frame = innermost_frame(v, gone)
+        return [
+            finding(
+                "engine_crash",
+                0.8,
+                f"What the engine's processes share (semaphores, shared memory) was gone when one of them "
+                f"reached for it (line {gone.n}): the host removed it under the running engine (systemd-"
+                "logind's RemoveIPC, a cleaner of /dev/shm).",
+                [*v.lines[frame.n - 1 : frame.n + 1], gone]
+                if (frame := innermost_frame(v, gone))
+                else [gone],
+                pattern=EXCEPTION,
+                analyzer="engine_crash",
+                facts={"host_removed_ipc": True},
+            )
+        ]
     shutdown = v.first(SHUTDOWN)
     cutoff = shutdown.n if shutdown else None
     hits = [

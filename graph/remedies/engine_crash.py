@@ -34,6 +34,18 @@ _WHY_A_RESTART_REPEATS = {
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     fresh = restart("the engine died for a reason its configuration does not explain: start a fresh revision")
+    if fact(
+        diag, "host_removed_ipc"
+    ):  # the host's setting, not the service's: a restart lasts until next time
+        return [
+            escalate(
+                "The host removed the semaphores or shared memory the engine's processes share while it "
+                "ran: set RemoveIPC=no in /etc/systemd/logind.conf (or stop whatever cleans /dev/shm), then "
+                "restart.",
+                "the host took away what the engine's processes share",
+            ),
+            fresh,
+        ]
     out = [fresh]
     # the first fact (in this order) that says a restart crashes the same way again
     repeats = next((why for key, why in _WHY_A_RESTART_REPEATS.items() if fact(diag, key)), None)
