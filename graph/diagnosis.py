@@ -72,6 +72,7 @@ from mcp_tools.vocabulary import (
     KIND_UNREACHABLE,
     KIND_UNSUPPORTED,
     LIBRARY_PATH,
+    NATIVE_BANNER,
     REPORTS_ONLY,
     REQUEST_FRAMES,
     REQUEST_SERVED,
@@ -235,6 +236,13 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
             notes=notes,
         )
     return _no_finding(obs, notes)
+
+
+def _message_of(v: LogView, banner: Line) -> Line:
+    """The record a native exception's banner follows (its message, printed with it as one string:
+    the rank's tag may be on the message only), else the banner itself."""
+    before = reversed(v.lines[max(0, banner.n - 3) : banner.n - 1])
+    return next((x for x in before if says_something(x)), banner)
 
 
 def _distinct(evidence: list[Evidence]) -> list[Evidence]:
@@ -434,8 +442,10 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     )
     fatal = [ln for ln in fatal if not _after_shutdown(obs, ln.n)]
     unresolved = [ln for ln in fatal if not _ran_after(obs, ln.n)]
-    # Cite what failed, not the banner of the traceback that reports it.
+    # Cite what failed, not the banner of the traceback that reports it (a native one follows its
+    # message: cite that record).
     unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved
+    unresolved = [_message_of(v, ln) if NATIVE_BANNER.match(ln.text) else ln for ln in unresolved]
     bad_conditions = [
         t
         for c, t in zip(

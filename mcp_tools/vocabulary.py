@@ -172,6 +172,10 @@ API_LISTENING = re.compile(
 UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
 
 #: The shape of a fatal error record, whatever its family.
+#: The banner c10::Error puts after its message, before the native frames ("Exception raised from
+#: OperationSetup at .../compiler_depend.ts:203 (most recent call first):"): what failed is the record
+#: before it.
+NATIVE_BANNER = re.compile(r"^Exception raised from \S{1,200} at \S{1,300} \(most recent call first\):")
 FATAL = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
     r"|Exception):"
@@ -189,6 +193,10 @@ FATAL = re.compile(
     # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): "thread '<unnamed>'
     # panicked at toktrie/src/toktree.rs:1101:13:"
     r"|\bthread '[^'\n]{0,80}' panicked at\b"
+    # A C++ exception of torch's (c10::Error, also torch_npu's and other backends' ops): its message, then
+    # "Exception raised from OperationSetup at .../compiler_depend.ts:203 (most recent call first):" and
+    # the native frames; C++'s own end of an uncaught one: "terminate called after throwing an instance of"
+    r"|" + NATIVE_BANNER.pattern + r"|terminate called after throwing an instance of"
     # V0's multiprocessing worker reporting what a method raised in it ("Exception in worker
     # VllmWorkerProcess while processing method load_model: <the message>")
     r"|\bException in worker \S{1,80} while processing method \w{1,80}"
@@ -209,7 +217,7 @@ FATAL = re.compile(
 )
 FATAL_PREFILTER = re.compile(
     r"Traceback|Error|Exception|failed|died|exit|fatal|Killed|Segmentation|BackOff|Back-off"
-    r"|not healthy|available for|litellm\.|openai\.|watchdog|process down|panicked",
+    r"|not healthy|available for|litellm\.|openai\.|watchdog|process down|panicked|terminate called",
     _I,
 )
 

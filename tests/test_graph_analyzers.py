@@ -2206,3 +2206,18 @@ def test_the_stack_of_one_rank_places_its_exception_not_the_frames_another_rank_
     assert v.phase_of_stack(11) == 0  # the busy loop: serving, left to the milestones
     a = assess(obs(lines))
     assert a.category == "engine_crash" and a.plan.steps[0].kind.value == "escalate"
+
+
+def test_a_native_exception_of_torch_is_a_failure_cited_by_its_message() -> None:
+    """c10::Error prints its message, then "Exception raised from X at file:line (most recent call
+    first):" and native frames, with no Python traceback: after a completed start it is no healthy
+    server, and the line to read is the message."""
+    native = [
+        "[rank0]:[E410 09:41:26.814160138 compiler_depend.ts:444] ReshapeAndCacheOperation setup failed!",
+        "Exception raised from OperationSetup at build/third_party/op-plugin/compiler_depend.ts:203 (most recent "
+        "call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0xb0 (0xffffa1dd48c0 in libc10.so)",
+    ]
+    rc = cause(obs([*STARTUP_OK, *STARTUP_FIGURES, *native]))
+    assert rc.category == "unknown" and rc.evidence[0].text.endswith("ReshapeAndCacheOperation setup failed!")
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES])) == "healthy"
