@@ -171,11 +171,11 @@ API_LISTENING = re.compile(
 #: alone is not one (on Cloud Run another instance may be serving while this one fails).
 UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
 
-#: The shape of a fatal error record, whatever its family.
 #: The banner c10::Error puts after its message, before the native frames ("Exception raised from
 #: OperationSetup at .../compiler_depend.ts:203 (most recent call first):"): what failed is the record
 #: before it.
 NATIVE_BANNER = re.compile(r"^Exception raised from \S{1,200} at \S{1,300} \(most recent call first\):")
+#: The shape of a fatal error record, whatever its family.
 FATAL = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
     r"|Exception):"
@@ -427,9 +427,6 @@ KIND_UNREACHABLE = re.compile(
 FRAME = re.compile(r'^File "(?P<path>[^"]*)", line \d+, in (?P<fn>\S+)')
 #: A frame's file that is an installed library's (or vLLM's own source tree), not a script's.
 LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]vllm[/\\]|^<frozen ")
-#: vLLM's configuration code: the engine's arguments and config classes (``vllm/config/``, ``config.py``,
-#: ``engine/arg_utils.py``) and the KV cache's layout (``v1/core/kv_cache_utils.py``). A rejected value
-#: raised there, at any step of the start-up, is a setting it refused, not a bug of a step.
 #: Python's own code for what processes share (multiprocessing's semaphores, shared memory, the
 #: handles it passes between them): an exception raised there ("FileNotFoundError" in
 #: ``SemLock._rebuild``) is the host taking those objects away under a running engine (systemd's
@@ -437,6 +434,9 @@ LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]vllm[/\\]|^<fr
 IPC_CODE_PATH = re.compile(
     r"[/\\]multiprocessing[/\\](?:synchronize|shared_memory|resource_sharer|resource_tracker)\.py"
 )
+#: vLLM's configuration code: the engine's arguments and config classes (``vllm/config/``, ``config.py``,
+#: ``engine/arg_utils.py``) and the KV cache's layout (``v1/core/kv_cache_utils.py``). A rejected value
+#: raised there, at any step of the start-up, is a setting it refused, not a bug of a step.
 CONFIG_CODE_PATH = re.compile(
     r"[/\\]vllm[/\\](?:config[/\\]|config\.py|engine[/\\]arg_utils\.py|v\d[/\\]core[/\\]kv_cache_utils\.py)"
 )

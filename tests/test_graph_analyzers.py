@@ -2221,3 +2221,8 @@ def test_a_native_exception_of_torch_is_a_failure_cited_by_its_message() -> None
     rc = cause(obs([*STARTUP_OK, *STARTUP_FIGURES, *native]))
     assert rc.category == "unknown" and rc.evidence[0].text.endswith("ReshapeAndCacheOperation setup failed!")
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES])) == "healthy"
+
+
+def test_docker_with_no_local_image_and_then_a_server_that_came_up_pulled_it() -> None:
+    lines = ["Unable to find image 'vllm/vllm-openai:v0.11.0' locally", *STARTUP_OK, *STARTUP_FIGURES]
+    assert root(obs(lines)) == "healthy"

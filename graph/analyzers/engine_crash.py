@@ -146,9 +146,7 @@ def analyze(obs: Observation) -> list[Finding]:
                 f"What the engine's processes share (semaphores, shared memory) was gone when one of them "
                 f"reached for it (line {gone.n}): the host removed it under the running engine (systemd-"
                 "logind's RemoveIPC, a cleaner of /dev/shm).",
-                [*v.lines[frame.n - 1 : frame.n + 1], gone]
-                if (frame := innermost_frame(v, gone))
-                else [gone],
+                [*v.lines[frame.n - 1 : frame.n + 1], gone] if frame else [gone],
                 pattern=EXCEPTION,
                 analyzer="engine_crash",
                 facts={"host_removed_ipc": True},

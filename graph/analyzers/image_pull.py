@@ -10,12 +10,13 @@ A pull can also fail without saying so: kubelet logs "Pulling image X", never "S
 image X", and the node reports its disk full ("The node was low on resource: ephemeral-storage", "no
 space left on device") — the image's layers did not fit the node's disk. That is a platform event
 (kubelet's), so its severity is a ``Warning`` and it is matched whatever the severity says. Likewise
-docker run's "Unable to find image 'x' locally" with nothing after it of the pull completing.
+docker run's "Unable to find image 'x' locally" with nothing after it of the pull completing, nor
+of the server starting.
 """
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, finding, simple, view
+from graph.analyzers.base import Finding, finding, simple, started_between, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     DOCKER_NOT_LOCAL,
@@ -24,6 +25,7 @@ from mcp_tools.vocabulary import (
     IMAGE_PULLED,
     IMAGE_PULLING,
     NODE_DISK_FULL,
+    UP_PHASES,
 )
 
 
@@ -54,10 +56,10 @@ def _pull_out_of_disk(obs: Observation) -> list[Finding]:
 
 def _docker_pull_unfinished(obs: Observation) -> list[Finding]:
     """docker run found no local copy of the image and went to pull it, and nothing after it says the
-    pull completed (docker prints that before the container's program runs)."""
+    pull completed (docker prints that before the container's program runs) or a start completed."""
     v = view(obs)
     for ln in v.grep(DOCKER_NOT_LOCAL):
-        if v.first(DOCKER_PULLED, after=ln.n):
+        if v.first(DOCKER_PULLED, after=ln.n) or started_between(v, after=ln.n, phases=UP_PHASES):
             continue
         m = DOCKER_NOT_LOCAL.search(ln.text)
         image = m.group("image") if m else "?"

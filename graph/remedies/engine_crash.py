@@ -1,6 +1,6 @@
 """engine_crash: a fresh revision for a crash while serving; a person first for a crash in the start-up
 (the same start crashes the same way again); eager mode when the crash is a CUDA fault, and first when
-it happened inside a CUDA graph."""
+it happened inside a CUDA graph; a person first when the host removed what the engine's processes share."""
 
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ _WHY_A_RESTART_REPEATS = {
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
     fresh = restart("the engine died for a reason its configuration does not explain: start a fresh revision")
-    if fact(
-        diag, "host_removed_ipc"
-    ):  # the host's setting, not the service's: a restart lasts until next time
+    # the host's setting, not the service's: a restart lasts only until it happens again
+    if fact(diag, "host_removed_ipc"):
         return [
             escalate(
                 "The host removed the semaphores or shared memory the engine's processes share while it "

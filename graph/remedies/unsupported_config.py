@@ -1,5 +1,6 @@
 """unsupported_config: drop the unknown flag or unsupported dtype / quantization, serve a checkpoint this
-GPU runs, or (ranked last) a GPU that supports the configuration."""
+GPU runs, or (ranked last) a GPU that supports the configuration; a spec the platform's admission control
+refused goes to a person."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ from mcp_tools.spec_ops import get_model
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
+    if fact(diag, "platform_refused"):  # the cluster's rules, not the engine's: a person reads them
+        return [
+            escalate(
+                "The cluster's admission control refused the workload's spec before anything ran: change the "
+                "spec as the cited refusal says (on GKE Autopilot, a GPU needs the "
+                "cloud.google.com/gke-accelerator node selector) and deploy again.",
+                "the platform would not take this spec",
+            )
+        ]
     out: list[RemediationPlan] = []
     bad = fact(diag, "unrecognized_flags") or []
     stray = fact(diag, "unrecognized_words") or []
@@ -150,15 +160,6 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     # Ranked last: keeping the GPU (flags, then a checkpoint this GPU runs) is the smaller change;
     # preflight takes the first option the planner says fits and the GPU supports.
     out = [*gpu_options, *out] if refused else [*out, *gpu_options]
-    if fact(diag, "platform_refused"):  # the cluster's rules, not the engine's: a person reads them
-        return [
-            escalate(
-                "The cluster's admission control refused the workload's spec before anything ran: change the "
-                "spec as the cited refusal says (on GKE Autopilot, a GPU needs the "
-                "cloud.google.com/gke-accelerator node selector) and deploy again.",
-                "the platform would not take this spec",
-            )
-        ]
     env = fact(diag, "asked_env")
     if env and not out:  # an environment variable, not a flag: the service's env is a person's change here
         out.append(
