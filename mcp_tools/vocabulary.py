@@ -793,7 +793,9 @@ CRASH_REPEATS = re.compile(
 
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
-    r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
+    r"Engine iteration timed out|RPC call to \w+ timed out"
+    # (not vLLM's start deadline for its engine processes, STARTUP: a start that took too long)
+    r"|timed out waiting for (?:the )?engine(?!(?: core process)?(?:es|s)? to (?:start\b|send ?initial))"
     r"|Engine loop has died|EngineCore [^\n]{0,200}?(?:hang|hung|stuck)|execute_model timed out"
     # the ranks' barrier (vllm/distributed/utils.py, v0.9 ..): "Barrier timed out after 600.0 seconds"
     r"|\bBarrier (?:departure )?timed out\b"
@@ -1129,7 +1131,11 @@ STARTUP = re.compile(
     # ... or for the parts of a model spread over hosts to join (Xinference: "Timed out after 601
     # seconds waiting for clients. 1/2 clients joined.")
     r"|timed out after \d+ (?:s|sec|seconds) waiting for (?:\w+ )?(?:clients|workers|replicas|nodes)\b"
-    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
+    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)"
+    # vLLM's own start deadline for its engine processes (third pass, v0.9 .. v0.33): "Timed out waiting
+    # for engine core processes to start. ... VLLM_ENGINE_READY_TIMEOUT_S", "Timed out waiting for
+    # engines to send initial message on input socket." (v0.9 .. v0.13 print "sendinitial")
+    r"|timed out waiting for (?:new )?engine(?: core process)?(?:es|s)? to (?:start\b|send ?initial message)",
     _I,
 )
 STARTUP_LOADING = re.compile(
