@@ -682,7 +682,10 @@ CONTEXT = re.compile(
     # Gateways in front of vLLM: LiteLLM's exception for a context overflow (ContextWindowExceededError,
     # whatever the provider said), and the OpenAI-style "The input (N tokens) is longer than the model's
     # context length (M tokens)."
-    r"|ContextWindowExceededError|is longer than the model's context length",
+    r"|ContextWindowExceededError|is longer than the model's context length"
+    # vLLM's renderer, v0.17 .. (third pass): "You passed 9000 input tokens and requested 512 output
+    # tokens. However, the model's context length is only 8192 tokens, ..."
+    r"|the model'?s context length is only \d+",
     _I,
 )
 
@@ -754,7 +757,10 @@ CRASH_DIED = re.compile(
     # (graph/analyzers/engine_crash.py)
     r"|(?:\bVllmWorker\w*|\bRayWorkerProc\b|\bEngineCore\w*|\bWorker proc\b|\bEngine ?core proc(?:ess)?\b"
     r"|\bWorker \S+ pid \d+|\bworker process(?:es)? (?:has|have)\b|\bRPCServer\b|\bMQLLMEngine\b"
-    r"|\bRay[A-Za-z]{0,40}?(?:Worker|Pool|Group)\S{0,80}|ChildProcessError: worker)[^\n]{0,60}?\bdied\b"
+    r"|\bRay[A-Za-z]{0,40}?(?:Worker|Pool|Group)\S{0,80}|ChildProcessError: worker"
+    # the engine core's socket threads (v0.10 .. v0.33, third pass): "Input socket thread died during
+    # startup"
+    r"|\b(?:In|Out)put socket thread)[^\n]{0,60}?\bdied\b"
     r"(?! with ActorDiedError)(?![^\n]*\b(?:restart|reinitializ|respawn)\w*)"
     r"|(?:Worker|Engine) is (?:already )?dead\b|Dead Workers:"
     # the API server's loop that pulls the engine core's outputs, dead of an exception (v0.7 ..):
@@ -787,7 +793,9 @@ CRASH_REPEATS = re.compile(
 
 #: A stall the engine reports about itself: one line is enough.
 HUNG_STALL = re.compile(
-    r"Engine iteration timed out|RPC call to \w+ timed out|timed out waiting for (?:the )?engine"
+    r"Engine iteration timed out|RPC call to \w+ timed out"
+    # (not vLLM's start deadline for its engine processes, STARTUP: a start that took too long)
+    r"|timed out waiting for (?:the )?engine(?!(?: core process)?(?:es|s)? to (?:start\b|send ?initial))"
     r"|Engine loop has died|EngineCore [^\n]{0,200}?(?:hang|hung|stuck)|execute_model timed out"
     # the ranks' barrier (vllm/distributed/utils.py, v0.9 ..): "Barrier timed out after 600.0 seconds"
     r"|\bBarrier (?:departure )?timed out\b"
@@ -924,7 +932,14 @@ HOST_MEMORY_STRONG = re.compile(
     # "unable to write to file </torch_...>: No space left on device"
     r"|failed to extend /dev/shm|/dev/shm\S* .*No space left on device|No space left on device.*shm"
     r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b"
-    r"|exceeded (?:its|the) memory limit|killed because it exceeded|Bus error.*shm|shm.*Bus error",
+    r"|exceeded (?:its|the) memory limit|killed because it exceeded|Bus error.*shm|shm.*Bus error"
+    # vLLM's own checks of host RAM (the third pass over its source, v0.3 .. v0.33): the CPU backend's
+    # "Available memory on node 0 (...) on startup is less than desired CPU memory utilization (0.9,
+    # 56.51 GiB)", the swap-space refusal "Too large swap space. 64.00 GiB out of the 62.79 GiB total
+    # CPU memory ..." (not the advice "Possibly too large swap space"), HiSparse's "pinned host pool needs
+    # ~48.0 GiB but only 12.5 GiB of RAM is available"
+    r"|less than desired CPU memory utilization|(?<!possibly )\bToo large swap space\b"
+    r"|but only \d+(?:\.\d+)? ?GiB of RAM is available",
     _I,
 )
 HOST_MEMORY_WEAK = re.compile(
@@ -1002,7 +1017,11 @@ KV_SHORT = re.compile(
     r"|No free blocks are available"
     # v0.10 .. current, hybrid models: "max_num_seqs (1024) exceeds available Mamba cache blocks (856)":
     # the cache holds fewer sequences' state than the engine is set to batch
-    r"|exceeds (?:the )?available (?:\w+ ){0,2}cache blocks",
+    r"|exceeds (?:the )?available (?:\w+ ){0,2}cache blocks"
+    # the CPU backend's check of a NUMA node before it allocates the cache (v0.23 .. v0.30, read in the
+    # third pass): "Available memory on node 0 (4.38/62.79 GiB) on kv cache allocation is less than
+    # requested memory for kv (40.0 GiB)"
+    r"|on kv cache allocation is less than requested memory",
     _I,
 )
 KV_MAXLEN = re.compile(r"max seq len \((\d+)\)")
@@ -1033,7 +1052,12 @@ MODEL_NOT_FOUND = re.compile(
     # transformers 4.36 .. 4.57: a revision that is not there ("v2.0 is not a valid git identifier (branch
     # name, tag name or commit id)"), an offline hub with no copy in the cache ("couldn't find it in the
     # cached files" / "couldn't find them in the cached files"), "Can't load tokenizer for '...'"
-    r"|is not a valid git identifier|couldn't find (?:it|them) in the cached files|Can't load tokenizer for",
+    r"|is not a valid git identifier|couldn't find (?:it|them) in the cached files|Can't load tokenizer for"
+    # vLLM's loaders for a file the model path lacks (third pass, v0.5 .. v0.33): the sharded-state
+    # loader's "Could not find checkpoint files '/mnt/models/.../model-rank-*-part-*.safetensors'", the
+    # remote GGUF loader's "Could not find config.json for remote GGUF model repo" / "Could not find GGUF
+    # file for repo unsloth/... with quantization Q4_K_M"
+    r"|Could not find (?:checkpoint files|config\.json for|GGUF file for)\b",
     _I,
 )
 
@@ -1107,7 +1131,11 @@ STARTUP = re.compile(
     # ... or for the parts of a model spread over hosts to join (Xinference: "Timed out after 601
     # seconds waiting for clients. 1/2 clients joined.")
     r"|timed out after \d+ (?:s|sec|seconds) waiting for (?:\w+ )?(?:clients|workers|replicas|nodes)\b"
-    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)",
+    r"|start(?:up)? (?:deadline|timeout) (?:exceeded|reached)"
+    # vLLM's own start deadline for its engine processes (third pass, v0.9 .. v0.33): "Timed out waiting
+    # for engine core processes to start. ... VLLM_ENGINE_READY_TIMEOUT_S", "Timed out waiting for
+    # engines to send initial message on input socket." (v0.9 .. v0.13 print "sendinitial")
+    r"|timed out waiting for (?:new )?engine(?: core process)?(?:es|s)? to (?:start\b|send ?initial message)",
     _I,
 )
 STARTUP_LOADING = re.compile(

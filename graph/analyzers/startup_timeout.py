@@ -29,6 +29,7 @@ from graph.analyzers.base import (
 )
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    EXCEPTION,
     HOST_MEMORY_STRONG,
     K8S_STATE_REASON,
     KILLED_FROM_OUTSIDE,
@@ -38,6 +39,7 @@ from mcp_tools.vocabulary import (
     STARTUP_EXITED,
     STARTUP_LOADING,
     STARTUP_WAITING,
+    TRACEBACK_HEAD,
 )
 
 
@@ -91,9 +93,14 @@ def analyze(obs: Observation) -> list[Finding]:
     # The probe gave up because the process had already died: that is not a slow start.
     first = hits[0].n if hits else v.total + 1
     start = v.last(START_MARK, before=first)
+    # A deadline the server raises itself (vLLM's "TimeoutError: Timed out waiting for engine core
+    # processes to start"): the traceback that this exception ends is the timeout, not a death before it.
+    own = v.last(TRACEBACK_HEAD, before=first) if hits and EXCEPTION.match(hits[0].text) else None
+    if own is not None and v.first(EXCEPTION, after=own.n, before=first) is not None:
+        own = None  # another exception ended that traceback first
     died = [
         ln
-        for ln in v.grep(STARTUP_EXITED, after=start.n if start else 0, before=first)
+        for ln in v.grep(STARTUP_EXITED, after=start.n if start else 0, before=own.n if own else first)
         if "exit(0)" not in ln.text  # a clean exit is not a crash
     ]
     if died:
@@ -103,8 +110,13 @@ def analyze(obs: Observation) -> list[Finding]:
     before = hits[0].n if hits else v.total + 1
     loading = v.last(STARTUP_LOADING, before=before)
     lines = hits[:2] + ([loading] if loading else [])
+    gave_up = (
+        "vLLM's own start deadline passed before its engine was up"
+        if own is not None
+        else "The startup probe gave up before vLLM listened on its port"
+    )
     summary = (
-        "The startup probe gave up before vLLM listened on its port"
+        gave_up
         + budget
         + ". "
         + (
@@ -120,7 +132,8 @@ def analyze(obs: Observation) -> list[Finding]:
         lines,
         pattern=re.compile(STARTUP.pattern + "|" + STARTUP_LOADING.pattern, re.IGNORECASE),
         analyzer="startup_timeout",
-        specific=False,
+        # the server's own word that its start ran out of time is the cause itself, not a symptom
+        specific=own is not None,
         extra=conds[:1],
         facts={"probe_budget_seconds": probe.budget_seconds} if probe else {},
     )
