@@ -1268,6 +1268,11 @@ def test_a_start_waiting_for_gpus_the_ray_cluster_lacks_is_no_gpu_to_be_had() ->
     assert root(obs(waits)) == "gpu_quota"
     formed = [*waits[:-1], *STARTUP_FIGURES, "INFO:     Application startup complete."]
     assert root(obs(formed)) != "gpu_quota"  # the placement group formed: the start completed
+    # the job's own cluster is short, not the cloud's quota: the person adds GPU nodes or asks for fewer
+    from graph.pipeline import assess
+
+    action = assess(obs(waits)).plan.steps[0].change["human_action"]
+    assert "more GPUs than its nodes have" in action and "quota" not in action
 
 
 def test_a_timeout_raised_in_the_engines_step_loop_is_a_hung_engine() -> None:

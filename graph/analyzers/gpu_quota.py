@@ -67,5 +67,6 @@ def _waiting_for_gpus(obs: Observation) -> list[Finding]:
             pattern=GPU_CAPACITY_WAIT,
             analyzer="gpu_quota",
             last_line=waits[-1].n,
+            facts={"cluster_short_of_gpus": True},
         )
     ]

@@ -1,15 +1,25 @@
-"""gpu_quota: a person requests quota, drops zonal redundancy or picks another region."""
+"""gpu_quota: a person requests quota, drops zonal redundancy or picks another region; for a job its own
+cluster cannot place (fewer GPUs than it asks for), adds GPU nodes or asks for fewer."""
 
 from __future__ import annotations
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import escalate
+from graph.remedies.base import escalate, fact
 from graph.remedies.planner import Capacity
 from mcp_tools.remediation import RemediationPlan
 
 
 def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[RemediationPlan]:
+    if fact(diag, "cluster_short_of_gpus"):  # the job's own cluster, not the cloud's quota
+        return [
+            escalate(
+                "The job asks its cluster (Ray's placement groups, a node pool) for more GPUs than its nodes "
+                "have: add nodes with GPUs, or ask for fewer (a smaller --tensor-parallel-size, fewer "
+                "bundles per replica).",
+                "the cluster has fewer GPUs than the job asks for",
+            )
+        ]
     region = obs.service.region if obs.service and obs.service.region else "the service's region"
     gpu = cap.gpu or "the GPU"
     return [
