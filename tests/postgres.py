@@ -30,7 +30,6 @@ def postgres_cluster() -> Iterator[str]:
 
     base = Path(tempfile.mkdtemp(prefix="gemma-sre-pg-"))  # not under pytest's 0700 root directory
     data = base / "pg"
-    port = free_port()
     env = {**os.environ, "LC_ALL": "C"}
     run_as: list[str] = []
     if os.geteuid() == 0:  # initdb refuses root: run the cluster as nobody in a directory it owns
@@ -43,27 +42,25 @@ def postgres_cluster() -> Iterator[str]:
         env=env,
     )
     # The server outlives pg_ctl: give it a log file, not our pipes (or run() waits for it forever).
-    subprocess.run(
-        [
-            *run_as,
-            "pg_ctl",
-            "-D",
-            str(data),
-            "-l",
-            str(base / "server.log"),
-            "-w",
-            "-t",
-            "30",
-            "-o",
-            f"-p {port} -k {base} -h 127.0.0.1",
-            "start",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        timeout=60,
-    )
+    # The free port is free when asked, not when the server binds it (another test's server may take it
+    # first): a start that lost that race tries another port.
+    log = base / "server.log"
+    for _ in range(3):
+        port = free_port()
+        started = subprocess.run(
+            [*run_as, "pg_ctl", "-D", str(data), "-l", str(log), "-w", "-t", "30"]
+            + ["-o", f"-p {port} -k {base} -h 127.0.0.1", "start"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            timeout=60,
+        )
+        if started.returncode == 0:
+            break
+        if "Address already in use" not in _tail(log):
+            raise RuntimeError(f"pg_ctl start failed:\n{_tail(log)}")
+    else:
+        raise RuntimeError(f"pg_ctl start lost the port race three times:\n{_tail(log)}")
     try:
         yield f"postgresql://gemma@127.0.0.1:{port}"
     finally:
@@ -74,6 +71,11 @@ def postgres_cluster() -> Iterator[str]:
             timeout=60,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _tail(log: Path) -> str:
+    """The end of the server's log ("" before it wrote one)."""
+    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
 
 
 @pytest.fixture
