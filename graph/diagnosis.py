@@ -35,7 +35,6 @@ from graph.analyzers.base import (
     innermost_path,
     phase_of,
     raised_in,
-    says_something,
     started_between,
     step_frame,
 )
@@ -238,11 +237,9 @@ def choose_root_cause(findings: list[Finding], obs: Observation) -> RootCause:
     return _no_finding(obs, notes)
 
 
-def _message_of(v: LogView, banner: Line) -> Line:
-    """The record a native exception's banner follows (its message, printed with it as one string:
-    the rank's tag may be on the message only), else the banner itself."""
-    before = reversed(v.lines[max(0, banner.n - 3) : banner.n - 1])
-    return next((x for x in before if says_something(x)), banner)
+def _cited(v: LogView, ln: Line) -> Line:
+    """The line to cite for a fatal line: a native exception's banner is cited by the message before it."""
+    return (v.record_before(ln, same_proc=False) or ln) if NATIVE_BANNER.match(ln.text) else ln
 
 
 def _distinct(evidence: list[Evidence]) -> list[Evidence]:
@@ -429,9 +426,7 @@ def _bare_raises(v: LogView, before: int) -> list[Line]:
 
 def _raising_line(v: LogView, ln: Line) -> Line | None:
     """The source line of the frame a bare exception at ``ln`` was raised from (None: none right before)."""
-    prev = next(
-        (c for c in reversed(v.window(ln.n, 3)[:-1]) if c.proc == ln.proc and says_something(c)), None
-    )
+    prev = v.record_before(ln)
     return prev if prev is not None and v.is_source(prev.n) else None
 
 
@@ -445,7 +440,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
     # Cite what failed, not the banner of the traceback that reports it (a native one follows its
     # message: cite that record).
     unresolved = [ln for ln in unresolved if not TRACEBACK_HEAD.search(ln.text)] or unresolved
-    unresolved = [_message_of(v, ln) if NATIVE_BANNER.match(ln.text) else ln for ln in unresolved]
+    unresolved = [_cited(v, ln) for ln in unresolved]
     bad_conditions = [
         t
         for c, t in zip(

@@ -171,6 +171,7 @@ class LogView:
         self._lower: dict[int, str] = {}
         self._head_texts: list[tuple[list[Line], str, str]] | None = None
         self._milestones: list[tuple[int, Phase]] | None = None
+        self._first_served: int | None = None
         #: What the module's functions derive from the whole view once (``_once``): answered per call
         #: by a lookup, never by a scan (they are asked once per failing line of a 50,000-line log).
         self._derived: dict[object, Any] = {}
@@ -266,7 +267,9 @@ class LogView:
     def served_before(self, n: int) -> bool:
         """Requests were answered before line ``n`` (by this process or, on Cloud Run, maybe another
         instance): where nothing of a start-up was seen, the life the log shows was serving."""
-        return any(ph is Phase.SERVING and m < n for m, ph in self.milestones)
+        if self._first_served is None:  # the first answer's line, found once (0: none)
+            self._first_served = next((m for m, ph in self.milestones if ph is Phase.SERVING), 0)
+        return 0 < self._first_served < n
 
     def phase_at(self, n: int) -> Phase:
         """How far the current start-up had come when line ``n`` was written: the furthest start-up
@@ -413,6 +416,19 @@ class LogView:
         lo = max(1, n - before)
         hi = min(self.total, n + after)
         return self.lines[lo - 1 : hi]
+
+    def record_before(self, ln: Line, *, same_proc: bool = True) -> Line | None:
+        """The nearest line in the three before ``ln`` that says something (of ``ln``'s process, unless
+        ``same_proc`` is False: a native exception prints its message and banner as one string, and the
+        rank's tag may be on the message only)."""
+        return next(
+            (
+                c
+                for c in reversed(self.window(ln.n, 3)[:-1])
+                if (c.proc == ln.proc or not same_proc) and says_something(c)
+            ),
+            None,
+        )
 
 
 def view(obs: Observation) -> LogView:
