@@ -131,7 +131,9 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
             r"Starting vLLM API server|Starting vLLM server on \S|vLLM gRPC server started on"
             r"|Available routes are|Started server process|Application startup complete"
             r"|Uvicorn running on|Route: /v\d/|Application '[^']+' is ready at"
-            r"|Deployed app '[^']+' successfully",
+            r"|Deployed app '[^']+' successfully"
+            # OpenLLM's ``openllm hello`` / ``serve`` once its BentoML server answers (0.6 ..)
+            r"|^Model is ready\s*$",
             _I,
         ),
     ),
@@ -269,10 +271,15 @@ KIND_CONFIG = re.compile(
 #: engine checked what it was given and refused it, whatever step of the start-up ran the check. ``verb``
 #: is the change asked for, ``name`` the setting (as a flag or as the engine argument's name).
 KIND_ASKS_SETTING = re.compile(
-    r"\b(?:please|try|consider)\s(?:to\s)?"
+    r"\b(?:please|try|consider|then|you (?:can|must|should|need to|may))\s(?:to\s)?"
     r"(?P<verb>increas|decreas|reduc|lower|rais|set|specify|pass|enabl|disabl)\w{0,4}\s[^.\n]{0,60}?"
     r"(?P<name>--[a-z][\w-]{1,60}|\b[a-z]{2,20}(?:_[a-z]{1,20}){1,6}\b)",
     _I,
+)
+#: The engine's on/off switches a check may ask to turn on ("set the option `trust_remote_code=True`", "use
+#: the `--enforce-eager` flag"), by their engine-argument names: a plan adds the bare flag.
+ASKABLE_SWITCHES = frozenset(
+    {"trust_remote_code", "enforce_eager", "disable_custom_all_reduce", "enable_chunked_prefill"}
 )
 #: An error that names an environment variable of the engine's to set, and its value ("Set Flashinfer
 #: backend by export VLLM_ATTENTION_BACKEND=FLASHINFER"): the engine refused what it was configured with.
@@ -1183,6 +1190,9 @@ DEVICE_REFUSED = (
 )
 UNSUPPORTED = re.compile(
     r"only supported on GPUs with compute capability|is not supported for the current GPU"
+    # the dtype check's advice, its message's last sentence (v0.2 .. v0.8), also where a paste kept only
+    # the wrapped record's tail: "You can use float16 instead by explicitly setting the`dtype` flag in CLI"
+    r"|You can use float\d\d instead by explicitly setting the ?`dtype` flag"
     r"|Minimum capability: \d+|"
     + DEVICE_REFUSED
     + r"|only supported on (?:GPUs|devices) with compute capability|requires capability \d+"
@@ -1354,7 +1364,7 @@ FACT_REFUSED_VALUE = re.compile(
     r"converted|expected )"
 )
 FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
-FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16")
+FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16|use float16 instead")
 FACT_MIN_CAPABILITY = re.compile(r"Min(?:imum)? capability: (\d+)|requires capability (\d+)")
 #: The device itself refused, whatever it was asked to run ("GPUs with compute capability below 7.0 are
 #: not supported."): no flag or checkpoint makes it run there (``DEVICE_REFUSED``, below the least figure).

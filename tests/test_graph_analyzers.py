@@ -2231,3 +2231,57 @@ def test_a_native_exception_of_torch_is_a_failure_cited_by_its_message() -> None
 def test_docker_with_no_local_image_and_then_a_server_that_came_up_pulled_it() -> None:
     lines = ["Unable to find image 'vllm/vllm-openai:v0.11.0' locally", *STARTUP_OK, *STARTUP_FIGURES]
     assert root(obs(lines)) == "healthy"
+
+
+def test_an_oom_quoted_ahead_of_a_start_that_stopped_after_loading_happened_after_loading() -> None:
+    """A thread's paste that puts the exception first, then the log: the start-up after it got past
+    loading (CUDA-graph capture) and never came up, and nothing else ran out, so that is where it ran
+    out. With nothing after it, an unplaced OOM stays the weights not fitting."""
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 70.00 MiB. GPU"
+    after = [
+        "INFO 07-11 13:46:40 model_runner.py:160] Loading model weights took 9.2831 GB",
+        "INFO 07-11 13:46:49 model_runner.py:854] Capturing the model for CUDA graphs. This may lead to "
+        "unexpected consequences if the model is not static.",
+    ]
+    assert root(obs([oom, *after])) == "runtime_oom"
+    assert root(obs([oom])) == "weights_oom"
+    # where the start after it ran out itself, that later OOM is its own: the first is not moved there
+    assert root(obs([oom, *after, oom])) == "weights_oom"
+
+
+def test_the_dtype_checks_advice_alone_is_a_gpu_without_bfloat16() -> None:
+    """vLLM's dtype check ends its message with "You can use float16 instead ..."; a paste that kept only
+    that wrapped tail still names the refusal, and the plan serves float16."""
+    from graph.pipeline import assess
+
+    tail = (
+        "You can use float16 instead by explicitly setting the`dtype` flag in CLI, for example: --dtype=half"
+    )
+    a = assess(obs([tail]))
+    assert a.category == "unsupported_config"
+    assert a.plan.steps[0].change == {"--dtype": "float16"}
+
+
+def test_an_error_that_asks_to_turn_a_switch_on_is_a_refused_configuration_with_that_switch() -> None:
+    """transformers' "then set the option `trust_remote_code=True`" (and vLLM's "consider setting ...") ask for
+    one of the engine's switches: the plan adds it, and says what trusting remote code means. A switch
+    outside the engine's known ones is not added."""
+    from graph.pipeline import assess
+
+    asks = (
+        "ValueError: Loading /models/Qwen-7B-Chat/ requires you to execute the configuration file in that repo "
+        "on your local machine. Make sure you have read the code there to avoid malicious use, then set the "
+        "option `trust_remote_code=True` to remove this error."
+    )
+    a = assess(obs([asks]))
+    assert a.category == "unsupported_config"
+    step = a.plan.steps[0]
+    assert step.change == {"--trust-remote-code": True} and "you trust" in step.why
+    other = asks.replace("trust_remote_code=True", "allow_unsafe_things=True")
+    assert all(s.change != {"--allow-unsafe-things": True} for s in assess(obs([other])).plan.steps)
+
+
+def test_openllm_model_is_ready_is_a_completed_start() -> None:
+    lines = ["$ bentoml serve llama3.1:8b-instruct-fp16-6d7b --port 38720", "Model server started 101331"]
+    assert root(obs([*lines, "Model loading...", "Model is ready"])) == "healthy"
+    assert root(obs([*lines, "Model loading..."])) == "unknown"

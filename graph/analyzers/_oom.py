@@ -185,6 +185,13 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     # only life the log shows was serving.
     if phase is Phase.NONE and v.served_before(ln.n):
         return "runtime", None, 0.6
+    # The error quoted ahead of its log (a thread's paste that begins with the exception): the start-up
+    # the lines after it show got past loading and never came up, and ran out nowhere else, so this is
+    # where it stopped.
+    if phase is Phase.NONE and v.first(OOM, after=ln.n) is None:
+        reached = v.phase_at(v.total + 1)
+        if Phase.LOADED <= reached < Phase.ENGINE_READY:
+            return "runtime", None, 0.55
     return "weights", None, 0.55
 
 

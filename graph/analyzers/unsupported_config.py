@@ -32,6 +32,7 @@ from mcp_tools.spec_ops import flags, get_model
 from mcp_tools.vocabulary import (
     ADMISSION_DENIED,
     ARCH_COMPUTE_CAPABILITY,
+    ASKABLE_SWITCHES,
     BARE_EXCEPTION,
     EXCEPTION,
     FACT_DEVICE_REFUSED,
@@ -261,12 +262,16 @@ def asked_setting(text: str) -> dict[str, object] | None:
     """The setting a check asks to raise or lower, and to what, from its own figures: "max_tokens_per_mm_item
     (2496) is larger than max_num_batched_tokens (2048). Please increase max_num_batched_tokens" asks for
     ``--max-num-batched-tokens 2496`` (the largest other figure it compares, above the setting's own; the
-    smallest below it for a decrease). None when it asks for something else or gives no such figure."""
+    smallest below it for a decrease). A switch it asks to turn on ("set the option
+    `trust_remote_code=True`") is ``{"flag": "--trust-remote-code", "to": True}``. None when it asks for
+    something else or gives no such figure."""
     m = KIND_ASKS_SETTING.search(text)
-    if m is None or m.group("verb").lower() not in _RAISE | _LOWER:
+    if m is None:
         return None
     name = m.group("name").lstrip("-").replace("-", "_").lower()
-    if name not in _SIZES:
+    if name in ASKABLE_SWITCHES and m.group("verb").lower() in _SWITCH_ON:
+        return {"flag": "--" + name.replace("_", "-"), "to": True}  # a switch: turned on
+    if m.group("verb").lower() not in _RAISE | _LOWER or name not in _SIZES:
         return None
     figures = [(f.group("name").lower(), int(f.group("value"))) for f in FACT_SETTING_FIGURE.finditer(text)]
     own = next((v for n, v in figures if n == name), None)
@@ -286,6 +291,7 @@ _LARGEST = 10_000_000
 #: The verbs (their stems, as ``KIND_ASKS_SETTING`` reads them) that ask for a larger or a smaller figure.
 _RAISE = frozenset({"increas", "rais"})
 _LOWER = frozenset({"decreas", "reduc", "lower"})
+_SWITCH_ON = frozenset({"set", "enabl", "pass", "specify"})
 
 
 def implicated_flags(args: list[str], text: str) -> list[str]:

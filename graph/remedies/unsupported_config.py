@@ -59,13 +59,17 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         )
     asked = fact(diag, "asked_setting")
     if asked:  # the check says which setting to change, and its figures say to what
-        out.append(
-            flags_option(
-                cap,
-                {asked["flag"]: asked["to"]},
-                f"the engine's check asks for another {asked['flag']}: {asked['to']}, the figure it compares",
-            )
+        why = (
+            f"the engine's check asks for {asked['flag']}"
+            if asked["to"] is True
+            else f"the engine's check asks for another {asked['flag']}: {asked['to']}, the figure it compares"
         )
+        if asked["flag"] == "--trust-remote-code":
+            why += (
+                " (it runs the checkpoint repository's own Python code: approve only for a repository you"
+                " trust)"
+            )
+        out.append(flags_option(cap, {asked["flag"]: asked["to"]}, why))
     method = fact(diag, "checkpoint_quantization")
     if method and not (cap.flags and cap.flags.quantization):
         # A pre-quantized checkpoint served as a 16-bit one: say its format (bitsandbytes also needs
