@@ -248,9 +248,10 @@ def told_severity(c: Clean) -> str:
     return ""
 
 
-#: A line that starts something of its own: a traceback, a frame, code, an exception, a table row.
+#: A line that starts something of its own: a traceback, a frame, code, an exception, a table row, a
+#: Python warning ("/usr/lib/python3/x.py:63: FutureWarning: ...", the warnings module's own header).
 _OWN_START = re.compile(
-    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception"
+    r"^(?:Traceback|\s{2,}|\t|File \"|During handling|The above exception|/\S+\.py:\d+: "
     r"|[\w.]+(?:Error|Exception|Warning)\b|(?:Error|Exception|Warning):"
     r"|\[|\(|\{|-{3,}|={3,}|\d{4}[-/]\d\d[-/]\d\d|[A-Z][A-Z_]+:|Killed$|Segmentation)"
 )

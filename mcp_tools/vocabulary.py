@@ -938,6 +938,9 @@ HOST_MEMORY_STRONG = re.compile(
     # shared memory (/dev/shm is host RAM; docker's default 64 MB): NCCL "failed to extend /dev/shm",
     # "unable to write to file </torch_...>: No space left on device"
     r"|failed to extend /dev/shm|/dev/shm\S* .*No space left on device|No space left on device.*shm"
+    # NCCL's shared-memory transport (2.x) that could not create its segment in /dev/shm, with or without
+    # the errno after it: "Error while creating shared memory segment /dev/shm/nccl-F9ffgB (size 9637888)"
+    r"|Error while creating shared memory segment /dev/shm"
     r"|Cannot allocate memory|std::bad_alloc|(?<![\w.])MemoryError\b"
     r"|exceeded (?:its|the) memory limit|killed because it exceeded|Bus error.*shm|shm.*Bus error"
     # vLLM's own checks of host RAM (the third pass over its source, v0.3 .. v0.33): the CPU backend's
@@ -949,9 +952,25 @@ HOST_MEMORY_STRONG = re.compile(
     r"|but only \d+(?:\.\d+)? ?GiB of RAM is available",
     _I,
 )
+#: The RAM the container or host had when it ran out, as the line gives it: Cloud Run's "Memory limit of
+#: 32768 MiB exceeded", Ray's memory monitor "Memory on the node (...) was 2152.43GB / 2265.25GB".
+FACT_HOST_MEMORY = re.compile(
+    r"Memory limit of (?P<mib>\d{1,9}) ?MiB exceeded"
+    r"|\bwas \d{1,7}(?:\.\d{1,3})? ?GB / (?P<gb>\d{1,7}(?:\.\d{1,3})?) ?GB"
+)
+#: Ray's account of a worker that vanished without a word (its connection hit end-of-file), whose first
+#: likely cause it names is the kernel's OOM killer (Ray 2.x: "Worker unexpectedly exits with a connection
+#: error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL
+#: by OOM killer due to high memory usage."): a kill, as weak as a bare "Killed", not a crash's own words.
+RAY_WORKER_VANISHED = (
+    r"connection error code \d\. End of file\. There are some potential root causes\. \(\d\) The process"
+    r" is killed by SIGKILL by OOM killer"
+)
+RAY_WORKER_VANISHED_RE = re.compile(RAY_WORKER_VANISHED)
 HOST_MEMORY_WEAK = re.compile(
-    r"^\s*Killed\s*$|exit code 137|exited with code 137|terminated on signal 9\b|signal: killed"
-    r"|Bus error \(core dumped\)|killed by signal: Bus error"
+    r"^\s*Killed\s*$|exit code 137|exited with code 137|terminated on signal 9\b|signal: killed|"
+    + RAY_WORKER_VANISHED
+    + r"|Bus error \(core dumped\)|killed by signal: Bus error"
 )
 HOST_MEMORY_WEAK_PREFILTER = re.compile(r"Killed|killed|exit|signal|Bus error")
 
@@ -1042,6 +1061,9 @@ MODEL_NOT_FOUND = re.compile(
     r"does not appear to have a file named|Repository Not Found|RepositoryNotFoundError"
     r"|is not a local folder and is not a valid model identifier|Invalid repository ID or local directory"
     r"|Cannot find any (?:\w+ )?model weights|No model weights found|Can't load the configuration of"
+    # vLLM's get_config (v0.6 ..) on a directory with neither config.json nor params.json (a LoRA adapter's
+    # folder, a parent of the snapshot): "No supported config format found in <path>"
+    r"|No supported config format found in"
     # V0's weight filter "File or directory '/mnt/models/.../model.safetensors.index.json' not found.",
     # tensorizer's "... is not a valid tensorizer URI"
     r"|File or directory '[^']*' not found|is not a valid \w+ URI"

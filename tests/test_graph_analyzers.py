@@ -2285,3 +2285,57 @@ def test_openllm_model_is_ready_is_a_completed_start() -> None:
     lines = ["$ bentoml serve llama3.1:8b-instruct-fp16-6d7b --port 38720", "Model server started 101331"]
     assert root(obs([*lines, "Model loading...", "Model is ready"])) == "healthy"
     assert root(obs([*lines, "Model loading..."])) == "unknown"
+
+
+def test_nccl_that_cannot_create_its_shared_memory_segment_is_host_memory() -> None:
+    """NCCL's "Error while creating shared memory segment /dev/shm/..." after "Last error:" is /dev/shm (host
+    RAM) too small, with or without the errno after it: not a crash to restart."""
+    lines = [
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "Last error:",
+        "Error while creating shared memory segment /dev/shm/nccl-F9ffgB (size 9637888)",
+    ]
+    assert root(obs(lines)) == "host_memory_exceeded"
+    assert root(obs(lines[:3])) == "engine_crash"
+
+
+def test_a_host_that_ran_out_above_cloud_runs_largest_size_goes_to_a_person() -> None:
+    """Ray's memory monitor gives the node's RAM ("was 2152.43GB / 2265.25GB"): no larger Cloud Run size
+    exists, so the plan is a person's, not 16 GiB; a figure under the largest size still gets a larger one."""
+    from graph.pipeline import assess
+
+    def ray(used: str, total: str) -> list[str]:
+        return [
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            f"Memory on the node (IP: 10.0.0.1, ID: ab12) where the task (task ID: cd34, name=x, pid=7, memory "
+            f"used=2.2GB) was running was {used}GB / {total}GB (0.950196), which exceeds the memory usage "
+            "threshold of 0.95. Ray killed this worker (ID: ef56) because it was the most recently scheduled "
+            "task.",
+        ]
+
+    big = assess(obs(ray("2152.43", "2265.25")))
+    assert big.category == "host_memory_exceeded" and big.plan.steps[0].kind.value == "escalate"
+    assert "2109.7 GiB" in big.plan.steps[0].change["human_action"]
+    small = assess(obs(ray("11.40", "12.00")))
+    assert small.plan.steps[0].change["memory"] == "16Gi"
+
+
+def test_a_directory_with_no_config_is_a_model_not_found() -> None:
+    line = "ValueError: No supported config format found in unsloth_llama_3_1_adapter"
+    assert root(obs([line])) == "model_not_found"
+
+
+def test_a_ray_worker_that_vanished_naming_the_oom_killer_is_a_kill_not_a_crash() -> None:
+    """Ray's "connection error code 2. End of file ... (1) The process is killed by SIGKILL by OOM killer" is a
+    worker that vanished without a word: a kill (host memory, weak), which a crash's own words still beat."""
+    ray = (
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+        "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. "
+        "(2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other "
+        "unexpected errors."
+    )
+    assert root(obs([ray])) == "host_memory_exceeded"
+    assert root(obs(["Fatal Python error: Segmentation fault", ray])) == "engine_crash"

@@ -195,6 +195,8 @@ def test_lines_that_start_something_of_their_own_are_never_joined() -> None:
         "ValueError: bad",
         "Container called exit(1).",  # upper-case start after a line not cut at a terminal width
         "INFO 05-01 10:00:00 [x.py:1] next record",
+        # the warnings module's own header (a path, a line number, the category)
+        "/usr/local/lib/python3.12/site-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml",
     ):
         assert not continues(clean(long), clean(cur)), cur
     # entries with their own timestamps or a structured payload are separate records

@@ -52,6 +52,7 @@ from mcp_tools.vocabulary import (
     LOOP_FRAMES,
     NCCL_DETAIL_CAUSES,
     NCCL_LAST_ERROR,
+    RAY_WORKER_VANISHED_RE,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
     Phase,
@@ -160,6 +161,7 @@ def analyze(obs: Observation) -> list[Finding]:
         if (cutoff is None or ln.n < cutoff or not after_shutdown(v, ln.n))
         and not CRASH_ADVICE.match(ln.text)
         and not _reports_a_named_cause(v, ln)
+        and not RAY_WORKER_VANISHED_RE.search(ln.text)  # a kill (host_memory_exceeded), not a crash
     ]
     if hits:
         cause = _died_of(v, hits[0].n)
@@ -185,7 +187,9 @@ def analyze(obs: Observation) -> list[Finding]:
     died = [
         ln
         for ln in v.grep(CRASH_DIED)
-        if not after_shutdown(v, ln.n) and not KILLED_FROM_OUTSIDE.search(ln.text)
+        if not after_shutdown(v, ln.n)
+        and not KILLED_FROM_OUTSIDE.search(ln.text)
+        and not RAY_WORKER_VANISHED_RE.search(ln.text)
     ]
     if died:
         cause = _died_of(v, died[0].n)

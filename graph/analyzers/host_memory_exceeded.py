@@ -9,9 +9,10 @@ is weak evidence (a probe also ends in a kill) and yields to any specific cause.
 
 from __future__ import annotations
 
-from graph.analyzers.base import Finding, finding, match_conditions, view
+from graph.analyzers.base import Finding, Line, finding, match_conditions, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    FACT_HOST_MEMORY,
     HOST_MEMORY_STRONG,
     HOST_MEMORY_TABLE,
     HOST_MEMORY_WEAK,
@@ -34,6 +35,7 @@ def analyze(obs: Observation) -> list[Finding]:
             pattern=HOST_MEMORY_STRONG,
             analyzer="host_memory_exceeded",
             extra=conds[:1],
+            facts=_memory_had(strong),
         )
         if not strong:
             f.first_line = f.last_line = v.total + 1
@@ -53,3 +55,13 @@ def analyze(obs: Observation) -> list[Finding]:
             specific=False,
         )
     ]
+
+
+def _memory_had(lines: list[Line]) -> dict[str, object]:
+    """``{"memory_gib": G}``: the RAM the first line that gives one says the container or host had."""
+    for ln in lines:
+        m = FACT_HOST_MEMORY.search(ln.text)
+        if m:
+            gib = int(m.group("mib")) / 1024 if m.group("mib") else float(m.group("gb")) * 1e9 / 2**30
+            return {"memory_gib": round(gib, 1)}
+    return {}

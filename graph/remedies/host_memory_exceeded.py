@@ -6,7 +6,7 @@ from typing import Any
 
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
-from graph.remedies.base import K, escalate, plan
+from graph.remedies.base import K, escalate, fact, plan
 from graph.remedies.planner import Capacity, flags_option
 from mcp_tools.cloudrun_limits import MAX_MEMORY_GIB, cpu_value, memory_gib, min_cpu_for_memory
 from mcp_tools.remediation import PlanStep, RemediationPlan
@@ -34,19 +34,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 "--swap-space / --cpu-offload-gb reserve host RAM for vLLM: drop them back to defaults",
             )
         )
-    return flags_opt + _more_memory(obs)
+    return flags_opt + _more_memory(obs, fact(diag, "memory_gib"))
 
 
-def _more_memory(obs: Observation) -> list[RemediationPlan]:
+def _more_memory(obs: Observation, had_gib: float | None) -> list[RemediationPlan]:
+    """The next memory size above what the container had (its spec, or what the log says it had)."""
     svc = obs.service
-    cur = memory_gib(svc.memory if svc else None)
+    cur = max((g for g in (memory_gib(svc.memory if svc else None), had_gib) if g is not None), default=None)
     target = next((g for g in MEMORY_STEPS_GIB if cur is None or g > cur), None)
     if target is None:
+        had = f"{cur:g} GiB" if had_gib is not None and cur == had_gib else (svc.memory if svc else "?")
         return [
             escalate(
-                f"The container already has {svc.memory if svc else '?'} of RAM, "
-                "Cloud Run's maximum here: lower --max-num-seqs / --swap-space, load a smaller "
-                "checkpoint, or move to GKE.",
+                f"The container already had {had} of RAM, at or above Cloud Run's maximum: lower "
+                "--max-num-seqs / --swap-space, load a smaller checkpoint, or move to GKE.",
                 "host memory is exhausted at the largest size",
             )
         ]
