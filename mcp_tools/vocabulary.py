@@ -375,6 +375,15 @@ KIND_NOT_INSTALLED = re.compile(
 #: Code torch.compile generated (Inductor's cache, an FX graph): an exception raised there is the
 #: compiled graph's, and the log cannot say whether the graph, the checkpoint or the compiler is wrong.
 COMPILED_CODE = re.compile(r"torch_compile_cache/|inductor_cache/|/torch/_inductor/|<eval_with_key>")
+#: torch.compile's own compiler (vLLM's compilation backend, Dynamo) failing, by where it raised or by its
+#: own words (vLLM's "failed to get the hash of the compiled graph", torch's "This error most often comes
+#: from a incorrect fake (aka meta) kernel for a custom op", Dynamo's "Set TORCHDYNAMO_VERBOSE=1"): a bug
+#: of the compiler stack with this model, which eager mode (no torch.compile) goes around.
+COMPILER_CODE_PATH = re.compile(r"[/\\]vllm[/\\]compilation[/\\]|[/\\]torch[/\\]_dynamo[/\\]")
+COMPILER_SAID = re.compile(
+    r"failed to get the hash of the compiled graph|incorrect fake \(aka meta\) kernel|TORCHDYNAMO_VERBOSE"
+    r"|BackendCompilerFailed|torch\._dynamo\.exc\."
+)
 #: ... unless what failed there is the read of a file that is empty or cut short (json's "Expecting
 #: value: line 1 column 1 (char 0)", pickle's "Ran out of input" / "pickle data was truncated"): a
 #: cache entry a killed run left half-written, which a start with an empty cache writes again.
@@ -874,6 +883,9 @@ QUOTA = re.compile(
     # AWS's quota error code ("An error occurred (ResourceLimitExceeded) when calling the CreateEndpoint
     # operation: The account-level service limit 'ml.g6.2xlarge for endpoint usage' is 1 Instances")
     r"|\bResourceLimitExceeded\b"
+    # AWS's capacity (stock-out) error codes, EC2's and SageMaker's (GCE's STOCKOUT): "Unable to provision
+    # requested ML compute capacity due to InsufficientInstanceCapacity error"
+    r"|\bInsufficient(?:Instance)?Capacity\b|Unable to provision requested ML compute capacity"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
     # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's

@@ -2339,3 +2339,52 @@ def test_a_ray_worker_that_vanished_naming_the_oom_killer_is_a_kill_not_a_crash(
     )
     assert root(obs([ray])) == "host_memory_exceeded"
     assert root(obs(["Fatal Python error: Segmentation fault", ray])) == "engine_crash"
+
+
+def test_torch_compiles_compiler_failing_while_the_engine_starts_is_a_crash_eager_mode_goes_around() -> None:
+    """An exception in the compiler's own words (vLLM's "failed to get the hash of the compiled graph",
+    torch's note on a wrong fake kernel) or raised in vLLM's compilation backend, before the server was
+    up: the start crashed on the compiler stack: a person first, then --enforce-eager (no torch.compile).
+    The same exception after a completed start is not read so."""
+    from graph.pipeline import assess
+
+    said = [
+        "AssertionError: expected size 1048576==131072, stride 256==256 at dim=0",
+        "This error most often comes from a incorrect fake (aka meta) kernel for a custom op.",
+    ]
+    a = assess(obs(said))
+    assert a.category == "engine_crash" and a.plan.steps[0].kind.value == "escalate"
+    assert any(o.steps[0].change == {"--enforce-eager": True} for o in a.alternatives)
+    assert root(obs(["AssertionError: failed to get the hash of the compiled graph"])) == "engine_crash"
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/compilation/backends.py", line 179, in compile',
+        "    compiled_graph, handle = self.compiler.compile(",
+        "RuntimeError: something in the backend",
+    ]
+    assert root(obs(raised)) == "engine_crash"
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, *said])) != "engine_crash"
+    assert root(obs(["AssertionError: expected size 1048576==131072, stride 256==256 at dim=0"])) == "unknown"
+
+
+def test_a_paste_cut_at_an_assert_in_the_compiler_stack_is_that_assert_failing() -> None:
+    frames = [
+        '(EngineCore_DP0 pid=7)   File "/x/vllm/compilation/backends.py", line 179, in compile',
+        "(EngineCore_DP0 pid=7)     compiled_graph, handle = self.compiler.compile(",
+        '(EngineCore_DP0 pid=7)   File "/x/site-packages/torch/_inductor/standalone_compile.py", line 73, in save',
+        "(EngineCore_DP0 pid=7)     assert len(cache_info.aot_autograd_artifacts) == 1, cache_info",
+        "(EngineCore_DP0 pid=7)            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ]
+    rc = cause(obs(frames))
+    assert rc.category == "engine_crash" and "assert len(cache_info" in rc.evidence[-1].text
+    # not where the stack is no compiler's
+    other = [ln.replace("vllm/compilation/backends.py", "myapp/run.py") for ln in frames]
+    assert root(obs(other)) == "unknown"
+
+
+def test_aws_capacity_errors_are_no_gpu_to_be_had() -> None:
+    line = (
+        "attempt-1 us-east-2 ended Failed: Unable to provision requested ML compute capacity due to "
+        "InsufficientInstanceCapacity error. Please retry using a different ML instance type or after some time."
+    )
+    assert root(obs([line])) == "gpu_quota"

@@ -31,12 +31,16 @@ from graph.analyzers.base import (
     innermost_frame,
     phase_of,
     raised_in,
+    says_something,
+    started_between,
     view,
 )
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     CACHE_FILE_CUT,
     COMPILED_CODE,
+    COMPILER_CODE_PATH,
+    COMPILER_SAID,
     CRASH,
     CRASH_ADVICE,
     CRASH_DIED,
@@ -55,6 +59,7 @@ from mcp_tools.vocabulary import (
     RAY_WORKER_VANISHED_RE,
     REPORTS_ONLY,
     TRACEBACK_HEAD,
+    UP_PHASES,
     Phase,
 )
 
@@ -215,7 +220,49 @@ def analyze(obs: Observation) -> list[Finding]:
             # what failed before then (there, or earlier) is the cause to look for
             dead.first_line = cause.n
         return [dead]
+    cut = _cut_at_compiler_assert(v)
+    if cut:
+        return [
+            finding(
+                "engine_crash",
+                0.6,
+                f"The paste ends in a traceback cut at a failing assert (line {cut[-1].n}) of torch.compile's"
+                " compiler while the engine started: a bug of the compiler stack with this model.",
+                cut,
+                analyzer="engine_crash",
+                facts={"in_startup": True, "in_compile": True},
+            )
+        ]
     return []
+
+
+def _cut_at_compiler_assert(v: LogView) -> list[Line]:
+    """A process whose last words are a traceback cut at an ``assert`` (its frame, the assert's source
+    line, carets; no exception after it), with vLLM's compilation backend or Dynamo on that stack, and
+    that process never seen serving: the frame and the assert ([] otherwise)."""
+    last_said: dict[str, Line] = {}
+    for ln in v.lines:
+        if says_something(ln):
+            last_said[ln.proc] = ln
+    for last in last_said.values():
+        if not last.text.lstrip().startswith("assert ") or not v.is_source(last.n):
+            continue
+        if phase_of(v, last.n) >= Phase.API_UP or _served_by(v, last):
+            continue
+        stack = [
+            ln
+            for ln in v.lines[max(0, last.n - 60) : last.n]
+            if ln.proc == last.proc and FRAME.match(ln.text)
+        ]
+        if stack and any(COMPILER_CODE_PATH.search(ln.text) for ln in stack):
+            return [stack[-1], last]
+    return []
+
+
+def _served_by(v: LogView, ln: Line) -> bool:
+    """The process that printed ``ln`` answered requests before it (another's answers may be another
+    instance's)."""
+    return any(ph is Phase.SERVING and m < ln.n and v.lines[m - 1].proc == ln.proc for m, ph in v.milestones)
 
 
 def raised_in_compiled_code(v: LogView, exc: Line) -> bool:
@@ -254,6 +301,27 @@ def _start_crash(v: LogView, exc: Line) -> str | None:
     )
 
 
+def _compiler_failed(v: LogView, exc: Line) -> str | None:
+    """What to say when torch.compile's compiler failed on exception ``exc`` while the engine started
+    (raised in vLLM's compilation backend or Dynamo, or in the compiler's own words, in it or the record
+    after it), before the server was up (its process never seen serving) and with no start completed
+    after it. None otherwise."""
+    said = [exc, *v.lines[exc.n : exc.n + 2]]
+    if not (
+        raised_in(v, exc, COMPILER_CODE_PATH)
+        or any(ln.proc == exc.proc and COMPILER_SAID.search(ln.text) for ln in said)
+    ):
+        return None
+    if phase_of(v, exc.n) >= Phase.API_UP or _served_by(v, exc):
+        return None
+    if started_between(v, after=exc.n, phases=UP_PHASES) is not None:
+        return None
+    return (
+        f"torch.compile's compiler failed while the engine started (line {exc.n}): a bug of the compiler "
+        "stack with this model, which the same start meets again."
+    )
+
+
 def _loop_crash(v: LogView, exc: Line) -> str | None:
     """What to say when exception ``exc`` passed through the engine's own loop (``LOOP_FRAMES``), which
     catches nothing: the loop ended with it, and the engine stopped serving. Read in the traceback that
@@ -287,6 +355,18 @@ def unexplained_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Findin
     """The engine crashed on exception ``exc``, which no family's wording or kind explains: in its start
     after the weights loaded, or by ending its loop. None when neither says so, or when ``exc`` was
     raised in torch.compile's generated code (whose cause the log cannot name)."""
+    compiler = _compiler_failed(v, exc)
+    if compiler is not None:
+        return Finding(
+            category="engine_crash",
+            confidence=0.6,
+            summary=compiler,
+            evidence=evidence,
+            analyzer="engine_crash",
+            first_line=exc.n,
+            last_line=exc.n,
+            facts={"in_startup": True, "in_compile": True},
+        )
     if raised_in_compiled_code(v, exc):
         return None
     summary = _start_crash(v, exc) or _loop_crash(v, exc)

@@ -1,6 +1,7 @@
 """engine_crash: a fresh revision for a crash while serving; a person first for a crash in the start-up
 (the same start crashes the same way again); eager mode when the crash is a CUDA fault, and first when
-it happened inside a CUDA graph; a person first when the host removed what the engine's processes share."""
+it happened inside a CUDA graph or torch.compile's compiler; a person first when the host removed what
+the engine's processes share."""
 
 from __future__ import annotations
 
@@ -50,6 +51,22 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     repeats = next((why for key, why in _WHY_A_RESTART_REPEATS.items() if fact(diag, key)), None)
     if repeats:  # a person first; a restart stays an option below
         out = [escalate(*repeats), fresh]
+    if fact(diag, "in_compile"):  # a person first (a start-up crash); eager mode does without the compiler
+        eager = flags_option(
+            cap,
+            {"--enforce-eager": True},
+            "torch.compile failed while the engine started: serve eagerly (no compile, no CUDA graphs)",
+        )
+        return [
+            escalate(
+                "torch.compile's compiler failed while the engine started, so a restart fails the same way. "
+                "Serving with --enforce-eager (the next option) goes around it at some speed; report the "
+                "traceback upstream, or roll back to the last image that started.",
+                "torch.compile failed in the start-up: a restart compiles the same way",
+            ),
+            eager,
+            *out[-1:],
+        ]
     if fact(diag, "in_cuda_graph"):  # it died replaying or capturing a CUDA graph: run without them first
         eager = flags_option(
             cap,
