@@ -353,25 +353,19 @@ def _frame_of(ln: Line, functions: re.Pattern[str]) -> bool:
 
 def unexplained_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Finding | None:
     """The engine crashed on exception ``exc``, which no family's wording or kind explains: in its start
-    after the weights loaded, or by ending its loop. None when neither says so, or when ``exc`` was
-    raised in torch.compile's generated code (whose cause the log cannot name)."""
-    compiler = _compiler_failed(v, exc)
-    if compiler is not None:
-        return Finding(
-            category="engine_crash",
-            confidence=0.6,
-            summary=compiler,
-            evidence=evidence,
-            analyzer="engine_crash",
-            first_line=exc.n,
-            last_line=exc.n,
-            facts={"in_startup": True, "in_compile": True},
-        )
-    if raised_in_compiled_code(v, exc):
+    after the weights loaded, by ending its loop, or in torch.compile's compiler while it started. None
+    when none says so, or when ``exc`` was raised in torch.compile's generated code (whose cause the log
+    cannot name)."""
+    summary = _compiler_failed(v, exc)
+    if summary is not None:
+        facts: dict[str, object] = {"in_startup": True, "in_compile": True}
+    elif raised_in_compiled_code(v, exc):
         return None
-    summary = _start_crash(v, exc) or _loop_crash(v, exc)
-    if summary is None:
-        return None
+    else:
+        summary = _start_crash(v, exc) or _loop_crash(v, exc)
+        if summary is None:
+            return None
+        facts = {"in_startup": failed_in_startup(v, exc.n), "repeats_on_restart": _repeats(v, exc.n)}
     return Finding(
         category="engine_crash",
         confidence=0.6,
@@ -380,5 +374,5 @@ def unexplained_crash(v: LogView, exc: Line, evidence: list[Evidence]) -> Findin
         analyzer="engine_crash",
         first_line=exc.n,
         last_line=exc.n,
-        facts={"in_startup": failed_in_startup(v, exc.n), "repeats_on_restart": _repeats(v, exc.n)},
+        facts=facts,
     )
