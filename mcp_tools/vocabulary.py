@@ -1157,7 +1157,10 @@ OVERLOAD_NO_CAPACITY = re.compile(r"no available instance|Request dropped due to
 
 STARTUP = re.compile(
     r"failed to start and listen on the port|STARTUP (?:TCP|HTTP|GRPC) probe failed|Startup probe failed"
-    r"|startup probe .*(?:failed|timed out)|Container failed to start|did not become ready"
+    r"|startup probe .*(?:failed|timed out)|Container failed to start"
+    # a supervisor's wait for the server's health check ran out: "did not become ready", NemoClaw's
+    # "NIM did not become healthy within 300s.", "failed to become ready"
+    r"|(?:did not|didn't|failed to|never) bec[oa]me (?:ready|healthy)"
     # Kubernetes: a liveness / readiness probe that fails while the server still loads gets the
     # container killed and restarted ("Liveness probe failed: ... connection refused", "Container vllm
     # failed liveness probe, will be restarted")

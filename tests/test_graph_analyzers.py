@@ -2037,8 +2037,52 @@ def test_one_stalled_stats_period_then_a_wait_on_the_workers_is_a_hang() -> None
     busy = stalled.replace("Avg prompt throughput: 0.0", "Avg prompt throughput: 532.2")
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stalled, wait])) == "engine_hung"
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stalled])) != "engine_hung"
-    # progress between the flat period and the wait: the workers were busy, not stuck
-    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, stalled, busy, wait])) != "engine_hung"
+    # progress after the wait: the workers were busy, not stuck
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, stalled, busy, wait, busy])) != "engine_hung"
+
+
+def test_a_wait_on_the_workers_while_serving_that_nothing_follows_is_a_hang() -> None:
+    """vLLM's own reasons for the broadcast queue's long wait (compiling, quantizing) belong to the
+    start; once the server answered requests, a log that ends on the wait ends on a stuck engine."""
+    wait = (
+        "(APIServer pid=81599) INFO 04-18 01:04:52 [shm_broadcast.py:681] No available shared memory broadcast "
+        "block found in 60 seconds. This typically happens when some processes are hanging or doing some "
+        "time-consuming work (e.g. compilation, weight/kv cache quantization)."
+    )
+    poll = '(APIServer pid=81599) INFO:     127.0.0.1:56038 - "GET /v1/videos/video_gen_de25 HTTP/1.1" 200 OK'
+    assert root(obs([poll, poll, wait])) == "engine_hung"
+    assert root(obs([poll, poll, wait, poll])) != "engine_hung"  # it answered again after the wait
+    assert root(obs([poll, wait.replace("APIServer", "EngineCore_DP0")])) == "engine_hung"  # any process
+    # the same wait while a start compiles: a start's own long step, not a hang
+    loading = [
+        *STARTUP_OK[:3],
+        "(EngineCore_DP0 pid=212) INFO 05-29 19:08:30 [backends.py:548] Compiling a graph",
+    ]
+    assert root(obs([poll, *loading, wait])) != "engine_hung"
+
+
+def test_requests_waiting_with_none_running_for_two_periods_is_a_hang_not_saturation() -> None:
+    """With nothing running the whole cache is free and the scheduler admits a waiting request at its
+    next step: a queue that stands through two periods with none running, the second making nothing,
+    is an engine that stopped stepping (vllm#8378's multi-step scheduler), not a saturated one."""
+    period = (
+        "INFO 09-18 16:10:58 metrics.py:351] Avg prompt throughput: {p} tokens/s, Avg generation throughput: "
+        "{g} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: {w} reqs, GPU KV cache usage: 0.0%, "
+        "CPU KV cache usage: 0.0%."
+    )
+    first = period.format(p="70.6", g="5.6", r=0, w=12)
+    stuck = period.format(p="0.0", g="0.0", r=0, w=22)
+    assert root(obs([*STARTUP_OK, first, stuck])) == "engine_hung"
+    assert root(obs([*STARTUP_OK, stuck])) != "engine_hung"  # one period: requests that just arrived
+    # tokens made while the queue waited: the engine steps (a client's gap, not a stall)
+    assert root(obs([*STARTUP_OK, first, period.format(p="0.0", g="40.5", r=0, w=1)])) != "engine_hung"
+    assert root(obs([*STARTUP_OK, first, period.format(p="0.0", g="0.0", r=3, w=22)])) != "engine_hung"
+
+
+def test_a_supervisor_whose_health_wait_ran_out_is_a_startup_timeout() -> None:
+    assert root(
+        obs(["NIM did not become healthy within 300s.", "NIM failed to start. Falling back to cloud API."])
+    ) == ("startup_timeout")
 
 
 def test_an_oom_no_frame_places_after_the_engine_took_requests_is_a_runtime_oom() -> None:

@@ -31,6 +31,7 @@ from mcp_tools.vocabulary import (
     HUNG_STATS,
     LOADED,
     MILESTONES,
+    OVERLOAD_STATS,
     RESTARTED,
     SERVER_ERROR_STATUS,
     SHUTDOWN,
@@ -598,6 +599,14 @@ def stalled_stats(text: str) -> bool:
         return False
     prompt, gen, running = float(m.group(1)), float(m.group(2)), int(m.group(3))
     return running > 0 and prompt == 0.0 and gen < STALLED_TOKENS_PER_S_PER_REQUEST * running
+
+
+def queued_idle(text: str) -> bool:
+    """vLLM's periodic stats line says requests wait while none runs. The scheduler admits a waiting
+    request at its next step whenever nothing runs (the whole cache is free), so an engine that steps
+    shows this for a moment at most: two periods in a row say it stopped stepping."""
+    m = OVERLOAD_STATS.search(text)
+    return m is not None and int(m.group(1)) == 0 and int(m.group(2)) > 0
 
 
 def ran_after(v: LogView, ln: Line) -> bool:

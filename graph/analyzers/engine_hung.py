@@ -13,7 +13,9 @@ out. This should never happen!", vllm/engine/async_llm_engine.py); the frontend 
 engine ("Waiting for output from MQLLMEngine.", vllm/engine/multiprocessing/client.py, repeated);
 workers that stopped answering the broadcast queue ("No available shared memory broadcast block
 found in 60 seconds", vllm/distributed/device_communicators/shm_broadcast.py, repeated, or its
-``acquire_read`` timing out); an RPC to the workers timing out. The engine may die of it afterwards
+``acquire_read`` timing out, or once while serving with nothing after it); requests waiting with none
+running for two stats periods (the scheduler admits work it has room for at its next step); an RPC
+to the workers timing out. The engine may die of it afterwards
 (``AsyncEngineDeadError``, ``TimeoutError``): the hang came first, so it is the cause.
 """
 
@@ -23,7 +25,18 @@ import math
 import re
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, finding, stalled_stats, step_frame, view
+from graph.analyzers.base import (
+    Evidence,
+    Finding,
+    Line,
+    LogView,
+    finding,
+    queued_idle,
+    ran_after,
+    stalled_stats,
+    step_frame,
+    view,
+)
 from graph.observation import Observation
 from graph.progress import FLAT_TOKENS_PER_S as _FLAT
 from mcp_tools.vocabulary import (
@@ -35,6 +48,7 @@ from mcp_tools.vocabulary import (
     HUNG_TIMEOUT,
     HUNG_WAITING,
     SERIES_WORDS,
+    Phase,
 )
 
 #: Consecutive stats periods with requests running and nothing generated that make a hang.
@@ -83,9 +97,18 @@ def _from_logs(obs: Observation) -> list[Finding]:
             agree,
             "a stats period with requests running and nothing generated, then the workers stopped answering",
         )
+    elif idle := _queue_not_admitted(stats):
+        lines, why = (
+            idle,
+            "requests waited through two stats periods with none running, the second making nothing",
+        )
     if len(waiting) >= REPEATS:
         lines = lines or waiting
         why = why or f"the engine's workers stopped answering ({len(waiting)} waits in a row)"
+    elif waiting and not lines and _while_serving(v, waiting[-1]) and not _ran_after(v, waiting[-1], stats):
+        # vLLM's own reasons for a long wait (compiling, quantizing) belong to the start; while serving,
+        # with nothing answered after it, the log ends on workers that stopped answering.
+        lines, why = [waiting[-1]], "the workers stopped answering while it served, and nothing ran after"
     if stall or timed_out:
         lines = sorted({ln.n: ln for ln in [*stall[:1], *timed_out, *lines]}.values(), key=lambda x: x.n)
         why = why or (
@@ -116,6 +139,40 @@ def _stalled_then_waited(stats: list[Line], wait: Line) -> list[Line]:
     workers: two signals of one stall that agree (each alone is too short to call a hang)."""
     before = [ln for ln in stats if ln.n < wait.n]
     return [before[-1], wait] if before and stalled_stats(before[-1].text) else []
+
+
+def _while_serving(v: LogView, ln: Line) -> bool:
+    """Line ``ln`` came while the server served: it had answered requests before it, and no start was
+    under way (a start's milestones short of the API up)."""
+    phase = v.phase_at(ln.n)
+    if Phase.NONE < phase < Phase.API_UP:
+        return False
+    return any(ph is Phase.SERVING and m < ln.n for m, ph in v.milestones)
+
+
+def _ran_after(v: LogView, ln: Line, stats: list[Line]) -> bool:
+    """The server answered, started, or made tokens (a stats period of progress) after line ``ln``."""
+    return ran_after(v, ln) or any(
+        s.n > ln.n and not stalled_stats(s.text) and not _made_nothing(s) for s in stats
+    )
+
+
+def _queue_not_admitted(stats: list[Line]) -> list[Line]:
+    """Two stats periods of one engine in a row with requests waiting and none running, the second
+    with no prompt read and no token made: the scheduler stopped admitting work it had room for.
+    Cited: the period that made nothing (the one before it has the same shape)."""
+    last: dict[str, Line] = {}
+    for ln in stats:
+        before = last.get(ln.proc)
+        last[ln.proc] = ln
+        if before is not None and queued_idle(before.text) and queued_idle(ln.text) and _made_nothing(ln):
+            return [ln]
+    return []
+
+
+def _made_nothing(ln: Line) -> bool:
+    m = HUNG_STATS.search(ln.text)
+    return m is not None and float(m.group(1)) == 0.0 and float(m.group(2)) == 0.0
 
 
 def _flat_stats(stats: list[Line]) -> list[Line]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from graph.analyzers import _series as S
-from graph.analyzers.base import Evidence, Finding, Line, LogView, ev, stalled_stats, view
+from graph.analyzers.base import Evidence, Finding, Line, LogView, ev, queued_idle, stalled_stats, view
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
     FACT_PREEMPTIONS,
@@ -144,8 +144,9 @@ def analyze(obs: Observation) -> list[Finding]:
             emptied.add(ln.proc)
         last_stats[ln.proc] = (kv_l, ln)
         quiet_last[ln.proc] = not queued_or_full
-        # A queue behind an engine that makes nothing is a stall (engine_hung), not saturation.
-        if not queued_or_full or (kv_l < 90.0 and stalled_stats(ln.text)):
+        # A queue behind an engine that makes nothing, or with nothing running, is a stall
+        # (engine_hung), not saturation.
+        if not queued_or_full or (kv_l < 90.0 and (stalled_stats(ln.text) or queued_idle(ln.text))):
             run = 0
         else:
             busy_periods += 1
