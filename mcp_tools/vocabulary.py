@@ -570,6 +570,9 @@ OOM_WEIGHTS = re.compile(
     # awq_marlin_repack, ..., under process_weights_after_loading)
     r"|_repack\b",
 )
+#: A worker of a tensor-parallel group reporting the method it ran when it failed (v0.5 .. v0.10's
+#: multiproc executor): "Exception in worker VllmWorkerProcess while processing method load_model."
+WORKER_METHOD = re.compile(r"\bException in worker \S{1,80} while processing method (\w{1,80})")
 OOM_KV = re.compile(
     r"initialize_kv_cache|_allocate_kv_cache|initialize_cache|allocate_kv_cache|_init_cache"
     r"|CacheEngine|_reshape_kv_cache|init_kv_cache|initialize_from_config",

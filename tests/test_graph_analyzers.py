@@ -2053,6 +2053,16 @@ def test_a_wait_on_the_workers_while_serving_that_nothing_follows_is_a_hang() ->
     assert root(obs([poll, poll, wait])) == "engine_hung"
     assert root(obs([poll, poll, wait, poll])) != "engine_hung"  # it answered again after the wait
     assert root(obs([poll, wait.replace("APIServer", "EngineCore_DP0")])) == "engine_hung"  # any process
+    # tokens made after it: by this API server, it ran again; by another API server's pid, another
+    # server ran (its answers and its stats say nothing of this one)
+    made = (
+        "INFO 04-18 01:05:02 [loggers.py:123] Engine 000: Avg prompt throughput: 12.0 tokens/s, Avg generation "
+        "throughput: 30.5 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.1%"
+    )
+    assert root(obs([poll, poll, wait, f"(APIServer pid=81599) {made}"])) != "engine_hung"
+    assert root(obs([poll, poll, wait, f"(APIServer pid=7) {made}", poll.replace("81599", "7")])) == (
+        "engine_hung"
+    )
     # the same wait while a start compiles: a start's own long step, not a hang
     loading = [
         *STARTUP_OK[:3],
@@ -2093,6 +2103,27 @@ def test_an_oom_no_frame_places_after_the_engine_took_requests_is_a_runtime_oom(
     ]
     assert root(obs(lines)) == "runtime_oom"
     assert root(obs(lines[1:])) == "weights_oom"  # nothing says what ran: the start is the likelier
+
+
+def test_an_oom_without_frames_takes_its_phase_from_a_sibling_workers_method() -> None:
+    """Two tensor-parallel workers report one failure: one prints only the OOM, its sibling the method
+    they ran. The method says where it happened, even after another server's answers in the stream."""
+    oom = (
+        "(VllmWorkerProcess pid=195295) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: "
+        "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of 14.62 GiB of which 3.31 MiB "
+        "is free."
+    )
+    method = (
+        "(VllmWorkerProcess pid=195297) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker "
+        "VllmWorkerProcess while processing method {}."
+    )
+    answered = '(APIServer pid=9) INFO:     10.0.0.7:51234 - "POST /v1/completions HTTP/1.1" 200 OK'
+    assert root(obs([answered, oom, method.format("load_model")])) == "weights_oom"
+    assert root(obs([answered, oom, method.format("execute_model")])) == "runtime_oom"
+    assert root(obs([answered, oom])) == "runtime_oom"  # nothing says what ran: the life serving
+    # another kind of process naming a method says nothing of this one
+    other = method.format("load_model").replace("(VllmWorkerProcess pid=195297)", "(RayWorker pid=3)")
+    assert root(obs([answered, oom, other])) == "runtime_oom"
 
 
 def test_modelscope_saying_the_model_does_not_exist_is_model_not_found() -> None:

@@ -30,6 +30,7 @@ from mcp_tools.vocabulary import (
     OOM_KV,
     OOM_RUNTIME,
     OOM_WEIGHTS,
+    WORKER_METHOD,
     Phase,
 )
 
@@ -175,6 +176,11 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     forward = next((fr for fr in frames if FORWARD_FRAME.search(fr.text)), None)
     if forward is not None:
         return "runtime", forward, 0.75
+    # One failure several workers of a tensor-parallel group report at once: a sibling's "Exception in
+    # worker VllmWorkerProcess while processing method load_model" beside this one names the method.
+    sibling = _sibling_method(v, ln)
+    if sibling is not None:
+        return sibling[0], sibling[1], 0.8
     # No frames: how far had this start-up come?
     phase = v.phase_at(ln.n)
     if phase >= Phase.LOADED:
@@ -193,6 +199,20 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
         if Phase.LOADED <= reached < Phase.ENGINE_READY:
             return "runtime", None, 0.55
     return "weights", None, 0.55
+
+
+def _sibling_method(v: LogView, ln: Line) -> tuple[str, Line] | None:
+    """The phase a method names that another worker of the same kind reported, within a few lines of
+    ``ln`` (its report of the same failure), and that line."""
+    kind = ln.proc.split(" pid=")[0]
+    if not kind:
+        return None
+    for near in v.grep(WORKER_METHOD, after=ln.n - 4, before=ln.n + 4):
+        m = WORKER_METHOD.search(near.text)
+        hit = _classify_frame(m.group(1)) if m else None
+        if hit and near.proc.split(" pid=")[0] == kind:
+            return _after_loading(v, ln, hit), near
+    return None
 
 
 def _weights_fill_budget(v: LogView, ln: Line) -> bool:

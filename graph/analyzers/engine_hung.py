@@ -151,10 +151,19 @@ def _while_serving(v: LogView, ln: Line) -> bool:
 
 
 def _ran_after(v: LogView, ln: Line, stats: list[Line]) -> bool:
-    """The server answered, started, or made tokens (a stats period of progress) after line ``ln``."""
+    """The server answered, started, or made tokens (a stats period of progress) after line ``ln``.
+    Progress another process of the same kind printed (another API server's pid) is another server's."""
     return ran_after(v, ln) or any(
-        s.n > ln.n and not stalled_stats(s.text) and not _made_nothing(s) for s in stats
+        s.n > ln.n and not stalled_stats(s.text) and not _made_nothing(s) and not _another_of_kind(ln, s)
+        for s in stats
     )
+
+
+def _another_of_kind(a: Line, b: Line) -> bool:
+    """``a`` and ``b`` were printed by two processes of one kind (``APIServer pid=1`` and ``APIServer
+    pid=2``): two servers. Processes of two kinds (an engine and its API server) may be one server's."""
+    ka, kb = a.proc.split(" pid=")[0], b.proc.split(" pid=")[0]
+    return bool(ka) and ka == kb and a.proc != b.proc
 
 
 def _queue_not_admitted(stats: list[Line]) -> list[Line]:
