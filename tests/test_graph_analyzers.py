@@ -2071,6 +2071,28 @@ def test_a_wait_on_the_workers_while_serving_that_nothing_follows_is_a_hang() ->
     assert root(obs([poll, *loading, wait])) != "engine_hung"
 
 
+def test_an_error_the_engine_outlived_and_then_a_period_that_made_nothing_is_a_hang() -> None:
+    """A process that raised and then kept printing stats outlived its error; when its last period has
+    requests running and made nothing, with no progress between, its requests stopped."""
+    raised = (
+        "ERROR 07-12 09:14:03 async_llm_engine.py:52] RuntimeError: len(serialized_obj)=9000001 larger than "
+        "the allowed value 4194304, Please increase the max_chunk_bytes parameter."
+    )
+    period = (
+        "INFO 07-12 09:14:13 metrics.py:295] Avg prompt throughput: {p} tokens/s, Avg generation throughput: "
+        "{g} tokens/s, Running: 4 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 2.0%, "
+        "CPU KV cache usage: 0.0%."
+    )
+    stuck, busy = period.format(p="0.0", g="0.0"), period.format(p="310.4", g="48.0")
+    hung = obs([*STARTUP_OK, busy, raised, stuck])
+    assert root(hung) == "engine_hung"
+    assert any("max_chunk_bytes" in e.text for e in cause(hung).evidence)
+    assert root(obs([*STARTUP_OK, busy, stuck])) != "engine_hung"  # one flat period alone
+    assert root(obs([*STARTUP_OK, raised, stuck, busy])) != "engine_hung"  # it made tokens again
+    # the error came before a period of progress: the engine got past it
+    assert root(obs([*STARTUP_OK, raised, busy, stuck])) != "engine_hung"
+
+
 def test_requests_waiting_with_none_running_for_two_periods_is_a_hang_not_saturation() -> None:
     """With nothing running the whole cache is free and the scheduler admits a waiting request at its
     next step: a queue that stands through two periods with none running, the second making nothing,

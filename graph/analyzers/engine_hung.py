@@ -30,6 +30,7 @@ from graph.analyzers.base import (
     Finding,
     Line,
     LogView,
+    after_shutdown,
     finding,
     queued_idle,
     ran_after,
@@ -97,6 +98,11 @@ def _from_logs(obs: Observation) -> list[Finding]:
             agree,
             "a stats period with requests running and nothing generated, then the workers stopped answering",
         )
+    elif agree := _raised_then_stalled(v, stats):
+        lines, why = (
+            agree,
+            "an error was raised while it served, then a stats period with requests running made nothing",
+        )
     elif idle := _queue_not_admitted(stats):
         lines, why = (
             idle,
@@ -139,6 +145,23 @@ def _stalled_then_waited(stats: list[Line], wait: Line) -> list[Line]:
     workers: two signals of one stall that agree (each alone is too short to call a hang)."""
     before = [ln for ln in stats if ln.n < wait.n]
     return [before[-1], wait] if before and stalled_stats(before[-1].text) else []
+
+
+def _raised_then_stalled(v: LogView, stats: list[Line]) -> list[Line]:
+    """An exception raised, and after it the engine still printing stats, its last period with requests
+    running and no prompt read nor token made, with no period of progress between: the process
+    outlived the error but its requests stopped (two signals that agree; one flat period alone is too
+    short to call a hang). Cited: the error and the period."""
+    last = stats[-1] if stats else None
+    if last is None or not stalled_stats(last.text) or not _made_nothing(last) or ran_after(v, last):
+        return []
+    progress = [s.n for s in stats if not stalled_stats(s.text)]
+    raised = [
+        ln
+        for ln in v.lines[(progress[-1] if progress else 0) : last.n - 1]
+        if (EXCEPTION.match(ln.text) or BARE_EXCEPTION.match(ln.text)) and not after_shutdown(v, ln.n)
+    ]
+    return [raised[-1], last] if raised and not after_shutdown(v, last.n) else []
 
 
 def _while_serving(v: LogView, ln: Line) -> bool:
