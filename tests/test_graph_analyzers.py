@@ -2091,6 +2091,8 @@ def test_an_error_the_engine_outlived_and_then_a_period_that_made_nothing_is_a_h
     assert root(obs([*STARTUP_OK, raised, stuck, busy])) != "engine_hung"  # it made tokens again
     # the error came before a period of progress: the engine got past it
     assert root(obs([*STARTUP_OK, raised, busy, stuck])) != "engine_hung"
+    # progress in another server's stats (its own pid) says nothing of this one's stalled engine
+    assert root(obs([*STARTUP_OK, busy, raised, stuck, f"(APIServer pid=7) {busy}"])) == "engine_hung"
 
 
 def test_requests_waiting_with_none_running_for_two_periods_is_a_hang_not_saturation() -> None:

@@ -43,6 +43,7 @@ from graph.progress import FLAT_TOKENS_PER_S as _FLAT
 from mcp_tools.vocabulary import (
     BARE_EXCEPTION,
     EXCEPTION,
+    EXCEPTION_PREFILTER,
     HUNG_NO_REPLY,
     HUNG_STALL,
     HUNG_STATS,
@@ -148,20 +149,27 @@ def _stalled_then_waited(stats: list[Line], wait: Line) -> list[Line]:
 
 
 def _raised_then_stalled(v: LogView, stats: list[Line]) -> list[Line]:
-    """An exception raised, and after it the engine still printing stats, its last period with requests
-    running and no prompt read nor token made, with no period of progress between: the process
-    outlived the error but its requests stopped (two signals that agree; one flat period alone is too
-    short to call a hang). Cited: the error and the period."""
-    last = stats[-1] if stats else None
-    if last is None or not stalled_stats(last.text) or not _made_nothing(last) or ran_after(v, last):
-        return []
-    progress = [s.n for s in stats if not stalled_stats(s.text)]
-    raised = [
-        ln
-        for ln in v.lines[(progress[-1] if progress else 0) : last.n - 1]
-        if (EXCEPTION.match(ln.text) or BARE_EXCEPTION.match(ln.text)) and not after_shutdown(v, ln.n)
-    ]
-    return [raised[-1], last] if raised and not after_shutdown(v, last.n) else []
+    """An exception raised, and after it one process's stats still printed, its last period with
+    requests running and no prompt read nor token made, with no period of its own progress between:
+    the process outlived the error but its requests stopped (two signals that agree; one flat period
+    alone is too short to call a hang). Each process's periods are its own engine's (another server's
+    stats in the same stream say nothing of this one). Cited: the error and the period."""
+    streams: dict[str, list[Line]] = {}
+    for ln in stats:
+        streams.setdefault(ln.proc, []).append(ln)
+    for own in streams.values():
+        last = own[-1]
+        if not stalled_stats(last.text) or not _made_nothing(last) or ran_after(v, last):
+            continue
+        since = max((s.n for s in own if not stalled_stats(s.text)), default=0)
+        found = [
+            v.last(EXCEPTION, after=since, before=last.n, prefilter=EXCEPTION_PREFILTER),
+            v.last(BARE_EXCEPTION, after=since, before=last.n),
+        ]
+        raised = max((ln for ln in found if ln is not None), key=lambda ln: ln.n, default=None)
+        if raised is not None and not after_shutdown(v, raised.n) and not after_shutdown(v, last.n):
+            return [raised, last]
+    return []
 
 
 def _while_serving(v: LogView, ln: Line) -> bool:
