@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -219,14 +220,21 @@ async def test_mcp_tool_numbers_are_bounded_by_cloud_run(tmp_path: Path) -> None
             ), text
 
 
-def test_random_bytes_on_mcp_stdio_end_in_one_clear_line(tmp_path: Path) -> None:
-    import os
+@pytest.mark.parametrize(
+    "junk",
+    [
+        pytest.param(random.Random(0).randbytes(4000), id="random-bytes"),
+        pytest.param(b"GET / HTTP/1.1\nHost: localhost\n\n{not json}\n[1, 2]\n", id="utf8-not-json-rpc"),
+    ],
+)
+def test_junk_on_mcp_stdio_ends_in_one_clear_line(tmp_path: Path, junk: bytes) -> None:
+    """A client that sent only lines the SDK could not parse gets exit 2 and one line, whichever of the
+    SDK's tasks ends first (its reader reports each bad line and the session drops it)."""
     import subprocess
     import sys
 
     from mcp_client import server_env
 
-    junk = os.urandom(4000)
     r = subprocess.run(
         [sys.executable, "-m", "agent.cli", "mcp"],
         input=junk,

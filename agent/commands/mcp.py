@@ -76,17 +76,20 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
         gc.enable()
     if transport == "stdio":
         # stdout carries the protocol only; our logs go to stderr (configured by the CLI root).
+        lines = _Lines()
         try:
-            anyio.run(server.run_stdio_async)
+            anyio.run(_serve_stdio, server, lines)
         except BaseExceptionGroup as eg:
             # What the SDK raises when the client's input was not JSON-RPC (bytes that are not UTF-8,
-            # or replies to garbage still pending when the client closed stdin): bad input, not a crash.
+            # or its notice about a bad line still pending when the client closed stdin): bad input.
             _bad, rest = eg.split((UnicodeDecodeError, anyio.ClosedResourceError, anyio.BrokenResourceError))
             if rest is not None:
                 raise
+            lines.bad += 1
+        if lines.bad and not lines.good:
             raise UserError(
                 "MCP stdio: the session ended on input that is not JSON-RPC (one UTF-8 JSON object a line)"
-            ) from None
+            )
     else:
         import sys
 
@@ -96,3 +99,40 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
             print(listening_text(server, host, port, token), file=sys.stderr, flush=True)
 
         anyio.run(serve_http, server, host, port, token, ready)
+
+
+class _Lines:
+    """How many of the client's lines the SDK's stdio reader parsed as JSON-RPC, and how many it could not."""
+
+    def __init__(self) -> None:
+        self.good = self.bad = 0
+
+
+async def _serve_stdio(server: FastMCP, lines: _Lines) -> None:
+    """``FastMCP.run_stdio_async``, counting the lines read on the way to the server.
+
+    The SDK's reader decodes stdin with ``errors="replace"`` and hands every line it cannot parse to the
+    session as an exception, which the session logs and drops: a client that sent only garbage would
+    otherwise end in exit 0, or in an error, depending on which of the SDK's tasks finished first.
+    ``lines`` is the caller's, so the counts outlive an error the task group raises.
+    """
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    low = server._mcp_server  # what run_stdio_async serves; FastMCP has no public name for it
+    async with stdio_server() as (read_stream, write_stream):
+        to_server, from_reader = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def count() -> None:
+            async with to_server, read_stream:
+                async for item in read_stream:
+                    if isinstance(item, SessionMessage):
+                        lines.good += 1
+                    else:
+                        lines.bad += 1
+                    await to_server.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(count)
+            await low.run(from_reader, write_stream, low.create_initialization_options())
