@@ -44,13 +44,23 @@ class Phase(IntEnum):
 
 _I = re.IGNORECASE
 
+#: The command that starts the server, as a shell, an entrypoint script or a paste shows it before the
+#: server's own first line: "$ vllm serve Qwen/Qwen3-8B ...", "root@host:/ws# vllm serve ...",
+#: "+ exec python3 -m vllm.entrypoints.openai.api_server --model ...", "CUDA_VISIBLE_DEVICES=0,1 vllm serve
+#: ...". A process starts here: what it prints next is a new life, not the one of the lines before it.
+LAUNCH_COMMAND = (
+    r"^(?:[\w@.:/~-]*[$#] +|\+ +)?(?:[A-Z][A-Z\d_]*=\S* +)*(?:nohup +|exec +)?"
+    r"(?:python[\d.]* +(?:-[A-Za-z]+ +)*-m +vllm\.entrypoints\.[\w.]+|vllm +serve)(?= |$)"
+)
+
 #: Milestone patterns per phase (a line may match several: the highest phase wins).
 MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
         Phase.CONTAINER,
         re.compile(
             r"Starting new instance|Started container|Pulled container image|Successfully pulled image"
-            r"|Container image .* already present|Default STARTUP .*probe succeeded|Created container",
+            r"|Container image .* already present|Default STARTUP .*probe succeeded|Created container"
+            r"|" + LAUNCH_COMMAND,
             _I,
         ),
     ),
@@ -520,7 +530,8 @@ START_PENDING = re.compile(r"Waiting for \d{1,4} local, \d{1,4} remote core engi
 #: A (re)start of the server process (or its container): the life starts over from here.
 START_MARK = re.compile(
     r"vLLM API server version|Initializing (?:a V\d |an )LLM engine|non-default args"
-    r"|Automatically detected platform|^args: Namespace\(|Starting new instance|Started container",
+    r"|Automatically detected platform|^args: Namespace\(|Starting new instance|Started container"
+    r"|" + LAUNCH_COMMAND,
     re.IGNORECASE,
 )
 

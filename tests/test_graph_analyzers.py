@@ -2150,6 +2150,32 @@ def test_an_oom_without_frames_takes_its_phase_from_a_sibling_workers_method() -
     assert root(obs([answered, oom, other])) == "runtime_oom"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "$ vllm serve mistralai/Mistral-7B-v0.1 --dtype half",
+        "root@node-3:/vllm-workspace# vllm serve /models/Mistral-7B-v0.1",
+        "python -u -m vllm.entrypoints.openai.api_server --model mistralai/Mistral-7B-v0.1 --dtype half",
+        "+ exec python3 -m vllm.entrypoints.openai.api_server --model mistralai/Mistral-7B-v0.1",
+        "CUDA_VISIBLE_DEVICES=0,1 vllm serve mistralai/Mistral-7B-v0.1",
+    ],
+)
+def test_a_launch_command_starts_a_new_life(command: str) -> None:
+    """An OOM with no frames after answered requests was the serving life's, unless the command that
+    starts the server comes between: then the answers were an earlier life's (or another server's),
+    and nothing of this start-up got past it. vllm#188's paste: the command, then the OOM."""
+    answered = '(APIServer pid=9) INFO:     10.0.0.7:51234 - "POST /v1/completions HTTP/1.1" 200 OK'
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB (GPU 0; 10.73 GiB total "
+        "capacity; 9.85 GiB already allocated; 46.44 MiB free; 9.86 GiB reserved in total by PyTorch)"
+    )
+    assert root(obs([answered, oom])) == "runtime_oom"
+    assert root(obs([answered, command, oom])) == "weights_oom"
+    # the command's name in a sentence, argparse's usage or an event's field is no start
+    for said in ("usage: vllm serve [model_tag] [options]", "Command: vllm serve /m", "vllm serve: error: x"):
+        assert root(obs([answered, said, oom])) == "runtime_oom", said
+
+
 def test_modelscope_saying_the_model_does_not_exist_is_model_not_found() -> None:
     lines = [
         "2025-08-03 19:16:47,111 - modelscope - ERROR - The request model: Qwen3-30B-A3B-Thinking-2507 does not exist!",
