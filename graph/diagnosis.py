@@ -74,6 +74,7 @@ from mcp_tools.vocabulary import (
     NATIVE_BANNER,
     REPORTS_ONLY,
     REQUEST_FRAMES,
+    REQUEST_REFUSED,
     REQUEST_SERVED,
     REQUEST_SERVED_PREFILTER,
     START_PENDING,
@@ -520,8 +521,16 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             notes=notes,
         )
     # Records that say they are errors (a traceback's frames without its exception line, say) with no
-    # start seen completing: answers may be another instance's; not calling that healthy either.
-    said = next((ln for ln in v.lines if ln.said_error and ln.n not in v.history), None)
+    # start seen completing: answers may be another instance's; not calling that healthy either. (A
+    # request the server refused and answered is logged as an error too: that is its answer.)
+    said = next(
+        (
+            ln
+            for ln in v.lines
+            if ln.said_error and ln.n not in v.history and not REQUEST_REFUSED.search(ln.text)
+        ),
+        None,
+    )
     if said is not None and obs.health is not True and started_between(v, after=0, phases=UP_PHASES) is None:
         return RootCause(
             category="unknown",

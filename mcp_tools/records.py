@@ -60,13 +60,15 @@ _PIPE = re.compile(
     r"^\|?\s*(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\s*\|\s?"
     r"(?:(?:stdout|stderr)\s*\|\s?|[\w.<>]+:[\w.<>]+:\d+ - )?"
 )
-#: A row of Triton Inference Server's model-status table, for a model that did not load ("| vllm | 1 |
-#: UNAVAILABLE: Internal: TypeError: ... |"): the status code's reason is the load's error record, the
-#: table's closing bar no part of it.
-_TRITON_ROW = re.compile(
-    r"^\|\s*[\w.-]{1,120}\s*\|\s*\d{1,9}\s*\|\s*(?P<level>UNAVAILABLE): "
-    r"(?:[A-Z][a-z]{1,20}(?: [a-z]{1,20}){0,3}: )?"  # the status code: "Internal: ", "Invalid argument: "
-)
+#: Triton Inference Server's status of a model that did not load, "UNAVAILABLE: " and the status code's
+#: name ("Internal: ", "Invalid argument: "): what follows is the load's error record.
+_TRITON_UNAVAILABLE = r"(?P<level>UNAVAILABLE): (?:[A-Z][a-z]{1,20}(?: [a-z]{1,20}){0,3}: )"
+#: A row of its model-status table ("| vllm | 1 | UNAVAILABLE: Internal: TypeError: ... |"), the table's
+#: closing bar no part of the record (the status code may be left out there)...
+_TRITON_ROW = re.compile(r"^\|\s*[\w.-]{1,120}\s*\|\s*\d{1,9}\s*\|\s*" + _TRITON_UNAVAILABLE + "?")
+#: ... or the status alone, as the model's readiness or a paste without the table gives it (vllm#1647:
+#: "UNAVAILABLE: Internal: AssertionError: vLLM Triton backend must be configured to use decoupled ...").
+_TRITON_STATUS = re.compile("^" + _TRITON_UNAVAILABLE)
 #: Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", its timestamp gone:
 #: "- vllm.v1.engine.core_client - CRITICAL - Got fatal signal ...".
 _DASHED = re.compile(r"^-?\s*[\w.]+ - (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - ")
@@ -192,7 +194,7 @@ def clean(raw: str) -> Clean:
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
     head = lead[:1]
     for pat in (
-        (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE)
+        (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE, _TRITON_STATUS)
         if head.isupper()
         else (_PIPE, _TRITON_ROW)
         if head == "|"

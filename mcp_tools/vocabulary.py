@@ -53,6 +53,20 @@ LAUNCH_COMMAND = (
     r"(?:python[\d.]* +(?:-[A-Za-z]+ +)*-m +vllm\.entrypoints\.[\w.]+|vllm +serve)(?= |$)"
 )
 
+#: vLLM's request handlers (``entrypoints/openai/serving_chat.py`` and its siblings, v0.4 .. current)
+#: logging a request they refused, then answering it with an error response (a 4xx): "Error with model
+#: object='error' message='The model `x` does not exist.' ... code=404" (the model it named is not the one
+#: served), "Error in applying chat template from request: System role not supported", "Error in
+#: preprocessing prompt inputs". The request's error: the server took it and answered it.
+REQUEST_REFUSED = re.compile(
+    r"\bError with model\b|Error in applying chat template from request|Error in preprocessing prompt inputs"
+)
+#: The OpenAI-compatible server's answer itself, as a client that pasted it received it: the model list
+#: (``{"object":"list","data":[{"id":...,"object":"model"``), a completion, or an error object.
+OPENAI_ANSWER = re.compile(
+    r"\{\s*\"(?:id|object)\":\s*\"(?:list|error|chat\.completion|text_completion|cmpl-|chatcmpl-)"
+)
+
 #: Milestone patterns per phase (a line may match several: the highest phase wins).
 MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
     (
@@ -152,7 +166,8 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
         re.compile(
             r"Avg prompt throughput|\"(?:GET|POST|PUT|DELETE"
             r"|HEAD) /\S* HTTP/\d(?:\.\d)?\" \d\d\d|Received request"
-            r"|Added request|Finished request|CALL \w+ OK",
+            r"|Added request|Finished request|CALL \w+ OK"
+            rf"|{REQUEST_REFUSED.pattern}|{OPENAI_ANSWER.pattern}",
             _I,
         ),
     ),
@@ -357,6 +372,9 @@ REQUEST_FRAMES = re.compile(
 KIND_UNSUPPORTED = re.compile(
     r"NotImplementedError|\bNot Implemented\b|(?<!(?-i:Operation) )\bnot (?:yet )?(?:supported|implemented)\b"
     r"|\bis unsupported\b"
+    # a requirement the component states of its configuration, unmet ("vLLM Triton backend must be
+    # configured to use decoupled model transaction policy")
+    r"|\bmust be configured (?:to|with|for)\b"
     # a compiled kernel this build does not have (torch's custom-op namespace lacks the op)
     r"|'_OpNamespace' '\w+' object has no attribute"
     # vLLM's multimodal processing (multimodal/processing.py, v0.7 .. current) when the model's Hugging
@@ -486,7 +504,7 @@ STARTED = re.compile(
     "|".join(f"(?:{p.pattern})" for ph, p in MILESTONES if ph in (*UP_PHASES, Phase.SERVING)), _I
 )
 #: An answer that is a server error (a 5xx after a crash is the failure, not service).
-SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d")
+SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d|\bcode(?:=|\":\s?)5\d\d\b")
 
 #: A request the server answered: a 2xx on an inference route, or an engine stats line with a request
 #: running or tokens generated (vLLM's periodic "Engine 000: Avg prompt throughput: ...").

@@ -2176,6 +2176,46 @@ def test_a_launch_command_starts_a_new_life(command: str) -> None:
         assert root(obs([answered, said, oom])) == "runtime_oom", said
 
 
+def test_tritons_status_alone_is_the_records_level() -> None:
+    """Triton's "UNAVAILABLE: <code>: " without its table's bars (vllm#1647's paste) is the level of the
+    load's error record: the exception after it is read, and a requirement it states is the config's."""
+    line = (
+        "UNAVAILABLE: Internal: AssertionError: vLLM Triton backend must be configured to use decoupled "
+        "model transaction policy"
+    )
+    assert root(obs([line])) == "unsupported_config"
+    assert root(obs(["UNAVAILABLE: the endpoint is down for maintenance"])) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # vLLM's chat handler refusing a request it then answers with a 400 (chat-ui#1386, Gemma 2)
+        "ERROR 08-05 12:39:06 serving_chat.py:118] Error in applying chat template from request: System role "
+        "not supported",
+        # the handler's check of the request's model, logged with the 404 it answers (litellm#11689)
+        "ERROR 06-13 13:14:14 [serving_chat.py:135] Error with model object='error' message='The model "
+        "`hosted_vllm/x` does not exist.' type='NotFoundError' param=None code=404",
+        # the answers as a client pasted them (vllm#3486; modal-examples#843's /v1/models)
+        '{"object":"error","message":"The model `Qwen1.5-14B-Chat` does not exist.","type":"NotFoundError",'
+        '"param":null,"code":404}',
+        '{"object":"list","data":[{"id":"meta-llama/Meta-Llama-3.1-8B-Instruct","object":"model",'
+        '"owned_by":"vllm","max_model_len":8096}]}',
+    ],
+)
+def test_a_request_the_server_refused_and_answered_shows_it_up(answer: str) -> None:
+    """The request's error, not the server's: the server took the request and answered it."""
+    assert cause(obs([answer])).category == "healthy"
+    assert cause(
+        obs([answer, 'INFO:     127.0.0.1:42142 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request'])
+    ).category == ("healthy")
+
+
+def test_a_server_error_answer_is_no_sign_of_service() -> None:
+    body = '{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}'
+    assert root(obs([body])) != "healthy"
+
+
 def test_modelscope_saying_the_model_does_not_exist_is_model_not_found() -> None:
     lines = [
         "2025-08-03 19:16:47,111 - modelscope - ERROR - The request model: Qwen3-30B-A3B-Thinking-2507 does not exist!",

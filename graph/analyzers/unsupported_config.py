@@ -57,6 +57,7 @@ from mcp_tools.vocabulary import (
     KIND_ASKS_SETTING,
     KIND_NO_DEVICE,
     QUANT_TENSOR_METHOD,
+    REQUEST_REFUSED,
     SUPPORT_CHECK,
     TRITON_FP8_MIN_CC,
     UNSUPPORTED,
@@ -107,6 +108,9 @@ def analyze(obs: Observation) -> list[Finding]:
             and not UNSUPPORTED_WARNING.search(ln.text)
             and v.phase_at(ln.n) < Phase.API_UP
         ]
+    # A request the server refused and answered ("Error in applying chat template from request: System
+    # role not supported") is the request's, not the configuration's.
+    hits = [ln for ln in hits if not REQUEST_REFUSED.search(ln.text)]
     if hits:
         facts = facts_of(obs, "\n".join(ln.text for ln in hits[:3]))
         summary = (
