@@ -522,12 +522,16 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         )
     # Records that say they are errors (a traceback's frames without its exception line, say) with no
     # start seen completing: answers may be another instance's; not calling that healthy either. (A
-    # request the server refused and answered is logged as an error too: that is its answer.)
+    # request the server refused and answered is logged as an error too: that is its answer. A wrapped
+    # record is read whole, in its head.)
     said = next(
         (
             ln
             for ln in v.lines
-            if ln.said_error and ln.n not in v.history and not REQUEST_REFUSED.search(ln.text)
+            if ln.said_error
+            and not ln.head
+            and ln.n not in v.history
+            and not REQUEST_REFUSED.search(ln.text)
         ),
         None,
     )

@@ -2176,6 +2176,21 @@ def test_a_launch_command_starts_a_new_life(command: str) -> None:
         assert root(obs([answered, said, oom])) == "runtime_oom", said
 
 
+def test_answers_that_go_on_past_an_oom_were_not_the_life_that_ran_out() -> None:
+    """An OOM with no frames after answered requests was the serving life's; when the same process goes
+    on answering after it, unaffected, its answers were another life's (another instance's), and nothing
+    places the OOM after loading. A server error after it is no answer."""
+    answered = '(APIServer pid=9) INFO:     10.0.0.7:51234 - "POST /v1/completions HTTP/1.1" 200 OK'
+    failed = answered.replace("200 OK", "500 Internal Server Error")
+    oom = "(EngineCore_DP0 pid=1234) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 MiB."
+    assert root(obs([answered, oom])) == "runtime_oom"
+    assert root(obs([answered, oom, failed])) == "runtime_oom"
+    assert root(obs([answered, oom, answered])) == "weights_oom"
+    # another process's answers after it say nothing of the one that served before
+    other = answered.replace("pid=9", "pid=10")
+    assert root(obs([answered, oom, other])) == "runtime_oom"
+
+
 def test_tritons_status_alone_is_the_records_level() -> None:
     """Triton's "UNAVAILABLE: <code>: " without its table's bars (vllm#1647's paste) is the level of the
     load's error record: the exception after it is read, and a requirement it states is the config's."""
@@ -2204,8 +2219,16 @@ def test_tritons_status_alone_is_the_records_level() -> None:
     ],
 )
 def test_a_request_the_server_refused_and_answered_shows_it_up(answer: str) -> None:
-    """The request's error, not the server's: the server took the request and answered it."""
+    """The request's error, not the server's: the server took the request and answered it, also when
+    the paste wrapped, coloured and quoted the record."""
+    import random
+
+    from evals.tools import perturb
+    from mcp_tools.incident import LogLine
+
     assert cause(obs([answer])).category == "healthy"
+    pasted, _ = perturb.TRANSFORMS["pasted-thread"]([LogLine(text=answer)], random.Random(1))
+    assert cause(Observation(id="t", logs=pasted)).category == "healthy"
     assert cause(
         obs([answer, 'INFO:     127.0.0.1:42142 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request'])
     ).category == ("healthy")

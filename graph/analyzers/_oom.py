@@ -188,8 +188,8 @@ def _phase(v: LogView, ln: Line, frames: list[Line]) -> tuple[str, Line | None, 
     if phase in (Phase.DOWNLOAD, Phase.LOADING):
         return "weights", None, 0.75
     # Nothing of a start-up in the log, but the engine was taking requests before it ran out: the
-    # only life the log shows was serving.
-    if phase is Phase.NONE and v.served_before(ln.n):
+    # only life the log shows was serving (unless the answers went on unaffected: they were another's).
+    if phase is Phase.NONE and v.served_before(ln.n) and not v.served_through(ln.n):
         return "runtime", None, 0.6
     # The error quoted ahead of its log (a thread's paste that begins with the exception): the start-up
     # the lines after it show got past loading and never came up, and ran out nowhere else, so this is

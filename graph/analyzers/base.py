@@ -272,6 +272,13 @@ class LogView:
             self._first_served = next((m for m, ph in self.milestones if ph is Phase.SERVING), 0)
         return 0 < self._first_served < n
 
+    def served_through(self, n: int) -> bool:
+        """A process that answered requests before line ``n`` answered them after it too: what failed at
+        ``n`` did not stop its service (that life, or that instance, is not the one that failed)."""
+        served = [m for m, ph in self.milestones if ph is Phase.SERVING]
+        before = {self.lines[m - 1].proc for m in served if m < n}
+        return any(self.lines[m - 1].proc in before for m in served if m > n)
+
     def phase_at(self, n: int) -> Phase:
         """How far the current start-up had come when line ``n`` was written: the furthest start-up
         milestone since the server last started. A start-up milestone earlier in the order than one
