@@ -120,7 +120,12 @@ MILESTONES: list[tuple[Phase, re.Pattern[str]]] = [
             r"Memory profiling takes|Memory profiling results|torch\.compile takes|Starting profile run"
             r"|Dynamo bytecode transform time|Directly load the compiled graph"
             r"|Compiling a graph for |Compiling model|profile_run|Multimodal Encoder profiling finished"
-            r"|Initial profiling/warmup run took|(?:Profiling|Estimated) CUDA graph memory",
+            r"|Initial profiling/warmup run took|(?:Profiling|Estimated) CUDA graph memory"
+            # the profiling run's account (v0.6.5 .. v0.9, V0's worker and V1's gpu_worker; vLLM's formatter
+            # prefixes each of its lines): "the current vLLM instance can use total_gpu_memory (79.11GiB) x
+            # gpu_memory_utilization (0.90) = ...", "... the rest of the memory reserved for KV Cache is ..."
+            r"|the current vLLM instance can use total_gpu_memory"
+            r"|the rest of the memory reserved for KV Cache",
             _I,
         ),
     ),
@@ -1395,6 +1400,8 @@ FACT_REQUESTED_TOKENS = re.compile(
     r"for a total of (?:at least )?(\d+) tokens|However, you requested (\d+) tokens"
     r"|The input \((\d+) tokens\) is longer than|Input length \((\d+)\) exceeds"
     r"|Input prompt \((\d+) tokens\) is too long|prompt \(length (\d+)\) is longer than"
+    # V1's input check, v0.8 ("Prompt length of 4178 is longer than the maximum model length of 4096.")
+    r"|Prompt length of (\d+) is longer than"
 )
 #: auth_denied: what refused
 FACT_DENIED_HUB = re.compile(r"gated|restricted|huggingface|401 Client|403 Client|hf_|\btoken", _I)

@@ -1795,7 +1795,9 @@ def test_the_v0_scheduler_and_input_check_wordings_give_the_context_figures() ->
         "ValueError: The decoder prompt (length 34144) is longer than the maximum model length of 32768. "
         "Make sure that `max_model_len` is no smaller than the number of text tokens."
     )
-    for line, served, need in ((scheduler, 2048, 2501), (decoder, 32768, 34144)):
+    # V1's input check in v0.8 (hiyouga/EasyR1#207)
+    v1 = "ValueError: Prompt length of 4178 is longer than the maximum model length of 4096."
+    for line, served, need in ((scheduler, 2048, 2501), (decoder, 32768, 34144), (v1, 4096, 4178)):
         rc = cause(obs([line]))
         assert rc.category == "context_too_long" and rc.finding is not None
         assert (rc.finding.facts["served_context"], rc.finding.facts["requested_tokens"]) == (served, need)
@@ -2283,6 +2285,26 @@ def test_a_compile_cache_file_read_empty_crashed_the_start_instead_of_staying_un
     assert rc.category == "engine_crash" and rc.finding is not None and rc.finding.facts["in_startup"]
     other = [*lines[:2], lines[2].replace("Expecting value: line 1 column 1 (char 0)", "boom"), lines[3]]
     assert root(obs(other)) == "unknown"
+
+
+def test_the_profiling_runs_account_places_a_crash_after_it_in_the_start_up() -> None:
+    """V0's and V1's worker print the profiling run's account, each line with the logger's prefix ("model
+    weights take 1.00GiB; ... the rest of the memory reserved for KV Cache is 64.51GiB."): a collective
+    that times out after it, with no start completing, crashed the start-up, which a restart repeats
+    (ai-dynamo/dynamo#1065)."""
+    from graph.pipeline import assess
+
+    lines = [
+        "INFO 05-11 21:27:10 [worker.py:284] model weights take 1.00GiB; non_torch_memory takes 4.39GiB; PyTorch "
+        "activation peak memory takes 1.30GiB; the rest of the memory reserved for KV Cache is 64.51GiB.",
+        "(RayWorkerWrapper pid=144878, ip=10.52.51.35) [rank12]:[E511 21:37:10.112405891 ProcessGroupNCCL.cpp:629] "
+        "[Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=GATHER, NumelIn=2052096, "
+        "NumelOut=0, Timeout(ms)=600000) ran for 600074 milliseconds before timing out.",
+    ]
+    assert view(obs(lines)).phase_at(2) == Phase.PROFILING
+    rc = cause(obs(lines))
+    assert rc.category == "engine_crash" and rc.finding is not None and rc.finding.facts["in_startup"]
+    assert assess(obs(lines)).plan.steps[0].kind.value == "escalate"
 
 
 def test_an_exception_in_the_code_processes_share_is_the_host_taking_it_away() -> None:
