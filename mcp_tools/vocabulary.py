@@ -925,6 +925,10 @@ QUOTA = re.compile(
     r"|\bInsufficient(?:Instance)?Capacity\b|Unable to provision requested ML compute capacity"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
+    # A GPU type the zone does not offer at all (Compute Engine, GKE node pools: "Accelerator type
+    # \"nvidia-l4\" does not exist in zone us-west4-b.", or its resource path "not found"): no capacity of
+    # that kind there, ever; another zone or GPU type is the fix
+    r"|Accelerator type \S{1,80} does not exist in zone|acceleratorTypes/[\w-]{1,80}' was not found"
     # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's
     # cudaErrorDevicesUnavailable ("CUDA-capable device(s) is/are busy or unavailable", before CUDA 12
     # "all CUDA-capable devices are busy or unavailable"), Xinference's worker ("Requested GPUs exceed

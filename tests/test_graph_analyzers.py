@@ -250,6 +250,21 @@ def test_gpu_quota_from_condition() -> None:
     assert rc.category == "gpu_quota" and rc.evidence[0].line == 0
 
 
+def test_a_gpu_type_the_zone_does_not_offer_is_no_capacity_there() -> None:
+    """GKE's node pool for a GPU type the zone does not have (kubernetes-engine-samples#1738): no GPU can
+    be had there, whatever the quota."""
+    line = (
+        'ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, message=Accelerator type "nvidia-l4" '
+        "does not exist in zone us-west4-b."
+    )
+    assert root(obs([line])) == "gpu_quota"
+    path = "The resource 'projects/p/zones/us-west4-b/acceleratorTypes/nvidia-l4' was not found"
+    assert (
+        root(obs([f"ERROR: (gcloud.compute.instances.create) Could not fetch resource: - {path}"]))
+        == "gpu_quota"
+    )
+
+
 def test_unsupported_config() -> None:
     assert root(obs(FP8_ON_T4)) == "unsupported_config"
     assert root(obs(BAD_FLAG)) == "unsupported_config"
