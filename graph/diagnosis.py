@@ -528,10 +528,7 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
         (
             ln
             for ln in v.lines
-            if ln.said_error
-            and not ln.head
-            and ln.n not in v.history
-            and not REQUEST_REFUSED.search(ln.text)
+            if ln.said_error and not ln.head and ln.n not in v.history and not REQUEST_REFUSED.search(ln.text)
         ),
         None,
     )

@@ -265,6 +265,31 @@ def test_a_gpu_type_the_zone_does_not_offer_is_no_capacity_there() -> None:
     )
 
 
+def test_a_model_type_vllm_refuses_in_float16_served_in_float16_is_the_configuration() -> None:
+    """vllm#15097: Gemma 3 served with --dtype=half by v0.8.0, which ran it (v0.9 on refuses the pair):
+    the server generates, and its answers are what is wrong. A failure the log shows comes first; Gemma
+    1's "gemma-2b" and a bfloat16 start are no such pair."""
+    from graph.pipeline import assess
+
+    def start(cmd: str) -> list[str]:
+        return [
+            cmd,
+            "INFO 03-19 14:18:03 [api_server.py:977] vLLM API server version 0.8.0",
+            "INFO 03-19 14:22:00 [metrics.py:481] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+            "18.8 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 2.6%, CPU KV "
+            "cache usage: 0.0%.",
+        ]
+
+    served = start("python -m vllm.entrypoints.openai.api_server --model /m/gemma-3-12b-it --dtype=half")
+    d = assess(obs(served))
+    assert d.category == "unsupported_config"
+    assert d.plan.steps[0].change == {"--dtype": "bfloat16"}
+    assert root(obs(start("vllm serve google/gemma-2b-it --dtype half"))) != "unsupported_config"
+    assert root(obs(start("vllm serve google/gemma-3-12b-it --dtype bfloat16"))) != "unsupported_config"
+    oom = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."
+    assert root(obs([*served[:2], oom])) == "kv_cache_oom"
+
+
 def test_unsupported_config() -> None:
     assert root(obs(FP8_ON_T4)) == "unsupported_config"
     assert root(obs(BAD_FLAG)) == "unsupported_config"

@@ -35,9 +35,13 @@ from mcp_tools.vocabulary import (
     ASKABLE_SWITCHES,
     BARE_EXCEPTION,
     EXCEPTION,
+    EXCEPTION_PREFILTER,
     FACT_DEVICE_REFUSED,
+    FACT_DTYPE_PREFILTER,
     FACT_FLAG_CONTRADICTED,
     FACT_FLASH_ATTENTION,
+    FACT_FLOAT16_REFUSED_MODEL,
+    FACT_FLOAT16_SERVED,
     FACT_KV_CACHE_DTYPE,
     FACT_MIN_ARCH,
     FACT_MIN_CAPABILITY,
@@ -142,7 +146,31 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts=facts_of(obs, "\n".join(ln.text for ln in checks)),
             )
         ]
-    return _from_spec(obs, v.total)
+    return _from_spec(obs, v.total) or _float16_refused(v)
+
+
+def _float16_refused(v: LogView) -> list[Finding]:
+    """The last launch or configuration line serves, in float16, a model type vLLM refuses in float16
+    from v0.9 on (``FACT_FLOAT16_REFUSED_MODEL``), and nothing in the log failed after it: the server
+    runs, and what it answers is what is wrong. Placed after the log's last line, so any failure the
+    log shows comes first."""
+    ln = v.last(FACT_FLOAT16_SERVED, prefilter=FACT_DTYPE_PREFILTER)
+    m = FACT_FLOAT16_REFUSED_MODEL.search(ln.text) if ln is not None else None
+    if ln is None or m is None or v.first(EXCEPTION, after=ln.n, prefilter=EXCEPTION_PREFILTER):
+        return []
+    f = finding(
+        "unsupported_config",
+        0.6,
+        f"Line {ln.n} serves {m.group(0)} in float16, which vLLM refuses for this model type from v0.9 "
+        "on (numerical instability: empty or wrong answers); it runs in bfloat16 or float32.",
+        [ln],
+        pattern=FACT_FLOAT16_SERVED,
+        analyzer="unsupported_config",
+        specific=False,
+        facts={"float16_refused": m.group(0)},
+    )
+    f.first_line = f.last_line = v.total + 1
+    return [f]
 
 
 def _next_record(v: LogView, n: int) -> Line | None:

@@ -109,6 +109,18 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                     f"the failing check names {flag}, which the service sets: serve without it",
                 )
             )
+    refused16 = fact(diag, "float16_refused")
+    if refused16:  # the model type's own dtype; a GPU without bfloat16 runs it in float32 (twice the memory)
+        cc_now = gpu_cc(cap.gpu)
+        dtype = "float32" if cc_now is not None and cc_now < 8.0 else "bfloat16"
+        out.append(
+            flags_option(
+                cap,
+                {"--dtype": dtype},
+                f"{refused16} is numerically unstable in float16 (vLLM refuses the pair from v0.9 on): "
+                f"serve it in {dtype}",
+            )
+        )
     no_bf16 = bool(fact(diag, "no_bfloat16"))
     need: float | None = fact(diag, "min_compute_capability")
     quantization = bool(fact(diag, "quantization"))
