@@ -309,7 +309,10 @@ def build_engine_crash(rng: random.Random) -> dict[str, Any]:
         " from the wording of https://github.com/vllm-project/vllm/issues/28028",
         logs,
         _expects(
-            "engine_crash", ["restart", "rollback"], "illegal memory access", ["set_resources", "set_model"]
+            "engine_crash",
+            ["restart", "rollback", "escalate"],
+            "illegal memory access",
+            ["set_resources", "set_model"],
         ),
     )
 

@@ -80,4 +80,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 cap, {"--enforce-eager": True}, "CUDA faults often come from graph capture: run eagerly"
             )
         )
+        if not repeats:
+            # A kernel that faulted (an illegal address, a device-side assert) is a bug of this build with
+            # this model or input: the platform already starts a crashed instance again, and the same
+            # request faults it the same way. A person first, with the trace; the restart and eager mode
+            # stay options below.
+            out = [
+                escalate(
+                    "A GPU kernel faulted while the engine ran (an illegal memory access, a device-side "
+                    "assert, a launch failure): a bug of this vLLM build with this model, its kernels or the "
+                    "driver, which the same requests hit again. Report the trace upstream with the model "
+                    "and flags; roll back to the last revision that served, or restart (and try eager mode) "
+                    "to buy time.",
+                    "a CUDA kernel faulted: a restart only lasts until the same request comes again",
+                ),
+                *out,
+            ]
     return out
