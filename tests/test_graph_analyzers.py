@@ -2228,9 +2228,11 @@ def test_answers_that_go_on_past_an_oom_were_not_the_life_that_ran_out() -> None
     assert root(obs([answered, oom])) == "runtime_oom"
     assert root(obs([answered, oom, failed])) == "runtime_oom"
     assert root(obs([answered, oom, answered])) == "weights_oom"
-    # another process's answers after it say nothing of the one that served before
+    # another process's answers after it say nothing of the one that served before, which stopped
     other = answered.replace("pid=9", "pid=10")
     assert root(obs([answered, oom, other])) == "runtime_oom"
+    assert root(obs([answered, other, oom, other])) == "runtime_oom"
+    assert root(obs([answered, other, oom, other, answered])) == "weights_oom"
 
 
 def test_tritons_status_alone_is_the_records_level() -> None:

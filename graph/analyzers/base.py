@@ -273,11 +273,12 @@ class LogView:
         return 0 < self._first_served < n
 
     def served_through(self, n: int) -> bool:
-        """A process that answered requests before line ``n`` answered them after it too: what failed at
-        ``n`` did not stop its service (that life, or that instance, is not the one that failed)."""
+        """Every process that answered requests before line ``n`` answered them after it too: what failed
+        at ``n`` stopped none of them (their lives, or instances, are not the one that failed)."""
         served = [m for m, ph in self.milestones if ph is Phase.SERVING]
         before = {self.lines[m - 1].proc for m in served if m < n}
-        return any(self.lines[m - 1].proc in before for m in served if m > n)
+        after = {self.lines[m - 1].proc for m in served if m > n}
+        return bool(before) and before <= after
 
     def phase_at(self, n: int) -> Phase:
         """How far the current start-up had come when line ``n`` was written: the furthest start-up
