@@ -215,6 +215,33 @@ def ctrl_c_watch(state: Path, once: str, wait_s: float = 180) -> tuple[int, str]
     return p.returncode, "".join(said)
 
 
+def test_ctrl_c_inside_an_asyncio_run_whose_call_absorbs_the_cancellation_still_stops() -> None:
+    """``asyncio.run`` turns SIGINT into a cancellation of its task; a call that finishes anyway loses the
+    interrupt (the watch would go on to its next cycle). Under ``ctrl_c_raises`` it raises where it lands.
+    The signal is sent from inside the running loop, so it always finds asyncio's handler or ours."""
+    import asyncio
+    import os
+
+    from agent.watch import ctrl_c_raises
+
+    async def call_that_finishes_anyway() -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "absorbed"
+        return "slept"
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as a CLI has it
+    try:
+        assert asyncio.run(call_that_finishes_anyway()) == "absorbed"  # the interrupt is lost
+        with pytest.raises(KeyboardInterrupt), ctrl_c_raises():
+            asyncio.run(call_that_finishes_anyway())
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.slow  # end to end: the watch process, stopped by a signal
 def test_cli_watch_in_the_sandbox_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     # Ctrl-C once the second cycle is reported (a stop during start-up is the next test's).

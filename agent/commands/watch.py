@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from agent.incidents_tracker import IncidentEvent
-        from agent.watch import CycleSummary, Watcher, parse_interval, status_line
+        from agent.watch import CycleSummary, Watcher, ctrl_c_raises, parse_interval, status_line
         from graph.config import Configuration
         from mcp_tools.errors import UserError
         from mcp_tools.settings import Policy
@@ -96,14 +96,15 @@ def register(app: typer.Typer) -> None:
             from agent.fleet import watch_fleet
 
             try:
-                n = watch_fleet(
-                    fleet,
-                    max_rounds=max_cycles,
-                    webhook=webhook,
-                    quiet_cycles=quiet_cycles,
-                    print_line=lambda text: console.print(escape(text), soft_wrap=True),
-                    on_event=on_event,
-                )
+                with ctrl_c_raises():
+                    n = watch_fleet(
+                        fleet,
+                        max_rounds=max_cycles,
+                        webhook=webhook,
+                        quiet_cycles=quiet_cycles,
+                        print_line=lambda text: console.print(escape(text), soft_wrap=True),
+                        on_event=on_event,
+                    )
             except KeyboardInterrupt:
                 console.print("stopped; the fleet's state is kept in the checkpoint store")
                 return
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
         instance: str | None = None
         watcher: Watcher | None = None
         try:  # Ctrl-C stops it at any point, its start (the sandbox's, the first imports) included
-            with contextlib.ExitStack() as stack:
+            with ctrl_c_raises(), contextlib.ExitStack() as stack:
                 if sandbox:
                     from agent.commands.repl import sandbox_configuration
                     from sandbox.scenarios import SCENARIOS
