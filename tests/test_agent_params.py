@@ -220,6 +220,38 @@ async def test_mcp_tool_numbers_are_bounded_by_cloud_run(tmp_path: Path) -> None
             ), text
 
 
+def test_a_client_that_spoke_json_rpc_then_sent_a_stray_line_ends_normally(tmp_path: Path) -> None:
+    """Bad input is an error only when it was all the session had: a client that initialized and then
+    sent one line the SDK could not parse (the SDK logs and drops it) leaves with exit 0."""
+    import subprocess
+    import sys
+
+    from mcp_client import server_env
+
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "mcp"],
+        input=(json.dumps(init) + "\nnot json-rpc\n").encode(),
+        capture_output=True,
+        env=server_env({}, tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
+    err = r.stderr.decode("utf-8", "replace")
+    assert r.returncode == 0, err[-2000:]
+    assert json.loads(r.stdout.decode().splitlines()[0])["id"] == 1
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     "junk",
     [
