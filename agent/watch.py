@@ -21,12 +21,9 @@ anew starts with a state of its own, never a dead sandbox's cycle count and wait
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -42,29 +39,6 @@ from graph.runner import CycleResult, run_cycle
 from mcp_tools.settings import Policy
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def ctrl_c_raises() -> Iterator[None]:
-    """While the watch runs, Ctrl-C raises KeyboardInterrupt wherever the main thread is.
-
-    ``asyncio.run`` (each observation's and the model's calls run under one) otherwise turns a SIGINT into
-    a cancellation of its task, and Python 3.11 loses that interrupt when the task ends anyway: a call
-    that completes as it is cancelled, a library that absorbs the cancellation (``asyncio.wait_for``'s
-    race before 3.12). The watch then goes on to its next cycle as if no one had pressed it. With a
-    handler of ours installed, ``asyncio.run`` leaves SIGINT alone."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set a handler (and receives the signal)
-        return
-    previous = signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class CycleSummary(BaseModel):

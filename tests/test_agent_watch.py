@@ -222,7 +222,7 @@ def test_ctrl_c_inside_an_asyncio_run_whose_call_absorbs_the_cancellation_still_
     import asyncio
     import os
 
-    from agent.watch import ctrl_c_raises
+    from agent.interrupts import ctrl_c_raises
 
     async def call_that_finishes_anyway() -> str:
         os.kill(os.getpid(), signal.SIGINT)

@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from agent.incidents_tracker import IncidentEvent
-        from agent.watch import CycleSummary, Watcher, ctrl_c_raises, parse_interval, status_line
+        from agent.interrupts import ctrl_c_raises
+        from agent.watch import CycleSummary, Watcher, parse_interval, status_line
         from graph.config import Configuration
         from mcp_tools.errors import UserError
         from mcp_tools.settings import Policy

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.display import render_request
+from agent.interrupts import ctrl_c_raises
 from agent.repl.commands import COMMAND_NAMES, ReplCommands
 
 HISTORY_FILE = "repl_history"
@@ -151,7 +152,8 @@ def run_repl(
             continue
         try:
             if line.startswith("/"):
-                reply = _dispatch(commands, line, console)
+                with ctrl_c_raises():
+                    reply = _dispatch(commands, line, console)
                 show(reply)
                 if reply.exit:
                     break
@@ -163,12 +165,12 @@ def run_repl(
                             f"thread {reply.thread_id} is waiting: /approve or /reject when you decide"
                         )
                     else:
-                        show(
-                            commands.decide(
+                        with ctrl_c_raises():
+                            decided = commands.decide(
                                 "approve" if yes else "reject",
                                 reason=None if yes else "declined at the prompt",
                             )
-                        )
+                        show(decided)
                 continue
             figures = {
                 k: v for k, v in (("bench", commands.last_bench), ("capacity", commands.last_capacity)) if v
@@ -179,7 +181,8 @@ def run_repl(
                 console.file.flush()
 
             try:
-                answer = ask(line, commands.cfg, emit=emit, repl_figures=figures)
+                with ctrl_c_raises():
+                    answer = ask(line, commands.cfg, emit=emit, repl_figures=figures)
             except NoModelError as e:
                 console.print(Text(str(e), style="yellow"))
                 continue
