@@ -220,35 +220,32 @@ async def test_mcp_tool_numbers_are_bounded_by_cloud_run(tmp_path: Path) -> None
             ), text
 
 
-def test_a_client_that_spoke_json_rpc_then_sent_a_stray_line_ends_normally(tmp_path: Path) -> None:
-    """Bad input is an error only when it was all the session had: a client that initialized and then
-    sent one line the SDK could not parse (the SDK logs and drops it) leaves with exit 0."""
+def _mcp_stdio(tmp_path: Path, data: bytes) -> tuple[int, str, str]:
+    """``gemma-sre mcp`` fed ``data`` on stdin, then EOF: (exit code, stdout, stderr)."""
     import subprocess
     import sys
 
     from mcp_client import server_env
 
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
     r = subprocess.run(
         [sys.executable, "-m", "agent.cli", "mcp"],
-        input=(json.dumps(init) + "\nnot json-rpc\n").encode(),
+        input=data,
         capture_output=True,
         env=server_env({}, tmp_path),
         cwd=ROOT,
         timeout=120,
     )
-    err = r.stderr.decode("utf-8", "replace")
-    assert r.returncode == 0, err[-2000:]
-    assert json.loads(r.stdout.decode().splitlines()[0])["id"] == 1
+    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+
+def test_a_client_that_spoke_json_rpc_then_sent_a_stray_line_ends_normally(tmp_path: Path) -> None:
+    """Bad input is an error only when it was all the session had: a client that initialized and then
+    sent one line the SDK could not parse (the SDK logs and drops it) leaves with exit 0."""
+    from mcp_client import INITIALIZE
+
+    code, out, err = _mcp_stdio(tmp_path, (json.dumps(INITIALIZE) + "\nnot json-rpc\n").encode())
+    assert code == 0, err[-2000:]
+    assert json.loads(out.splitlines()[0])["id"] == 1
     assert "Traceback" not in err
 
 
@@ -262,20 +259,7 @@ def test_a_client_that_spoke_json_rpc_then_sent_a_stray_line_ends_normally(tmp_p
 def test_junk_on_mcp_stdio_ends_in_one_clear_line(tmp_path: Path, junk: bytes) -> None:
     """A client that sent only lines the SDK could not parse gets exit 2 and one line, whichever of the
     SDK's tasks ends first (its reader reports each bad line and the session drops it)."""
-    import subprocess
-    import sys
-
-    from mcp_client import server_env
-
-    r = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "mcp"],
-        input=junk,
-        capture_output=True,
-        env=server_env({}, tmp_path),
-        cwd=ROOT,
-        timeout=120,
-    )
-    err = r.stderr.decode("utf-8", "replace")
-    assert r.returncode == 2, err[-2000:]
+    code, _out, err = _mcp_stdio(tmp_path, junk)
+    assert code == 2, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("error: MCP stdio:")
     assert "Traceback" not in err
