@@ -1445,9 +1445,10 @@ FACT_REFUSED_VALUE = re.compile(
 )
 FACT_PARALLEL_DIVISOR = re.compile(PARALLEL_DIVISOR + r" \((?P<size>\d{1,4})\)", _I)
 FACT_NO_BF16 = re.compile(r"Bfloat16|bfloat16|bf16|use float16 instead")
-#: A model type vLLM will not run in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS`` in its config, v0.9 ..:
-#: gemma2, gemma3, gemma3_text, plamo2: "Numerical instability. Please use bfloat16 or float32 instead."),
-#: by the checkpoint's name (Gemma 1's "gemma-2b" and Gemma 3n are other types), and a launch or engine
+#: A model type vLLM will not run in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS`` in its config, which v0.11
+#: enforces, vllm#28857: gemma2, gemma3, gemma3_text, plamo2: "Numerical instability. Please use bfloat16 or
+#: float32 instead."; the planner's ``FLOAT16_REFUSED_TYPES`` by model type, for a spec), here by the
+#: checkpoint's name (Gemma 1's "gemma-2b" and Gemma 3n are other types), and a launch or engine
 #: configuration that serves float16 ("--dtype=half", "dtype=torch.float16", "'dtype': 'half'"). Releases
 #: before the check ran the pair, and its answers are empty or wrong (vllm#15097, #17622): the server
 #: runs, the configuration is what fails.

@@ -266,7 +266,7 @@ def test_a_gpu_type_the_zone_does_not_offer_is_no_capacity_there() -> None:
 
 
 def test_a_model_type_vllm_refuses_in_float16_served_in_float16_is_the_configuration() -> None:
-    """vllm#15097: Gemma 3 served with --dtype=half by v0.8.0, which ran it (v0.9 on refuses the pair):
+    """vllm#15097: Gemma 3 served with --dtype=half by v0.8.0, which ran it (later releases refuse the pair):
     the server generates, and its answers are what is wrong. A failure the log shows comes first; Gemma
     1's "gemma-2b" and a bfloat16 start are no such pair."""
     from graph.pipeline import assess

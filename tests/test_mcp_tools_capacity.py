@@ -575,6 +575,20 @@ def test_a_sparse_published_config_takes_the_model_types_transformers_defaults()
         )
 
 
+def test_a_model_type_vllm_does_not_serve_in_float16_is_unsupported_in_float16_only() -> None:
+    """Gemma 3 asked for in float16 (vllm#15097's --dtype=half): not a fit, whatever the memory; bfloat16
+    fits on the same GPU. Preflight turns down a plan that would set it."""
+    from mcp_tools.capacity import parse_vllm_args
+
+    spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    half = plan_capacity(spec, gpu="nvidia-h100-80gb", flags=parse_vllm_args(["--dtype=half"]), suggest=False)
+    assert half.binding_constraint == "unsupported" and "does not support float16" in half.unsupported[0]
+    bf16 = plan_capacity(
+        spec, gpu="nvidia-h100-80gb", flags=parse_vllm_args(["--dtype=bfloat16"]), suggest=False
+    )
+    assert bf16.binding_constraint != "unsupported"
+
+
 def test_the_gemma3_vision_tower_and_projector_are_counted_as_vllm_builds_them() -> None:
     spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
     # The published safetensors total: decoder + SigLIP (416,866,032) + projector (1152 x 3840 + 1152).

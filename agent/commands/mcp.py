@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -101,11 +102,12 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
         anyio.run(serve_http, server, host, port, token, ready)
 
 
+@dataclass
 class _Lines:
     """How many of the client's lines the SDK's stdio reader parsed as JSON-RPC, and how many it could not."""
 
-    def __init__(self) -> None:
-        self.good = self.bad = 0
+    good: int = 0
+    bad: int = 0
 
 
 async def _serve_stdio(server: FastMCP, lines: _Lines) -> None:

@@ -151,7 +151,7 @@ def analyze(obs: Observation) -> list[Finding]:
 
 def _float16_refused(v: LogView) -> list[Finding]:
     """The last launch or configuration line serves, in float16, a model type vLLM refuses in float16
-    from v0.9 on (``FACT_FLOAT16_REFUSED_MODEL``), and nothing in the log failed after it: the server
+    in later releases (``FACT_FLOAT16_REFUSED_MODEL``), and nothing in the log failed after it: the server
     runs, and what it answers is what is wrong. Placed after the log's last line, so any failure the
     log shows comes first."""
     ln = v.last(FACT_FLOAT16_SERVED, prefilter=FACT_DTYPE_PREFILTER)
@@ -161,8 +161,8 @@ def _float16_refused(v: LogView) -> list[Finding]:
     f = finding(
         "unsupported_config",
         0.6,
-        f"Line {ln.n} serves {m.group(0)} in float16, which vLLM refuses for this model type from v0.9 "
-        "on (numerical instability: empty or wrong answers); it runs in bfloat16 or float32.",
+        f"Line {ln.n} serves {m.group(0)} in float16, which later vLLM releases refuse for this model type "
+        "(numerical instability: empty or wrong answers); it runs in bfloat16 or float32.",
         [ln],
         pattern=FACT_FLOAT16_SERVED,
         analyzer="unsupported_config",

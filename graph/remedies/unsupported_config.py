@@ -117,7 +117,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
             flags_option(
                 cap,
                 {"--dtype": dtype},
-                f"{refused16} is numerically unstable in float16 (vLLM refuses the pair from v0.9 on): "
+                f"{refused16} is numerically unstable in float16 (later vLLM releases refuse the pair): "
                 f"serve it in {dtype}",
             )
         )

@@ -120,6 +120,13 @@ SAMPLER_BYTES_PER_LOGIT_V1_PRE_017 = 36
 CUDA_GRAPH_GIB_BASE = 0.35
 CUDA_GRAPH_GIB_PER_LAYER = 0.015
 
+#: Model types vLLM does not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS`` in its config: "The model
+#: type 'gemma3' does not support float16. Reason: Numerical instability. Please use bfloat16 or float32
+#: instead", v0.11 refuses it at start, vllm#28857); releases before the check ran the pair and answered
+#: empty or wrong text (vllm#15097, #17622). The analyzers name the same types by checkpoint name
+#: (``mcp_tools.vocabulary.FACT_FLOAT16_REFUSED_MODEL``) for logs without a spec.
+FLOAT16_REFUSED_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})
+
 KV_DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
     "fp8_e4m3": 1,
@@ -550,6 +557,11 @@ def plan_capacity(
             warnings.append(f"{gspec.name} has no bfloat16: vLLM casts the weights to float16")
     else:
         dtype = {"half": "float16", "float": "float32"}.get(flags.dtype, flags.dtype)
+        if dtype == "float16" and spec.model_type in FLOAT16_REFUSED_TYPES:
+            unsupported.append(
+                f"The model type {spec.model_type!r} does not support float16 (numerical instability: empty "
+                "or wrong answers, and vLLM refuses it from v0.11); serve bfloat16 or float32"
+            )
     act_bytes = DTYPE_BYTES[dtype]
     q = _resolve_weight_format(spec, flags, gspec, unsupported, warnings)
     kv_dtype = flags.kv_cache_dtype
