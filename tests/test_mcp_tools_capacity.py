@@ -589,6 +589,27 @@ def test_a_model_type_vllm_does_not_serve_in_float16_is_unsupported_in_float16_o
     assert bf16.binding_constraint != "unsupported"
 
 
+def test_auto_dtype_serves_a_float16_refusing_type_in_float32_on_a_gpu_without_bfloat16() -> None:
+    """vLLM's _resolve_auto_dtype leaves float16 out for Gemma 2/3 and takes the first dtype left: on a T4
+    (no bfloat16) that is float32, twice float16's weight bytes. A plan for --dtype half there suggests
+    float32, not the float16 it refuses, and a plan for bfloat16 suggests float32 too."""
+    from mcp_tools.capacity import parse_vllm_args
+
+    gemma = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
+    auto = plan_capacity(gemma, gpu="t4", suggest=False)
+    assert auto.dtype == "float32"
+    assert any("in float32 under --dtype auto" in w for w in auto.warnings)
+    qwen = plan_capacity("Qwen/Qwen2.5-7B-Instruct", gpu="t4", suggest=False)
+    assert qwen.dtype == "float16"  # a type that takes float16 keeps vLLM's cast
+    on_l4 = plan_capacity(gemma, gpu="l4", suggest=False)
+    assert on_l4.dtype == "bfloat16"
+    assert auto.weights_gib > 1.9 * on_l4.weights_gib - 1  # four bytes a parameter, the 16-bit tower aside
+    for asked in ("--dtype=half", "--dtype=bfloat16"):
+        plan = plan_capacity(gemma, gpu="t4", flags=parse_vllm_args([asked]))
+        assert plan.binding_constraint == "unsupported"
+        assert [s.change for s in plan.suggestions if s.kind == "set_vllm_args"][0] == {"--dtype": "float32"}
+
+
 def test_the_gemma3_vision_tower_and_projector_are_counted_as_vllm_builds_them() -> None:
     spec = spec_from_config(GEMMA3_12B_CONFIG, model_id="google/gemma-3-12b-it", source="test")
     # The published safetensors total: decoder + SigLIP (416,866,032) + projector (1152 x 3840 + 1152).

@@ -555,6 +555,14 @@ def plan_capacity(
         if dtype == "bfloat16" and gspec.compute_capability and gspec.cc < 8.0:
             dtype = "float16"
             warnings.append(f"{gspec.name} has no bfloat16: vLLM casts the weights to float16")
+        if dtype == "float16" and spec.model_type in FLOAT16_REFUSED_TYPES:
+            # vLLM's _resolve_auto_dtype leaves float16 out of the platform's dtypes for these types
+            # and takes the first that is left: bfloat16, or float32 on a GPU without it.
+            dtype = "bfloat16" if not gspec.compute_capability or gspec.cc >= 8.0 else "float32"
+            warnings.append(
+                f"vLLM serves {spec.model_type!r} in {dtype} under --dtype auto (it refuses float16 for "
+                "this type)"
+            )
     else:
         dtype = {"half": "float16", "float": "float32"}.get(flags.dtype, flags.dtype)
         if dtype == "float16" and spec.model_type in FLOAT16_REFUSED_TYPES:
@@ -896,9 +904,12 @@ def _suggest(
             alt = "fp8" if "fp8_kv_cache" in gspec.supports else "auto"
             p = run(spec, flags.model_copy(update={"kv_cache_dtype": alt}))
             add("set_vllm_args", {"--kv-cache-dtype": alt}, f"--kv-cache-dtype {alt}", p)
-        if plan.dtype == "bfloat16" and gspec.compute_capability and gspec.cc < 8.0:
-            p = run(spec, flags.model_copy(update={"dtype": "float16"}))
-            add("set_vllm_args", {"--dtype": "float16"}, "--dtype float16", p)
+        no_bf16 = bool(gspec.compute_capability) and gspec.cc < 8.0
+        refuses_fp16 = spec.model_type in FLOAT16_REFUSED_TYPES
+        if (plan.dtype == "bfloat16" and no_bf16) or (plan.dtype == "float16" and refuses_fp16):
+            alt = "float32" if no_bf16 and refuses_fp16 else "float16" if no_bf16 else "bfloat16"
+            p = run(spec, flags.model_copy(update={"dtype": alt}))
+            add("set_vllm_args", {"--dtype": alt}, f"--dtype {alt}", p)
         if flags.quantization and any("--quantization" in u for u in plan.unsupported):
             p = run(spec, flags.model_copy(update={"quantization": None}))
             add("set_vllm_args", {"--quantization": None}, "drop --quantization", p)
