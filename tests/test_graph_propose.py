@@ -3,6 +3,9 @@ Cloud Run's limits where it changes the revision."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from graph.analyzers import Evidence, Finding
 from graph.diagnosis import Diagnosis
 from graph.observation import Observation
@@ -249,6 +252,23 @@ def test_a_kernel_that_needs_a_newer_gpu_moves_to_one_only_when_this_one_is_olde
     assert moves == ["nvidia-l4"]  # ranked after the flags and checkpoints that keep the GPU
     on_l4 = propose_options(d, Observation(id="x", service=L4))  # an L4 is Ada (8.9): the GPU is not why
     assert not any(s.kind is K.SET_RESOURCES for o in on_l4 for s in o.steps)
+
+
+def test_a_gpu_without_bfloat16_serves_a_type_that_refuses_float16_in_float32() -> None:
+    """The bfloat16 refusal's usual fix is float16; Gemma 3 refuses float16 (vLLM's
+    _FLOAT16_NOT_SUPPORTED_MODELS), so where the planner knows the model's type the fix is float32."""
+    t4 = L4.model_copy(
+        update={"gpu_type": "nvidia-tesla-t4", "args": ["--model=google/gemma-3-12b-it", "--dtype=bfloat16"]}
+    )
+    d = _diag(
+        "unsupported_config", "Bfloat16 is only supported on GPUs with compute capability", no_bfloat16=True
+    )
+    config = json.loads((Path(__file__).parent / "data/configs/gemma-3-12b-it.json").read_text())
+    gemma = Observation(id="x", service=t4, model_config=config)
+    dtypes = [s.change.get("--dtype") for o in propose_options(d, gemma) for s in o.steps]
+    assert "float32" in dtypes and "float16" not in dtypes
+    other = Observation(id="x", service=t4.model_copy(update={"args": ["--model=Qwen/Qwen2.5-7B-Instruct"]}))
+    assert [s.change.get("--dtype") for s in propose_options(d, other)[0].steps] == ["float16"]
 
 
 def test_requests_longer_than_the_context_get_a_longer_one_when_the_logged_kv_cache_holds_it() -> None:

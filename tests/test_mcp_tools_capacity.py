@@ -527,31 +527,7 @@ def test_published_totals_match_the_architecture_count() -> None:
 
 # google/gemma-3-12b-it's published config.json: its text_config omits vocab_size, head_dim,
 # max_position_embeddings and the layer pattern (https://huggingface.co/google/gemma-3-12b-it).
-GEMMA3_12B_CONFIG = {
-    "architectures": ["Gemma3ForConditionalGeneration"],
-    "model_type": "gemma3",
-    "text_config": {
-        "hidden_size": 3840,
-        "intermediate_size": 15360,
-        "model_type": "gemma3_text",
-        "num_attention_heads": 16,
-        "num_hidden_layers": 48,
-        "num_key_value_heads": 8,
-        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-        "sliding_window": 1024,
-    },
-    "torch_dtype": "bfloat16",
-    "vision_config": {
-        "hidden_size": 1152,
-        "image_size": 896,
-        "intermediate_size": 4304,
-        "model_type": "siglip_vision_model",
-        "num_attention_heads": 16,
-        "num_hidden_layers": 27,
-        "patch_size": 14,
-        "vision_use_head": False,
-    },
-}
+GEMMA3_12B_CONFIG = json.loads((Path(__file__).parent / "data/configs/gemma-3-12b-it.json").read_text())
 
 
 def test_a_sparse_published_config_takes_the_model_types_transformers_defaults() -> None:

@@ -125,8 +125,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     need: float | None = fact(diag, "min_compute_capability")
     quantization = bool(fact(diag, "quantization"))
     refused = bool(fact(diag, "device_refused"))  # the GPU itself is refused: no flag helps
-    if no_bf16 and not refused:
-        out.append(flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
+    if no_bf16 and not refused and not refused16:
+        from mcp_tools.capacity.planner import FLOAT16_REFUSED_TYPES
+
+        if cap.model is not None and cap.model.model_type in FLOAT16_REFUSED_TYPES:
+            out.append(
+                flags_option(
+                    cap,
+                    {"--dtype": "float32"},
+                    f"this GPU has no bfloat16 and vLLM refuses {cap.model.model_type} in float16: use "
+                    "float32 (twice the weights' memory)",
+                )
+            )
+        else:
+            out.append(flags_option(cap, {"--dtype": "float16"}, "this GPU has no bfloat16: use float16"))
     ref = get_model(obs.service.args) if obs.service else None
     prequantized = bool(ref and QUANT_SUFFIX.search(ref))
     if quantization and prequantized:
