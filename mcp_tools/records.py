@@ -91,9 +91,27 @@ _SERVE = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,6})?"
     r" \S{1,80} \S{1,80} -- "
 )
+#: Cloud Logging's severity, then the entry's RFC 3339 timestamp, then the payload, as the console's copy
+#: and ``gcloud logging read --format="value(severity,timestamp,textPayload)"`` print an entry:
+#: "ERROR 2024-01-10T09:30:29.874350070Z ValueError: ...".
+_SEVERITY_TS = re.compile(
+    r"^(?P<level>DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)\s+"
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)\s+"
+)
 _BRACKET_LEVEL = re.compile(r"^\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s:]")
 #: Level words that are not Python logging's own: glog's letters, Triton's status.
-_LEVEL_WORDS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "UNAVAILABLE": "ERROR"}
+_LEVEL_WORDS = {
+    "I": "INFO",
+    "W": "WARNING",
+    "E": "ERROR",
+    "F": "CRITICAL",
+    "UNAVAILABLE": "ERROR",
+    # Cloud Logging's own: DEFAULT says nothing (the text decides), the rest fold into Python's levels.
+    "DEFAULT": "",
+    "NOTICE": "INFO",
+    "ALERT": "CRITICAL",
+    "EMERGENCY": "CRITICAL",
+}
 
 #: Text that is an error whatever the field says.
 _ERROR_SHAPE = re.compile(
@@ -194,7 +212,7 @@ def clean(raw: str) -> Clean:
     lead = s.lstrip()  # a collector's column may leave more than one space before the level
     head = lead[:1]
     for pat in (
-        (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE, _TRITON_STATUS)
+        (_VLLM, _GLOG, _PYLOG, _DASHED, _SERVE, _SEVERITY_TS, _TRITON_STATUS)
         if head.isupper()
         else (_PIPE, _TRITON_ROW)
         if head == "|"

@@ -1234,14 +1234,20 @@ STARTUP_EXITED = re.compile(
     + r"|exited with (?:status|code)|terminated on signal|Killed|OOMKilled",
     _I,
 )
+#: vLLM's engine core told to stop: its handler for SIGTERM and SIGINT raises SystemExit, and
+#: run_engine_core logs "EngineCore exiting." for that exception alone (v1 core.py, v0.8 on).
+ENGINE_SIGNALLED = re.compile(r"\bEngineCore exiting\.")
 #: A stop sent from outside the server (not a crash of its own): a worker ended by SIGTERM ("Worker
-#: VllmWorkerProcess pid 1221546 died, exit code: -15", "terminated by signal SIGTERM"), or a
-#: Kubernetes container state SIGKILLed (``exitCode: 137``) whose ``reason`` is not ``OOMKilled`` —
-#: the kubelet's kill after a failed liveness probe.
+#: VllmWorkerProcess pid 1221546 died, exit code: -15", "terminated by signal SIGTERM"), the engine
+#: saying it was signalled (ENGINE_SIGNALLED), or a Kubernetes container state SIGKILLed
+#: (``exitCode: 137``) whose ``reason`` is not ``OOMKilled`` — the kubelet's kill after a failed
+#: liveness probe.
 KILLED_FROM_OUTSIDE = re.compile(
-    r"exit code:? -15\b|terminated by signal (?:15|SIGTERM)|^\s*exitCode: 137\s*$", _I | re.MULTILINE
+    r"exit code:? -15\b|terminated by signal (?:15|SIGTERM)|^\s*exitCode: 137\s*$|"
+    + ENGINE_SIGNALLED.pattern,
+    _I | re.MULTILINE,
 )
-KILLED_FROM_OUTSIDE_PREFILTER = re.compile(r"exit code|terminated by signal|exitCode", _I)
+KILLED_FROM_OUTSIDE_PREFILTER = re.compile(r"exit code|terminated by signal|exitCode|EngineCore exiting", _I)
 K8S_STATE_REASON = re.compile(r"^\s*reason: (?P<reason>\w+)\s*$", re.MULTILINE)
 #: A supervisor (a wrapper, a CLI) polling for the server to come up.
 STARTUP_WAITING = re.compile(

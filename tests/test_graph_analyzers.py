@@ -988,6 +988,13 @@ def test_a_stop_from_outside_before_the_server_was_up_is_a_slow_start() -> None:
     ]
     assert root(obs(supervisor)) == "startup_timeout"
     assert root(obs(supervisor[1:])) != "startup_timeout"  # nobody was waiting for a start
+    # vLLM's engine logs "EngineCore exiting." only for the SystemExit its SIGTERM / SIGINT handler
+    # raises (vllm#17386: a Kubernetes startup probe killed a start in torch.compile)
+    signalled = "DEBUG 05-08 00:41:45 [core.py:392] EngineCore exiting."
+    assert root(obs([*starting, signalled])) == "startup_timeout"
+    assert root(obs([*starting, "INFO:     Application startup complete.", signalled])) != "startup_timeout"
+    failed = [*starting, "Traceback (most recent call last):", "ValueError: bad config", signalled]
+    assert root(obs(failed)) != "startup_timeout"  # the engine stopped after its own error
 
 
 def test_a_crash_after_the_images_code_failed_to_import_escalates_first() -> None:

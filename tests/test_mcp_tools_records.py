@@ -132,6 +132,27 @@ from mcp_tools.records import clean, continues, severity_of
             "ERROR",
         ),
         ("| vllm  | 1       | READY  |", "| vllm  | 1       | READY  |", "", ""),
+        # Cloud Logging's severity and RFC 3339 time before the payload (a console copy, vertex-ai-samples
+        # #2620); DEFAULT says nothing, so the text decides
+        (
+            "ERROR 2024-01-10T09:30:29.874350070Z ValueError: max_num_batched_tokens (4096) is smaller than "
+            "max_model_len (32768).",
+            "ValueError: max_num_batched_tokens (4096) is smaller than max_model_len (32768).",
+            "",
+            "ERROR",
+        ),
+        (
+            "DEFAULT 2025-03-01T10:00:00Z Starting vLLM API server on http://0.0.0.0:8000",
+            "Starting vLLM API server on http://0.0.0.0:8000",
+            "",
+            "",
+        ),
+        (
+            "NOTICE 2025-03-01T10:00:00.5+00:00 Ready condition status changed",
+            "Ready condition status changed",
+            "",
+            "INFO",
+        ),
     ],
 )
 def test_clean_strips_prefixes_and_keeps_the_words(raw: str, text: str, proc: str, level: str) -> None:

@@ -8,7 +8,8 @@ server crashed is a symptom: the crash wins (it is earlier, and specific). The f
 when the server was still loading (no crash) when the probe gave up.
 
 The probe's own line may be missing: what is left is a stop sent from outside while the server was
-still starting — a worker ended by SIGTERM while a supervisor was still waiting for the server, or a
+still starting — a worker ended by SIGTERM while a supervisor was still waiting for the server, the
+engine's own "EngineCore exiting." (it was signalled) with no error of its start before it, or a
 Kubernetes container SIGKILLed (exit 137) for a reason that is not ``OOMKilled`` — with no API server
 up before it and no out-of-memory wording anywhere (a kill for memory is host_memory_exceeded).
 """
@@ -29,6 +30,7 @@ from graph.analyzers.base import (
 )
 from graph.observation import Observation
 from mcp_tools.vocabulary import (
+    ENGINE_SIGNALLED,
     EXCEPTION,
     HOST_MEMORY_STRONG,
     K8S_STATE_REASON,
@@ -57,6 +59,14 @@ def _killed_while_starting(v: LogView) -> list[Finding]:
             if reason is None or reason.text.strip().endswith("OOMKilled"):
                 continue
             lines.append(reason)
+        elif ENGINE_SIGNALLED.search(kill.text):
+            # The engine's own word that it was signalled: a stop from outside, unless an error of
+            # this life came first (a parent that failed stops its engine too).
+            after = life.n if life else 0
+            if v.first(EXCEPTION, after=after, before=kill.n) or v.first(
+                TRACEBACK_HEAD, after=after, before=kill.n
+            ):
+                continue
         else:
             # A supervisor that kills a start and tries again logs its waits on both sides of the kill.
             waiting = v.first(STARTUP_WAITING)
