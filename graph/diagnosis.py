@@ -34,6 +34,7 @@ from graph.analyzers.base import (
     frame_in,
     innermost_path,
     phase_of,
+    queue_left_waiting,
     raised_in,
     started_between,
     step_frame,
@@ -539,6 +540,17 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             summary=f"Line {said.n} says it is an error, and no start of the server is seen completing: "
             "not calling that healthy. A person should read the cited line.",
             evidence=[Evidence(line=said.n, text=cut_words(excerpt(said.raw or said.text), 300))],
+            notes=notes,
+        )
+    waiting = queue_left_waiting(v)
+    if waiting is not None:  # /health answers for an engine that stopped stepping too
+        return RootCause(
+            category="unknown",
+            confidence=0.35,
+            summary=f"The log ends on a stats period (line {waiting.n}) with requests waiting, none "
+            "running and nothing made in it: too short to call a hang, not a server that is serving "
+            "either. A person should look at the engine now.",
+            evidence=[Evidence(line=waiting.n, text=cut_words(excerpt(waiting.raw or waiting.text), 300))],
             notes=notes,
         )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)

@@ -2157,6 +2157,11 @@ def test_requests_waiting_with_none_running_for_two_periods_is_a_hang_not_satura
     stuck = period.format(p="0.0", g="0.0", r=0, w=22)
     assert root(obs([*STARTUP_OK, first, stuck])) == "engine_hung"
     assert root(obs([*STARTUP_OK, stuck])) != "engine_hung"  # one period: requests that just arrived
+    # ... but a server that came up and whose log ends on it has not earned "healthy" either (vllm#8378's
+    # log pasted from near its end); a period of progress after it has
+    up = [*STARTUP_OK, *STARTUP_FIGURES]
+    assert root(obs([*up, stuck])) == "unknown"
+    assert root(obs([*up, stuck, period.format(p="310.4", g="48.0", r=4, w=0)])) == "healthy"
     # tokens made while the queue waited: the engine steps (a client's gap, not a stall)
     assert root(obs([*STARTUP_OK, first, period.format(p="0.0", g="40.5", r=0, w=1)])) != "engine_hung"
     assert root(obs([*STARTUP_OK, first, period.format(p="0.0", g="0.0", r=3, w=22)])) != "engine_hung"

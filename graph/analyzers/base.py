@@ -617,6 +617,21 @@ def queued_idle(text: str) -> bool:
     return m is not None and int(m.group(1)) == 0 and int(m.group(2)) > 0
 
 
+def queue_left_waiting(v: LogView) -> Line | None:
+    """The last stats period of an engine, requests waiting, none running and no prompt read nor token
+    made in it, with nothing that engine's process ran after it: one period is too short to call a
+    hang (``queued_idle``), and it is not a server that earned ``healthy`` either."""
+    last: dict[str, Line] = {}
+    for ln in v.grep(HUNG_STATS):
+        last[ln.proc] = ln
+    for ln in last.values():
+        m = HUNG_STATS.search(ln.text)
+        made = m is not None and (float(m.group(1)) > 0.0 or float(m.group(2)) > 0.0)
+        if queued_idle(ln.text) and not made and not ran_after(v, ln):
+            return ln
+    return None
+
+
 def ran_after(v: LogView, ln: Line) -> bool:
     """The server ran after line ``ln``: a start completed after it (the engine ready, the API up), or
     the process that printed it answered requests after it. What a start printed as an error and then
