@@ -33,8 +33,8 @@ from graph.analyzers.base import (
     excerpt,
     frame_in,
     innermost_path,
+    left_stalled,
     phase_of,
-    queue_left_waiting,
     raised_in,
     started_between,
     step_frame,
@@ -78,6 +78,7 @@ from mcp_tools.vocabulary import (
     REQUEST_REFUSED,
     REQUEST_SERVED,
     REQUEST_SERVED_PREFILTER,
+    RUST_PANIC,
     START_PENDING,
     TRACEBACK_HEAD,
     UP_PHASES,
@@ -275,6 +276,8 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     v = view(obs)
     phase = phase_of(v, ln.n)
     text = ln.text
+    if RUST_PANIC.search(text) and ln.n < v.total:  # a panic says what it is on its next line
+        text = v.lines[ln.n].text
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
     # a request's or a step's: it failed starting, at a step the log does not show.
     unplaced = phase in (Phase.NONE, Phase.CONTAINER)
@@ -387,7 +390,11 @@ def _exception_evidence(obs: Observation, ln: Line) -> list[Evidence]:
     raised_by = _raising_line(view(obs), ln) if BARE_EXCEPTION.match(ln.text) else None
     out = [Evidence(line=raised_by.n, text=cut_words(raised_by.text.strip(), 300))] if raised_by else []
     out.append(Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300)))
-    end = view(obs).chain_end(ln.n)
+    v = view(obs)
+    if RUST_PANIC.search(ln.text) and ln.n < v.total:  # the panic's message, on its next line
+        said = v.lines[ln.n]
+        out.append(Evidence(line=said.n, text=cut_words(excerpt(said.raw or said.text), 300)))
+    end = v.chain_end(ln.n)
     if end is not None and end.n != ln.n:
         out.append(Evidence(line=end.n, text=cut_words(excerpt(end.raw or end.text, EXCEPTION), 300)))
     return out
@@ -398,7 +405,11 @@ def first_unexplained_failure(obs: Observation, findings: list[Finding], before:
     report another failure (nor follows an orderly shutdown)."""
     v = view(obs)
     cited = {e.line for f in findings for e in f.evidence}
-    found = [*v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER), *_bare_raises(v, before)]
+    found = [
+        *v.grep(EXCEPTION, before=before, prefilter=EXCEPTION_PREFILTER),
+        *_bare_raises(v, before),
+        *v.grep(RUST_PANIC, before=before),
+    ]
     # where each process last named an exception with its class, by what it said ("KeyError: 'x.y.z'")
     named: dict[tuple[str, str], int] = {}
     for x in found:
@@ -542,15 +553,15 @@ def _no_finding(obs: Observation, notes: list[str]) -> RootCause:
             evidence=[Evidence(line=said.n, text=cut_words(excerpt(said.raw or said.text), 300))],
             notes=notes,
         )
-    waiting = queue_left_waiting(v)
-    if waiting is not None:  # /health answers for an engine that stopped stepping too
+    stalled = left_stalled(v)
+    if stalled is not None:  # /health answers for an engine that stopped stepping too
         return RootCause(
             category="unknown",
             confidence=0.35,
-            summary=f"The log ends on a stats period (line {waiting.n}) with requests waiting, none "
-            "running and nothing made in it: too short to call a hang, not a server that is serving "
-            "either. A person should look at the engine now.",
-            evidence=[Evidence(line=waiting.n, text=cut_words(excerpt(waiting.raw or waiting.text), 300))],
+            summary=f"The log ends on a stats period (line {stalled.n}) with requests in the engine and "
+            "nothing made in it: too short to call a hang, not a server that is serving either. A person "
+            "should look at the engine now.",
+            evidence=[Evidence(line=stalled.n, text=cut_words(excerpt(stalled.raw or stalled.text), 300))],
             notes=notes,
         )
     warnings = sum(1 for ln in v.lines if ln.severity in ("WARNING", "ERROR") and ln.n not in v.history)

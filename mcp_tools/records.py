@@ -40,9 +40,10 @@ _KUBECTL_PREFIX = re.compile(r"^\[pod/[^\]]+\]\s+")
 _SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: ")
 #: A tqdm bar with a record glued after it ("... 4/4 [00:02<00:00,  1.5it/s]INFO 05-01 ...").
 _TQDM_GLUE = re.compile(r"^.*?\|\s*\d+/\d+\s*\[[^\]]*\](?=\S)")
-#: The process that printed the line.
+#: The process that printed the line: vLLM's and Ray's "(EngineCore_DP0 pid=212)", "(RayWorkerWrapper
+#: pid=5678, ip=10.0.0.3)", SkyPilot's "(task, pid=27090)" / "(head, rank=0, pid=17546)", torch's "[rank0]:".
 _PROC = re.compile(
-    r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*(?: [\w=.-]+)*?\s*(?:rank=\d+\s*)?pid=\d+(?:, ip=[\d.]+)?)\)"
+    r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*,?(?: [\w=.-]+,?)*?\s*(?:rank=\d+,?\s*)?pid=\d+(?:, ip=[\d.]+)?)\)"
     r"|\[(?P<rank>rank\d+)\]:|\((?P<pid>pid=\d+(?:, ip=[\d.]+)?)\)"
     r"|\((?P<ray>raylet|gcs_server|dashboard)\))\s?"
 )

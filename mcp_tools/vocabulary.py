@@ -61,6 +61,14 @@ LAUNCH_COMMAND = (
 REQUEST_REFUSED = re.compile(
     r"\bError with model\b|Error in applying chat template from request|Error in preprocessing prompt inputs"
 )
+#: A request the server refused because it asks for a feature the server was not started with, by the
+#: flags that would enable it (vLLM's serving_chat.py: '"auto" tool choice requires
+#: --enable-auto-tool-choice and --tool-call-parser to be set'): every such request fails the same way,
+#: so it is the serving configuration's, not the request's.
+REQUEST_NEEDS_FLAGS = re.compile(
+    r"\brequires (?P<flags>--[a-z][\w-]{2,60}(?:(?:,| and| or)\s+--[a-z][\w-]{2,60}){0,3})"
+    r"(?:\s+to be (?:set|enabled|specified|passed))?"
+)
 #: The OpenAI-compatible server's answer itself, as a client that pasted it received it: the model list
 #: (``{"object":"list","data":[{"id":...,"object":"model"``), a completion, or an error object.
 OPENAI_ANSWER = re.compile(
@@ -208,6 +216,10 @@ UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
 #: before it.
 NATIVE_BANNER = re.compile(r"^Exception raised from \S{1,200} at \S{1,300} \(most recent call first\):")
 #: The shape of a fatal error record, whatever its family.
+#: A Rust program's or library's panic (llguidance's tokenizer tries, tokenizers, a Rust server that
+#: embeds Python): "thread '<unnamed>' panicked at toktrie/src/toktree.rs:1101:13:", its message on the
+#: next line (Rust 1.73 on).
+RUST_PANIC = re.compile(r"\bthread '[^'\n]{0,80}' panicked at\b")
 FATAL = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
     r"|Exception):"
@@ -222,13 +234,16 @@ FATAL = re.compile(
     # collective failed: "... watchdog thread terminated with exception", "we are taking the entire
     # process down"
     r"|watchdog thread terminated with exception|taking the entire process down"
-    # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): "thread '<unnamed>'
-    # panicked at toktrie/src/toktree.rs:1101:13:"
-    r"|\bthread '[^'\n]{0,80}' panicked at\b"
+    # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): RUST_PANIC
+    r"|"
+    + RUST_PANIC.pattern
+    +
     # A C++ exception of torch's (c10::Error, also torch_npu's and other backends' ops): its message, then
     # "Exception raised from OperationSetup at .../compiler_depend.ts:203 (most recent call first):" and
     # the native frames; C++'s own end of an uncaught one: "terminate called after throwing an instance of"
-    r"|" + NATIVE_BANNER.pattern + r"|terminate called after throwing an instance of"
+    r"|"
+    + NATIVE_BANNER.pattern
+    + r"|terminate called after throwing an instance of"
     # V0's multiprocessing worker reporting what a method raised in it ("Exception in worker
     # VllmWorkerProcess while processing method load_model: <the message>")
     r"|\bException in worker \S{1,80} while processing method \w{1,80}"
@@ -324,7 +339,10 @@ FACT_SETTING_FIGURE = re.compile(
 )
 KIND_ENVIRONMENT = re.compile(
     r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot import name"
-    r"|No module named",
+    r"|No module named"
+    # a program embedding Python that could not import it (ai-dynamo's Rust worker: "Failed to import
+    # python 'vllm' module. Are we running in the correct venv?")
+    r"|Failed to import python '[\w.]{1,80}' module",
     _I,
 )
 KIND_CHECKPOINT = re.compile(
@@ -385,7 +403,10 @@ KIND_UNSUPPORTED = re.compile(
     # vLLM's multimodal processing (multimodal/processing.py, v0.7 .. current) when the model's Hugging
     # Face processor fails on its inputs: in the start-up those are the profiling run's dummy inputs, so
     # this processor does not run with this vLLM / transformers
-    r"|Failed to apply \w{1,80}Processor\b",
+    r"|Failed to apply \w{1,80}Processor\b"
+    # a kernel's shape constraint the model's dimensions do not meet as configured (Marlin's "size_n =
+    # 5152 is not divisible by tile_n_size = 64" at tensor parallel 2): this kernel cannot run that split
+    r"|\b\w{1,40} = \d{1,9} is not divisible by \w{1,40} = \d{1,9}\b",
     _I,
 )
 #: What this installation lacks for what it was asked: a toolchain, library or backend not installed or
@@ -510,6 +531,8 @@ STARTED = re.compile(
 )
 #: An answer that is a server error (a 5xx after a crash is the failure, not service).
 SERVER_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 5\d\d|\bcode(?:=|\":\s?)5\d\d\b")
+#: A request refused as the client's (a 4xx): the access line, or the OpenAI client's "Error code: 400 - ...".
+CLIENT_ERROR_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\" 4\d\d|\bError code: 4\d\d\b|\b400 Bad Request\b")
 
 #: A request the server answered: a 2xx on an inference route, or an engine stats line with a request
 #: running or tokens generated (vLLM's periodic "Engine 000: Avg prompt throughput: ...").

@@ -499,6 +499,7 @@ def test_patterns_with_literal_digits_are_known() -> None:
         "OVERLOAD_REJECT",
         "FATAL",
         "SERVER_ERROR_STATUS",
+        "CLIENT_ERROR_STATUS",  # read on the few lines REQUEST_NEEDS_FLAGS found, not grepped
         "HEALTH_ANSWERED",
         "REQUEST_SERVED",
     }
@@ -2652,3 +2653,105 @@ def test_aws_capacity_errors_are_no_gpu_to_be_had() -> None:
         "InsufficientInstanceCapacity error. Please retry using a different ML instance type or after some time."
     )
     assert root(obs([line])) == "gpu_quota"
+
+
+def test_an_error_a_wrapper_raised_under_skypilots_task_tag_is_read_as_its_records_are() -> None:
+    """SkyPilot tags a task's output "(task, pid=N)" / "(head, rank=0, pid=N)" (lm-sys/FastChat#2469): the
+    record after the tag is the wrapper's, and an attribute its own arguments lack, at a start never
+    seen up, is the pieces' versions not fitting."""
+    tb = "(task, pid=27090) 2023-09-25 00:32:05 | ERROR | stderr | "
+    lines = [
+        "(task, pid=27090) Waiting for model worker to start...",
+        tb + "Traceback (most recent call last):",
+        tb + '  File "/opt/conda/lib/python3.9/site-packages/fastchat/serve/vllm_worker.py", line 213, in '
+        "<module>",
+        tb + "    if args.quantizaiton:",
+        tb + "AttributeError: 'Namespace' object has no attribute 'quantizaiton'",
+    ]
+    assert root(obs(lines)) == "unsupported_config"
+
+
+def test_a_kernels_shape_constraint_at_start_up_is_the_configuration() -> None:
+    """Marlin's "size_n = 5152 is not divisible by tile_n_size = 64" (a tensor-parallel split the kernel
+    cannot tile, gemma-forge's Nemotron NVFP4 at TP=2): unsupported_config, not an unexplained error."""
+    assert (
+        root(obs(["RuntimeError: size_n = 5152 is not divisible by tile_n_size = 64"]))
+        == "unsupported_config"
+    )
+    assert root(obs(["RuntimeError: the batch is not divisible by the world"])) == "unknown"
+
+
+def test_a_request_refused_for_flags_the_server_lacks_is_the_configuration() -> None:
+    """vLLM's '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', as
+    the OpenAI client printed it and its reader wrapped it: every tool-calling request fails so. The plan
+    names both flags; the parser's value is the model family's, so a person picks it."""
+    from graph.propose import propose_options
+
+    lines = [
+        'Error code: 400 - "auto" tool choice requires --enable-auto-tool-choice',
+        "and --tool-call-parser to be set",
+    ]
+    o = obs(lines)
+    rc = cause(o)
+    assert rc.category == "unsupported_config"
+    assert rc.finding is not None
+    assert rc.finding.facts["request_needs_flags"] == ["--enable-auto-tool-choice", "--tool-call-parser"]
+    diag = diagnose(o)
+    (plan,) = propose_options(diag, o)
+    assert [s.kind.value for s in plan.steps] == ["escalate"]
+    assert "--tool-call-parser" in plan.steps[0].change["human_action"]
+    # a refusal that is not an error (a doc line quoting the message) is not a failure
+    assert root(obs(['INFO note: "auto" tool choice requires --enable-auto-tool-choice'])) != (
+        "unsupported_config"
+    )
+
+
+def test_a_rust_panic_that_could_not_import_vllm_is_the_image() -> None:
+    """ai-dynamo/dynamo#441: the Rust worker panics, its message on the next line: "Failed to import python
+    'vllm' module ... AttributeError: class must define a '_type_' attribute" (a vllm build the worker was
+    not written against). An import that fails at a start is the image's, whatever printed it."""
+    lines = [
+        "thread 'tokio-runtime-worker' panicked at lib/engines/vllm/src/worker.rs:247:17:",
+        "Failed to import python 'vllm' module. Are we running in the correct venv? AttributeError: class "
+        "must define a '_type_' attribute",
+        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+    ]
+    assert root(obs(lines)) == "unsupported_config"
+    other = [
+        "thread 'main' panicked at src/lib.rs:10:5:",
+        "index out of bounds: the len is 3 but the index is 7",
+    ]
+    assert root(obs(other)) == "unknown"
+
+
+def test_a_requests_size_on_the_answers_next_line_is_read_with_it() -> None:
+    """A 400 pasted over three lines (gemma-forge's context-window edge): the size the request needed is on
+    the second, and a request one token over a short served context raises it."""
+    from graph.propose import propose_options
+
+    lines = [
+        "Error code: 400 - This model's maximum context length is 4096 tokens.",
+        "However, you requested 1024 output tokens and your prompt contains at",
+        "least 3073 input tokens, for a total of at least 4097 tokens.",
+    ]
+    o = obs(lines)
+    assert cause(o).finding is not None and cause(o).finding.facts["requested_tokens"] == 4097  # type: ignore[union-attr]
+    first = propose_options(diagnose(o), o)[0]
+    assert first.steps[0].change == {"--max-model-len": 5120}
+
+
+def test_a_log_that_only_shows_work_sitting_in_the_engine_is_not_healthy() -> None:
+    """vllm#26130: one stats line, 100 requests running and nothing made, is all the log has. One period is
+    too short to call a hang, and it has not earned healthy. A log that showed the engine making tokens
+    or answering before such a period keeps its reading (an idle engine's stats keep the last step's
+    running count)."""
+    stuck = (
+        "(APIServer pid=2318591) INFO 10-02 12:38:13 [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 "
+        "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 100 reqs, Waiting: 0 reqs, GPU KV cache "
+        "usage: 0.5%, Prefix cache hit rate: 89.9%"
+    )
+    assert root(obs([stuck])) == "unknown"
+    busy = stuck.replace("Avg prompt throughput: 0.0", "Avg prompt throughput: 812.3").replace(
+        "Avg generation throughput: 0.0", "Avg generation throughput: 95.1"
+    )
+    assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stuck])) == "healthy"

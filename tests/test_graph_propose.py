@@ -415,3 +415,13 @@ def test_an_engine_that_saw_no_gpu_first_gets_one_asked_for_then_a_person() -> N
         p for p in propose_options(d, Observation(id="x", service=L4)) if p.steps[0].kind is K.SET_RESOURCES
     ]
     assert apply_steps(L4, same.steps) == L4
+
+
+def test_an_engine_that_saw_no_gpu_asks_for_one_only_where_a_spec_was_observed() -> None:
+    """No GPU in the process: a spec that asks for none gets one first; with no spec observed, what it
+    asks for is not known (a step there cannot be rendered), so a person checks the instance's GPU."""
+    d = _diag("unsupported_config", "RuntimeError: Failed to infer device type", no_device=True)
+    cpu_only = L4.model_copy(update={"gpu_type": None})
+    kinds = [[s.kind for s in o.steps] for o in propose_options(d, Observation(id="x", service=cpu_only))]
+    assert kinds[0] == [K.SET_RESOURCES]
+    assert [[s.kind for s in o.steps] for o in propose_options(d, Observation(id="x"))] == [[K.ESCALATE]]

@@ -617,17 +617,27 @@ def queued_idle(text: str) -> bool:
     return m is not None and int(m.group(1)) == 0 and int(m.group(2)) > 0
 
 
-def queue_left_waiting(v: LogView) -> Line | None:
-    """The last stats period of an engine, requests waiting, none running and no prompt read nor token
-    made in it, with nothing that engine's process ran after it: one period is too short to call a
-    hang (``queued_idle``), and it is not a server that earned ``healthy`` either."""
-    last: dict[str, Line] = {}
-    for ln in v.grep(HUNG_STATS):
-        last[ln.proc] = ln
-    for ln in last.values():
+def left_stalled(v: LogView) -> Line | None:
+    """The last stats period of an engine with work in it and nothing made, with nothing that engine's
+    process ran after it: one period is too short to call a hang, and it is not a server that earned
+    ``healthy`` either. Requests waiting and none running with no prompt read nor token made
+    (``queued_idle``): an engine that steps admits them. Requests running and nothing made
+    (``stalled_stats``) only where the log never shows the engine making anything nor a request
+    answered: an idle engine's stats can keep the last step's running count (its requests finished)."""
+    stats = list(v.grep(HUNG_STATS))
+
+    def made(ln: Line) -> bool:
         m = HUNG_STATS.search(ln.text)
-        made = m is not None and (float(m.group(1)) > 0.0 or float(m.group(2)) > 0.0)
-        if queued_idle(ln.text) and not made and not ran_after(v, ln):
+        return m is not None and (float(m.group(1)) > 0.0 or float(m.group(2)) > 0.0)
+
+    last = {ln.proc: ln for ln in stats}
+    answered = any(  # a serving milestone that is not a stats line: an answer
+        ph is Phase.SERVING and not HUNG_STATS.search(v.lines[n - 1].text) for n, ph in v.milestones
+    )
+    never_made = not any(made(ln) for ln in stats) and not answered
+    for ln in last.values():
+        queued = queued_idle(ln.text) and not made(ln)
+        if (queued or (never_made and stalled_stats(ln.text))) and not ran_after(v, ln):
             return ln
     return None
 

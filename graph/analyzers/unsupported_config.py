@@ -34,6 +34,7 @@ from mcp_tools.vocabulary import (
     ARCH_COMPUTE_CAPABILITY,
     ASKABLE_SWITCHES,
     BARE_EXCEPTION,
+    CLIENT_ERROR_STATUS,
     EXCEPTION,
     EXCEPTION_PREFILTER,
     FACT_DEVICE_REFUSED,
@@ -61,6 +62,7 @@ from mcp_tools.vocabulary import (
     KIND_ASKS_SETTING,
     KIND_NO_DEVICE,
     QUANT_TENSOR_METHOD,
+    REQUEST_NEEDS_FLAGS,
     REQUEST_REFUSED,
     SUPPORT_CHECK,
     TRITON_FP8_MIN_CC,
@@ -146,7 +148,32 @@ def analyze(obs: Observation) -> list[Finding]:
                 facts=facts_of(obs, "\n".join(ln.text for ln in checks)),
             )
         ]
-    return _from_spec(obs, v.total) or _float16_refused(v)
+    return _from_spec(obs, v.total) or _float16_refused(v) or _request_needs_flags(v)
+
+
+def _request_needs_flags(v: LogView) -> list[Finding]:
+    """A request refused because the server was not started with the flags its feature needs (the
+    refusal names them, in an error or a client's 4xx): the serving configuration lacks a feature the
+    clients use. A record cut after it is read whole."""
+    for ln in v.grep(REQUEST_NEEDS_FLAGS):
+        if not (ln.said_error or CLIENT_ERROR_STATUS.search(ln.text)):
+            continue
+        m = REQUEST_NEEDS_FLAGS.search(ln.text)
+        assert m is not None
+        flags = re.findall(r"--[a-z][\w-]{2,60}", m.group("flags"))
+        return [
+            finding(
+                "unsupported_config",
+                0.8,
+                f"Requests are refused because the server was not started with {' and '.join(flags)} "
+                f"(line {ln.n}): the clients use a feature this serving configuration does not enable.",
+                [ln],
+                pattern=REQUEST_NEEDS_FLAGS,
+                analyzer="unsupported_config",
+                facts={"request_needs_flags": flags},
+            )
+        ]
+    return []
 
 
 def _float16_refused(v: LogView) -> list[Finding]:

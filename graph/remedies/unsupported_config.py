@@ -25,6 +25,20 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
                 "the platform would not take this spec",
             )
         ]
+    needs = fact(diag, "request_needs_flags")
+    if needs:  # the feature's flags: switches are set; a flag that takes a value is a person's choice
+        valued = [f for f in needs if not f.startswith(("--enable-", "--disable-"))]
+        if not valued:
+            why = f"requests need {' and '.join(needs)}, which the server was not started with"
+            return [flags_option(cap, dict.fromkeys(needs, True), why)]
+        return [
+            escalate(
+                f"Clients use a feature this server was not started with: add {' and '.join(needs)} to the "
+                f"serving flags ({', '.join(valued)} takes a value for this model, e.g. the tool-call parser "
+                "of its family from vLLM's tool-calling docs) and deploy a new revision.",
+                "requests need serving flags the server was not started with",
+            )
+        ]
     out: list[RemediationPlan] = []
     bad = fact(diag, "unrecognized_flags") or []
     stray = fact(diag, "unrecognized_words") or []
@@ -42,10 +56,12 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         ]
     if fact(diag, "no_device"):  # no GPU in the process: no flag or checkpoint makes it run there
         # First that the service asks for a GPU at all (a spec that already does is unchanged by this
-        # step, and preflight passes over a plan that changes nothing), then a person for the rest.
+        # step, and preflight passes over a plan that changes nothing), then a person for the rest. With
+        # no spec observed, what it asks for is not known: a person only.
         wanted = cap.gpu or CLOUD_RUN_GPUS[0]
+        ask = [gpu_option(cap, wanted, f"the engine saw no GPU: the service must ask for one ({wanted})")]
         return [
-            gpu_option(cap, wanted, f"the engine saw no GPU: the service must ask for one ({wanted})"),
+            *(ask if obs.service is not None else []),
             escalate(
                 "The engine found no GPU although it was asked to run on one: check that the instance really "
                 "gets its GPU (the Cloud Run service's GPU, the pod's nvidia.com/gpu limit, Ray's num_gpus "
