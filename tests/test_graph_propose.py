@@ -425,3 +425,15 @@ def test_an_engine_that_saw_no_gpu_asks_for_one_only_where_a_spec_was_observed()
     kinds = [[s.kind for s in o.steps] for o in propose_options(d, Observation(id="x", service=cpu_only))]
     assert kinds[0] == [K.SET_RESOURCES]
     assert [[s.kind for s in o.steps] for o in propose_options(d, Observation(id="x"))] == [[K.ESCALATE]]
+
+
+def test_weights_that_do_not_fit_a_known_gpu_of_an_unknown_checkpoint_move_to_a_larger_gpu_first() -> None:
+    """FP8 keeps the GPU only where the checkpoint is known not to be quantized already (vLLM refuses
+    --quantization fp8 on a pre-quantized one): with no model in the spec, the larger GPU goes first."""
+    d = _diag("weights_oom", "torch.OutOfMemoryError: CUDA out of memory.")
+    unnamed = L4.model_copy(update={"args": []})
+    first = propose_options(d, Observation(id="x", service=unnamed))[0]
+    assert first.steps[0].kind is K.SET_RESOURCES
+    named = L4.model_copy(update={"args": ["--model=acme/unlisted-13b"]})
+    first = propose_options(d, Observation(id="x", service=named))[0]
+    assert (first.steps[0].kind, first.steps[0].change) == (K.SET_VLLM_ARGS, {"--quantization": "fp8"})

@@ -47,8 +47,7 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
     if cap.gpu:
         bigger = larger_gpu(cap.gpu)
     else:
-        # No spec says which GPU: the log's out-of-memory message may say how much memory it had. A GPU
-        # with more surely holds more; whether this one runs FP8 nobody can say, so the GPU goes first.
+        # No spec says which GPU: the log's out-of-memory message may say how much memory it had.
         had = fact(diag, "gpu_total_gib")
         bigger = larger_gpu(None, than_gib=float(had)) if isinstance(had, (int, float)) else None
     grow = (
@@ -56,7 +55,10 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         if bigger
         else []
     )
-    out += [*fp8, *grow] if cap.gpu or not grow else [*grow, *fp8]
+    # FP8 keeps the GPU (the smaller change) where both the GPU and the checkpoint are known; where either
+    # is not, whether FP8 runs (this GPU's kernels, a checkpoint already quantized) nobody can say, and a
+    # GPU with more memory surely holds more.
+    out += [*fp8, *grow] if (cap.gpu and ref) or not grow else [*grow, *fp8]
     out.append(
         escalate(
             "Serve a smaller or quantized checkpoint of the model (QAT w4a16 or pre-quantized FP8) or use a "
