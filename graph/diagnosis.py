@@ -276,8 +276,9 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     v = view(obs)
     phase = phase_of(v, ln.n)
     text = ln.text
-    if RUST_PANIC.search(text) and ln.n < v.total:  # a panic says what it is on its next line
-        text = v.lines[ln.n].text
+    said = _panic_message(v, ln)
+    if said is not None:  # a panic says what it is on its next line
+        text = said.text
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
     # a request's or a step's: it failed starting, at a step the log does not show.
     unplaced = phase in (Phase.NONE, Phase.CONTAINER)
@@ -391,13 +392,20 @@ def _exception_evidence(obs: Observation, ln: Line) -> list[Evidence]:
     out = [Evidence(line=raised_by.n, text=cut_words(raised_by.text.strip(), 300))] if raised_by else []
     out.append(Evidence(line=ln.n, text=cut_words(excerpt(ln.raw or ln.text, EXCEPTION), 300)))
     v = view(obs)
-    if RUST_PANIC.search(ln.text) and ln.n < v.total:  # the panic's message, on its next line
-        said = v.lines[ln.n]
+    said = _panic_message(v, ln)
+    if said is not None:
         out.append(Evidence(line=said.n, text=cut_words(excerpt(said.raw or said.text), 300)))
     end = v.chain_end(ln.n)
     if end is not None and end.n != ln.n:
         out.append(Evidence(line=end.n, text=cut_words(excerpt(end.raw or end.text, EXCEPTION), 300)))
     return out
+
+
+def _panic_message(v: LogView, ln: Line) -> Line | None:
+    """A Rust panic's message: the next line its process printed (None: ``ln`` is no panic)."""
+    if not RUST_PANIC.search(ln.text):
+        return None
+    return next((c for c in v.lines[ln.n : ln.n + 3] if c.proc == ln.proc and c.text.strip()), None)
 
 
 def first_unexplained_failure(obs: Observation, findings: list[Finding], before: int) -> Line | None:

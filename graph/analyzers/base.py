@@ -622,22 +622,24 @@ def left_stalled(v: LogView) -> Line | None:
     process ran after it: one period is too short to call a hang, and it is not a server that earned
     ``healthy`` either. Requests waiting and none running with no prompt read nor token made
     (``queued_idle``): an engine that steps admits them. Requests running and nothing made
-    (``stalled_stats``) only where the log never shows the engine making anything nor a request
-    answered: an idle engine's stats can keep the last step's running count (its requests finished)."""
+    (``stalled_stats``) only where the log never shows that process making anything nor answering a
+    request: an idle engine's stats can keep the last step's running count (its requests finished)."""
     stats = list(v.grep(HUNG_STATS))
 
     def made(ln: Line) -> bool:
         m = HUNG_STATS.search(ln.text)
         return m is not None and (float(m.group(1)) > 0.0 or float(m.group(2)) > 0.0)
 
-    last = {ln.proc: ln for ln in stats}
-    answered = any(  # a serving milestone that is not a stats line: an answer
-        ph is Phase.SERVING and not HUNG_STATS.search(v.lines[n - 1].text) for n, ph in v.milestones
-    )
-    never_made = not any(made(ln) for ln in stats) and not answered
-    for ln in last.values():
+    # per process: what each made (a stats period of progress) or answered (a serving milestone that is
+    # not a stats line); another server's progress in the same stream says nothing of this one
+    active = {ln.proc for ln in stats if made(ln)} | {
+        v.lines[n - 1].proc
+        for n, ph in v.milestones
+        if ph is Phase.SERVING and not HUNG_STATS.search(v.lines[n - 1].text)
+    }
+    for ln in {ln.proc: ln for ln in stats}.values():
         queued = queued_idle(ln.text) and not made(ln)
-        if (queued or (never_made and stalled_stats(ln.text))) and not ran_after(v, ln):
+        if (queued or (ln.proc not in active and stalled_stats(ln.text))) and not ran_after(v, ln):
             return ln
     return None
 
