@@ -2755,3 +2755,5 @@ def test_a_log_that_only_shows_work_sitting_in_the_engine_is_not_healthy() -> No
         "Avg generation throughput: 0.0", "Avg generation throughput: 95.1"
     )
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stuck])) == "healthy"
+    # another server's progress in the same stream says nothing of this one's engine
+    assert root(obs([busy.replace("pid=2318591", "pid=7"), stuck])) == "unknown"
