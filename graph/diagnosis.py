@@ -276,9 +276,9 @@ def classify_by_life(obs: Observation, ln: Line) -> str | None:
     v = view(obs)
     phase = phase_of(v, ln.n)
     text = ln.text
-    said = _panic_message(v, ln)
-    if said is not None:  # a panic says what it is on its next line
-        text = said.text
+    message = _panic_message(v, ln)
+    if message is not None:  # a panic says what it is on its next line
+        text = message.text
     # No milestone and no frame places it, but the server was never seen up and nothing on the stack is
     # a request's or a step's: it failed starting, at a step the log does not show.
     unplaced = phase in (Phase.NONE, Phase.CONTAINER)
