@@ -65,9 +65,13 @@ REQUEST_REFUSED = re.compile(
 #: flags that would enable it (vLLM's serving_chat.py: '"auto" tool choice requires
 #: --enable-auto-tool-choice and --tool-call-parser to be set'): every such request fails the same way,
 #: so it is the serving configuration's, not the request's.
+FLAG_WORD = re.compile(r"--[a-z][\w-]{2,60}")
 REQUEST_NEEDS_FLAGS = re.compile(
-    r"\brequires (?P<flags>--[a-z][\w-]{2,60}(?:(?:,| and| or)\s+--[a-z][\w-]{2,60}){0,3})"
-    r"(?:\s+to be (?:set|enabled|specified|passed))?"
+    r"\brequires (?P<flags>"
+    + FLAG_WORD.pattern
+    + r"(?:(?:,| and| or)\s+"
+    + FLAG_WORD.pattern
+    + r"){0,3})(?:\s+to be (?:set|enabled|specified|passed))?"
 )
 #: The OpenAI-compatible server's answer itself, as a client that pasted it received it: the model list
 #: (``{"object":"list","data":[{"id":...,"object":"model"``), a completion, or an error object.

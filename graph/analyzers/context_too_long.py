@@ -65,9 +65,9 @@ def analyze(obs: Observation) -> list[Finding]:
             m = p.search(text)
             if m:
                 f.facts[key] = int(next(g for g in m.groups() if g))
-        if "served_context" in f.facts and "requested_tokens" not in f.facts and f.evidence:
+        n = f.evidence[0].line if f.evidence else 0
+        if "served_context" in f.facts and "requested_tokens" not in f.facts and n > 0:
             # The answer's next sentence ("However, you requested ...") pasted on lines of its own.
-            n = f.evidence[0].line
             m = FACT_REQUESTED_TOKENS.search(" ".join(ln.text for ln in view(obs).lines[n : n + 2]))
             if m:
                 f.facts["requested_tokens"] = int(next(g for g in m.groups() if g))

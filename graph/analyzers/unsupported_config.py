@@ -55,6 +55,7 @@ from mcp_tools.vocabulary import (
     FACT_TRITON_FP8,
     FACT_UNRECOGNIZED_ARGS,
     FLAG_FILLER_WORDS,
+    FLAG_WORD,
     FLAGS_NEVER_IMPLICATED,
     FLASH_ATTENTION_MIN_CC,
     FRAME,
@@ -160,7 +161,7 @@ def _request_needs_flags(v: LogView) -> list[Finding]:
             continue
         m = REQUEST_NEEDS_FLAGS.search(ln.text)
         assert m is not None
-        flags = re.findall(r"--[a-z][\w-]{2,60}", m.group("flags"))
+        flags = FLAG_WORD.findall(m.group("flags"))
         return [
             finding(
                 "unsupported_config",
