@@ -927,6 +927,14 @@ SERIES_WORDS: dict[str, str] = {
 # gpu_quota (and capacity for CPU, memory, disk)  (graph/analyzers/gpu_quota.py)
 # --------------------------------------------------------------------------------------------------
 
+#: A GPU type the zone does not offer at all (Compute Engine, GKE node pools: "Accelerator type
+#: \"nvidia-l4\" does not exist in zone us-west4-b.", or its resource path "not found"): no capacity of
+#: that kind there, ever; another zone or GPU type is the fix, not quota.
+GPU_NOT_OFFERED = re.compile(
+    r"Accelerator type \\?\"?(?P<gpu>[\w-]{1,80})\\?\"? does not exist in zone (?P<zone>[\w-]{1,40})"
+    r"|zones/(?P<zone2>[\w-]{1,40})/acceleratorTypes/(?P<gpu2>[\w-]{1,80})' was not found"
+    r"|acceleratorTypes/[\w-]{1,80}' was not found"
+)
 QUOTA = re.compile(
     r"Quota exceeded for total allowable count of GPUs|quota for using GPUs|ZONE_RESOURCE_POOL_EXHAUSTED"
     r"|\bSTOCKOUT\b|Insufficient regional quota|Quota '[A-Z\d_]*GPU[A-Z\d_]*' exceeded|GCE quota exceeded"
@@ -952,10 +960,8 @@ QUOTA = re.compile(
     r"|\bInsufficient(?:Instance)?Capacity\b|Unable to provision requested ML compute capacity"
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
-    # A GPU type the zone does not offer at all (Compute Engine, GKE node pools: "Accelerator type
-    # \"nvidia-l4\" does not exist in zone us-west4-b.", or its resource path "not found"): no capacity of
-    # that kind there, ever; another zone or GPU type is the fix
-    r"|Accelerator type \S{1,80} does not exist in zone|acceleratorTypes/[\w-]{1,80}' was not found"
+    # A GPU type the zone does not offer at all: GPU_NOT_OFFERED
+    r"|" + GPU_NOT_OFFERED.pattern +
     # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's
     # cudaErrorDevicesUnavailable ("CUDA-capable device(s) is/are busy or unavailable", before CUDA 12
     # "all CUDA-capable devices are busy or unavailable"), Xinference's worker ("Requested GPUs exceed

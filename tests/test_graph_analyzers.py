@@ -2757,3 +2757,25 @@ def test_a_log_that_only_shows_work_sitting_in_the_engine_is_not_healthy() -> No
     assert root(obs([*STARTUP_OK, *STARTUP_FIGURES, busy, stuck])) == "healthy"
     # another server's progress in the same stream says nothing of this one's engine
     assert root(obs([busy.replace("pid=2318591", "pid=7"), stuck])) == "unknown"
+
+
+def test_a_gpu_type_the_zone_does_not_offer_is_no_quota_request() -> None:
+    """GKE's node pool or a GCE create in a zone without that accelerator (gke-samples#1738, lizzie-gcloud
+    -setup#6): no capacity of that kind there, ever; the plan says where to go, not to ask for quota."""
+    from graph.propose import propose_options
+
+    for line, gpu, zone in (
+        ('Accelerator type "nvidia-l4" does not exist in zone us-west4-b.', "nvidia-l4", "us-west4-b"),
+        (
+            " - The resource 'projects/p/zones/europe-west2-c/acceleratorTypes/nvidia-tesla-v100' was not found",
+            "nvidia-tesla-v100",
+            "europe-west2-c",
+        ),
+    ):
+        o = obs([line])
+        rc = cause(o)
+        assert rc.category == "gpu_quota" and rc.finding is not None
+        assert rc.finding.facts["gpu_not_offered"] == {"gpu": gpu, "zone": zone}
+        (plan,) = propose_options(diagnose(o), o)
+        action = plan.steps[0].change["human_action"]
+        assert f"{zone} does not offer {gpu}" in action and "quota request does not help" in action

@@ -14,6 +14,7 @@ from graph.observation import Observation
 from mcp_tools.vocabulary import (
     FAILED_SCHEDULING,
     GPU_CAPACITY_WAIT,
+    GPU_NOT_OFFERED,
     POD_NAMED,
     POD_SCHEDULED,
     QUOTA,
@@ -23,14 +24,24 @@ from mcp_tools.vocabulary import (
 
 
 def analyze(obs: Observation) -> list[Finding]:
-    return simple(
+    found = simple(
         obs,
         category="gpu_quota",
         pattern=QUOTA,
         resolved=_scheduled_later,
         summary="No GPU could be had (line {line}): {text}",
         confidence=0.9,
-    ) or _waiting_for_gpus(obs)
+    )
+    for f in found:  # a GPU type the zone does not offer: no quota request gives it one
+        for e in f.evidence:
+            m = GPU_NOT_OFFERED.search(e.text)
+            if m:
+                f.facts["gpu_not_offered"] = {
+                    "gpu": m.group("gpu") or m.group("gpu2"),
+                    "zone": m.group("zone") or m.group("zone2"),
+                }
+                break
+    return found or _waiting_for_gpus(obs)
 
 
 def _scheduled_later(v: LogView, ln: Line) -> bool:

@@ -1,5 +1,6 @@
 """gpu_quota: a person requests quota, drops zonal redundancy or picks another region; for a job its own
-cluster cannot place (fewer GPUs than it asks for), adds GPU nodes or asks for fewer."""
+cluster cannot place (fewer GPUs than it asks for), adds GPU nodes or asks for fewer; for a GPU type the
+zone does not offer, deploys where it is offered or picks another type."""
 
 from __future__ import annotations
 
@@ -22,6 +23,19 @@ def propose(diag: Diagnosis, obs: Observation, cap: Capacity) -> list[Remediatio
         ]
     region = obs.service.region if obs.service and obs.service.region else "the service's region"
     gpu = cap.gpu or "the GPU"
+    absent = fact(diag, "gpu_not_offered")
+    if absent:  # not a quota: the place has no such GPU at all
+        gpu = absent.get("gpu") or gpu
+        zone = f"zone {absent['zone']}" if absent.get("zone") else "the zone"
+        return [
+            escalate(
+                f"{zone.capitalize()} does not offer {gpu}: deploy where it is offered (another zone or "
+                "region; Cloud Run lists its GPU regions, Compute Engine its accelerator types per zone), or "
+                "pick a GPU type this zone offers. A quota request does not help.",
+                "the GPU type is not offered where it was asked for",
+                gpu=gpu,
+            )
+        ]
     return [
         escalate(
             f"Request more Cloud Run GPU quota for {gpu} in {region} (IAM & Admin > Quotas: the "
