@@ -932,7 +932,7 @@ SERIES_WORDS: dict[str, str] = {
 #: that kind there, ever; another zone or GPU type is the fix, not quota.
 GPU_NOT_OFFERED = re.compile(
     r"Accelerator type \\?\"?(?P<gpu>[\w-]{1,80})\\?\"? does not exist in zone (?P<zone>[\w-]{1,40})"
-    r"|zones/(?P<zone2>[\w-]{1,40})/acceleratorTypes/(?P<gpu2>[\w-]{1,80})' was not found"
+    r"|zones/(?P<zone_in_path>[\w-]{1,40})/acceleratorTypes/(?P<gpu_in_path>[\w-]{1,80})' was not found"
     r"|acceleratorTypes/[\w-]{1,80}' was not found"
 )
 QUOTA = re.compile(

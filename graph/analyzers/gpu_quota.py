@@ -37,8 +37,8 @@ def analyze(obs: Observation) -> list[Finding]:
             m = GPU_NOT_OFFERED.search(e.text)
             if m:
                 f.facts["gpu_not_offered"] = {
-                    "gpu": m.group("gpu") or m.group("gpu2"),
-                    "zone": m.group("zone") or m.group("zone2"),
+                    "gpu": m.group("gpu") or m.group("gpu_in_path"),
+                    "zone": m.group("zone") or m.group("zone_in_path"),
                 }
                 break
     return found or _waiting_for_gpus(obs)
