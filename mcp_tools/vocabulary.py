@@ -61,11 +61,12 @@ LAUNCH_COMMAND = (
 REQUEST_REFUSED = re.compile(
     r"\bError with model\b|Error in applying chat template from request|Error in preprocessing prompt inputs"
 )
+#: A command-line flag as a message names it ("--tool-call-parser").
+FLAG_WORD = re.compile(r"--[a-z][\w-]{2,60}")
 #: A request the server refused because it asks for a feature the server was not started with, by the
 #: flags that would enable it (vLLM's serving_chat.py: '"auto" tool choice requires
 #: --enable-auto-tool-choice and --tool-call-parser to be set'): every such request fails the same way,
 #: so it is the serving configuration's, not the request's.
-FLAG_WORD = re.compile(r"--[a-z][\w-]{2,60}")
 REQUEST_NEEDS_FLAGS = re.compile(
     r"\brequires (?P<flags>"
     + FLAG_WORD.pattern
@@ -219,11 +220,11 @@ UP_PHASES = frozenset({Phase.ENGINE_READY, Phase.API_UP})
 #: OperationSetup at .../compiler_depend.ts:203 (most recent call first):"): what failed is the record
 #: before it.
 NATIVE_BANNER = re.compile(r"^Exception raised from \S{1,200} at \S{1,300} \(most recent call first\):")
-#: The shape of a fatal error record, whatever its family.
 #: A Rust program's or library's panic (llguidance's tokenizer tries, tokenizers, a Rust server that
 #: embeds Python): "thread '<unnamed>' panicked at toktrie/src/toktree.rs:1101:13:", its message on the
 #: next line (Rust 1.73 on).
 RUST_PANIC = re.compile(r"\bthread '[^'\n]{0,80}' panicked at\b")
+#: The shape of a fatal error record, whatever its family.
 FATAL = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error"
     r"|Exception):"
@@ -238,14 +239,13 @@ FATAL = re.compile(
     # collective failed: "... watchdog thread terminated with exception", "we are taking the entire
     # process down"
     r"|watchdog thread terminated with exception|taking the entire process down"
-    # a Rust library's panic (the guidance / llguidance tokenizer tries, tokenizers): RUST_PANIC
+    # a Rust library's panic (RUST_PANIC); a C++ exception of torch's (c10::Error, also torch_npu's and
+    # other backends' ops): its message, then "Exception raised from OperationSetup at
+    # .../compiler_depend.ts:203 (most recent call first):" and the native frames; C++'s own end of an
+    # uncaught one: "terminate called after throwing an instance of"
     r"|"
     + RUST_PANIC.pattern
-    +
-    # A C++ exception of torch's (c10::Error, also torch_npu's and other backends' ops): its message, then
-    # "Exception raised from OperationSetup at .../compiler_depend.ts:203 (most recent call first):" and
-    # the native frames; C++'s own end of an uncaught one: "terminate called after throwing an instance of"
-    r"|"
+    + r"|"
     + NATIVE_BANNER.pattern
     + r"|terminate called after throwing an instance of"
     # V0's multiprocessing worker reporting what a method raised in it ("Exception in worker
@@ -933,7 +933,7 @@ SERIES_WORDS: dict[str, str] = {
 GPU_NOT_OFFERED = re.compile(
     r"Accelerator type \\?\"?(?P<gpu>[\w-]{1,80})\\?\"? does not exist in zone (?P<zone>[\w-]{1,40})"
     r"|zones/(?P<zone_in_path>[\w-]{1,40})/acceleratorTypes/(?P<gpu_in_path>[\w-]{1,80})' was not found"
-    r"|acceleratorTypes/[\w-]{1,80}' was not found"
+    r"|acceleratorTypes/[\w-]{1,80}' was not found|Accelerator type \S{1,80} does not exist in zone"
 )
 QUOTA = re.compile(
     r"Quota exceeded for total allowable count of GPUs|quota for using GPUs|ZONE_RESOURCE_POOL_EXHAUSTED"
@@ -961,13 +961,14 @@ QUOTA = re.compile(
     r"|resource pool exhausted|RESOURCE_POOL_EXHAUSTED|not enough resources available"
     r"|FailedScaleUp|NotTriggerScaleUp|pod didn't trigger scale-up"
     # A GPU type the zone does not offer at all: GPU_NOT_OFFERED
-    r"|" + GPU_NOT_OFFERED.pattern +
     # A GPU that is there but held by another process or not free for this engine: the CUDA runtime's
     # cudaErrorDevicesUnavailable ("CUDA-capable device(s) is/are busy or unavailable", before CUDA 12
     # "all CUDA-capable devices are busy or unavailable"), Xinference's worker ("Requested GPUs exceed
     # the number of available devices", "GPU index 0 has been occupied with models"): no GPU capacity
     # now; no flag or image fixes it, a free GPU does
-    r"|CUDA-capable devices?(?:\(s\))? (?:is/are|are|is) busy or unavailable|cudaErrorDevicesUnavailable"
+    r"|"
+    + GPU_NOT_OFFERED.pattern
+    + r"|CUDA-capable devices?(?:\(s\))? (?:is/are|are|is) busy or unavailable|cudaErrorDevicesUnavailable"
     r"|Requested GPUs exceed the number of available devices|GPU index \d{1,4} has been occupied",
     _I,
 )
@@ -1280,7 +1281,9 @@ KILLED_FROM_OUTSIDE = re.compile(
     + ENGINE_SIGNALLED.pattern,
     _I | re.MULTILINE,
 )
-KILLED_FROM_OUTSIDE_PREFILTER = re.compile(r"exit code|terminated by signal|exitCode|EngineCore exiting", _I)
+KILLED_FROM_OUTSIDE_PREFILTER = re.compile(
+    r"exit code|terminated by signal|exitCode|" + ENGINE_SIGNALLED.pattern, _I
+)
 K8S_STATE_REASON = re.compile(r"^\s*reason: (?P<reason>\w+)\s*$", re.MULTILINE)
 #: A supervisor (a wrapper, a CLI) polling for the server to come up.
 STARTUP_WAITING = re.compile(

@@ -157,10 +157,9 @@ def _request_needs_flags(v: LogView) -> list[Finding]:
     refusal names them, in an error or a client's 4xx): the serving configuration lacks a feature the
     clients use. A record cut after it is read whole."""
     for ln in v.grep(REQUEST_NEEDS_FLAGS):
-        if not (ln.said_error or CLIENT_ERROR_STATUS.search(ln.text)):
-            continue
         m = REQUEST_NEEDS_FLAGS.search(ln.text)
-        assert m is not None
+        if m is None or not (ln.said_error or CLIENT_ERROR_STATUS.search(ln.text)):
+            continue
         flags = FLAG_WORD.findall(m.group("flags"))
         return [
             finding(
